@@ -1,0 +1,27 @@
+"""envh: programmable training worlds from static agent benchmarks.
+
+A *bridge* puts a benchmark behind ``ActionableEnv``; *components* (``EnvHarness``
+subclasses: stage, contract, chain, budget, and kinds from plugins) reshape it at that
+interface while the benchmark's verifier keeps the final word. ``make(spec)`` builds a
+stack from a declarative spec.
+"""
+
+from . import errors
+from .bridge import Bridge
+from .env import ActionableEnv
+from .harness import EnvHarness, iter_layers
+from .plugins import (BridgeInfo, ComponentKind, DesignerInfo, DiagnoserInfo, ExecutorInfo, PolicyInfo,
+                      Registry, TemplateInfo, TrainerInfo, get_registry, hookimpl, make_plugin_manager)
+from .spec import BuildContext, EnvSpec, LayerSpec, make, parse_spec, spec_id, spec_to_data
+from .types import (Action, Block, EnvResponse, EvaluationResult, Observation, ResetResult, TaskRef,
+                    ToolSpec)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Action", "ActionableEnv", "Block", "Bridge", "BridgeInfo", "BuildContext", "ComponentKind",
+    "DesignerInfo", "DiagnoserInfo", "EnvHarness", "EnvResponse", "EnvSpec", "EvaluationResult",
+    "ExecutorInfo", "LayerSpec", "Observation", "PolicyInfo", "Registry", "ResetResult", "TaskRef",
+    "TemplateInfo", "ToolSpec", "TrainerInfo", "errors", "get_registry", "hookimpl", "iter_layers",
+    "make", "make_plugin_manager", "parse_spec", "spec_id", "spec_to_data", "__version__",
+]

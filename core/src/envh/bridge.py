@@ -1,0 +1,109 @@
+"""Bridge: the base class that puts one benchmark behind ``ActionableEnv``.
+
+It gives every bridge, for free: validation of tool calls against the tool schemas
+(policy mistakes become error observations), a replay log so ``save_state`` and
+``from_state`` work without bridge code, and the context-manager protocol.
+Subclasses implement ``_reset`` and ``_step`` plus the read-only methods.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from . import errors
+from .env import ActionableEnv
+from .types import Action, EnvResponse, Observation, ResetResult, TaskRef
+from .validation import compile_tools
+
+
+class Bridge(ActionableEnv):
+    """Base class of bridges. ``name`` is the bridge's registered name."""
+
+    name: ClassVar[str] = "bridge"
+
+    _episode: dict[str, Any] | None = None
+    _checkers: dict[str, Any] | None = None
+
+    @abc.abstractmethod
+    def _reset(self, task: TaskRef | None, seed: int | None, options: dict[str, Any]) -> ResetResult:
+        """Start the episode; called by ``reset`` after bookkeeping."""
+
+    @abc.abstractmethod
+    def _step(self, action: Action) -> EnvResponse:
+        """Apply an action whose tool and argument types are already validated."""
+
+    def reset(self, *, task: TaskRef | None = None, seed: int | None = None,
+              options: Mapping[str, Any] | None = None) -> ResetResult:
+        opts = dict(options or {})
+        self._episode = {"task": task, "seed": seed, "options": opts, "actions": [], "mark": None}
+        self._checkers = None
+        return self._reset(task, seed, opts)
+
+    def step(self, action: Action) -> EnvResponse:
+        if self._episode is None:
+            raise errors.EnvhError(f"{type(self).__name__}.step() called before reset()")
+        if not isinstance(action, Action):
+            return self.error_response(
+                f"Expected an Action(tool=..., args=...), got {type(action).__name__}.", kind="invalid_action")
+        checkers = self._checkers
+        if checkers is None:
+            checkers = self._checkers = compile_tools(self.tools())
+        check = checkers.get(action.tool)
+        if check is None:
+            return self.error_response(
+                f"Unknown tool {action.tool!r:.80}. Available tools: {', '.join(sorted(checkers))}.",
+                kind="unknown_tool")
+        problem = check(action.args, action.tool)
+        if problem:
+            return self.error_response(f"Invalid call: {problem}.", kind="invalid_arguments")
+        self._episode["actions"].append(action)
+        return self._step(action)
+
+    def error_response(self, message: str, *, kind: str = "tool_error", reward: float = 0.0) -> EnvResponse:
+        """The answer to a policy mistake: an observation saying what was wrong."""
+        return EnvResponse(
+            observation=Observation(text=f"Error: {message}"),
+            reward=reward,
+            info={"error": {"type": kind, "message": message}},
+        )
+
+    def notify_replay_complete(self) -> None:
+        if self._episode is not None:
+            self._episode["mark"] = len(self._episode["actions"])
+
+    # -- state -------------------------------------------------------------------------
+    def save_state(self) -> dict[str, Any]:
+        """Replay form: the reset arguments and every action that reached ``_step``."""
+        ep = self._episode
+        if ep is None:
+            raise errors.StateError("save_state() called before reset()")
+        task: TaskRef | None = ep["task"]
+        return {
+            "format": "replay",
+            "bridge": self.name,
+            "task": None if task is None else {"suite": task.suite, "split": task.split,
+                                               "instance_id": task.instance_id},
+            "seed": ep["seed"],
+            "options": ep["options"],
+            "actions": [{"tool": a.tool, "args": a.args} for a in ep["actions"]],
+            "replay_mark": ep["mark"],
+        }
+
+    def from_state(self, state: Mapping[str, Any]) -> Observation:
+        if state.get("format") != "replay" or state.get("bridge") != self.name:
+            raise errors.StateError(
+                f"Cannot restore state of format {state.get('format')!r} for bridge "
+                f"{state.get('bridge')!r} into bridge {self.name!r}.")
+        task = TaskRef(**state["task"]) if state.get("task") else None
+        result = self.reset(task=task, seed=state.get("seed"), options=state.get("options"))
+        obs = result.observation
+        mark = state.get("replay_mark")
+        for i, raw in enumerate(state.get("actions", [])):
+            if i == mark:
+                self.notify_replay_complete()
+            obs = self.step(Action(tool=raw["tool"], args=dict(raw.get("args") or {}))).observation
+        if mark is not None and mark == len(state.get("actions", [])):
+            self.notify_replay_complete()
+        return obs

@@ -1,0 +1,1 @@
+"""Built-in component kinds: stage, contract, chain, budget."""

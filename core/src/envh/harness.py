@@ -1,0 +1,212 @@
+"""EnvHarness: the decorator base every component kind subclasses.
+
+A harness wraps an inner ``ActionableEnv`` and reshapes it only at the interface:
+``on_reset`` (Stage: a new start state), ``filter_action`` (f_A: rewrite or block),
+``modify_transition`` (f_T: override a transition), ``filter_observation`` (f_O: mask or
+augment). It forwards everything else, so a stack of any depth is still an
+``ActionableEnv``. The verifier is sealed: a subclass defining ``evaluate`` is rejected
+when the class is created, and ``modify_transition`` cannot change the reward.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import attrs
+
+from . import errors
+from .env import ActionableEnv
+from .stateview import LazyState
+from .types import Action, Block, EnvResponse, EvaluationResult, Observation, ResetResult, TaskRef, ToolSpec
+
+_VERDICT_COMPOSER = object()  # only envh.components.chain holds this key
+_HOOKS = ("on_reset", "filter_action", "modify_transition", "filter_observation")
+
+
+class _SealedMeta(abc.ABCMeta):
+    def __setattr__(cls, name: str, value: Any) -> None:
+        if name == "evaluate":
+            raise errors.SealedVerifierError(
+                f"{cls.__name__}.evaluate cannot be replaced: the verifier is sealed.")
+        super().__setattr__(name, value)
+
+
+class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
+    """Base class of component kinds. Override any of the four hooks; never ``evaluate``."""
+
+    kind: ClassVar[str] = "harness"
+    _overrides: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, _composes_verdicts: object = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "evaluate" in cls.__dict__ and _composes_verdicts is not _VERDICT_COMPOSER:
+            raise errors.SealedVerifierError(
+                f"{cls.__module__}.{cls.__qualname__} defines evaluate(), but the verifier is "
+                "sealed: components reshape start states, rules and observations, never the "
+                "verdict. Remove evaluate() from the component.")
+        cls._overrides = frozenset(
+            h for h in _HOOKS if getattr(cls, h) is not getattr(EnvHarness, h))
+
+    def __init__(self, inner: ActionableEnv, *, layer_id: str | None = None) -> None:
+        object.__setattr__(self, "inner", inner)
+        object.__setattr__(self, "layer_id", layer_id or self.kind)
+        object.__setattr__(self, "_last_obs", None)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "evaluate":
+            raise errors.SealedVerifierError("evaluate cannot be replaced: the verifier is sealed.")
+        object.__setattr__(self, name, value)
+
+    # -- hooks (override in component kinds) -------------------------------------------
+    def on_reset(self, result: ResetResult) -> ResetResult:
+        """Called after the inner env reset; Stage replays actions here."""
+        return result
+
+    def filter_action(self, action: Action, state: Mapping[str, Any]) -> Action | Block:
+        """f_A: return the action (possibly rewritten) or a ``Block``."""
+        return action
+
+    def modify_transition(self, action: Action, response: EnvResponse,
+                          state: Mapping[str, Any]) -> EnvResponse:
+        """f_T: override the inner transition (observation, flags, info); not the reward."""
+        return response
+
+    def filter_observation(self, observation: Observation, state: Mapping[str, Any]) -> Observation:
+        """f_O: mask or augment what the policy sees."""
+        return observation
+
+    def layer_state(self) -> Any:
+        """JSON data of this layer's own episode memory (for save/restore)."""
+        return None
+
+    def load_layer_state(self, data: Any) -> None:
+        """Restore what ``layer_state`` returned."""
+
+    def on_replay_complete(self) -> None:
+        """A stage replay below or at this layer finished: rewind counters here."""
+
+    # -- the interface -----------------------------------------------------------------
+    def _state(self) -> LazyState:
+        return LazyState(self.inner.get_env_state)
+
+    def _effect(self, **what: Any) -> dict[str, Any]:
+        return {"layer": self.layer_id, "kind": self.kind, **what}
+
+    def reset(self, *, task: TaskRef | None = None, seed: int | None = None,
+              options: Mapping[str, Any] | None = None) -> ResetResult:
+        result = self.inner.reset(task=task, seed=seed, options=options)
+        if "on_reset" in self._overrides:
+            result = self.on_reset(result)
+        obs = result.observation
+        changed = False
+        if "filter_observation" in self._overrides:
+            new = self.filter_observation(obs, self._state())
+            changed = new != obs
+            obs = new
+        info = dict(result.info)
+        info["envh"] = [*result.info.get("envh", ()), self._effect(observation=changed)]
+        self._last_obs = obs
+        return ResetResult(observation=obs, info=info)
+
+    def step(self, action: Action) -> EnvResponse:
+        over = self._overrides
+        effect = self._effect(action="passed", transition=False, observation=False)
+        sent = action
+        if "filter_action" in over and isinstance(action, Action):
+            sent = self.filter_action(action, self._state())
+            if isinstance(sent, Block):
+                effect["action"] = "blocked"
+                effect["reason"] = sent.reason
+                resp = EnvResponse(
+                    observation=Observation(text=f"Action blocked: {sent.reason}"),
+                    info={"error": {"type": "blocked", "message": sent.reason}})
+            elif not isinstance(sent, Action):
+                raise errors.EnvhError(
+                    f"{type(self).__name__}.filter_action returned {type(sent).__name__}; "
+                    "expected Action or Block")
+            elif sent != action:
+                effect["action"] = "rewritten"
+                effect["sent"] = {"tool": sent.tool, "args": sent.args}
+        if not isinstance(sent, Block):
+            resp = self.inner.step(sent)
+            if "modify_transition" in over:
+                new = self.modify_transition(sent, resp, self._state())
+                if new.reward != resp.reward:
+                    raise errors.SealedVerifierError(
+                        f"{type(self).__name__}.modify_transition changed the reward "
+                        f"({resp.reward!r} → {new.reward!r}); rewards come from the base verifier.")
+                if new is not resp and new != resp:
+                    effect["transition"] = True
+                resp = new
+        obs = resp.observation
+        if "filter_observation" in over:
+            obs = self.filter_observation(obs, self._state())
+            effect["observation"] = obs != resp.observation
+        info = dict(resp.info)
+        info["envh"] = [*resp.info.get("envh", ()), effect]
+        self._last_obs = obs
+        return attrs.evolve(resp, observation=obs, info=info)
+
+    def observe(self) -> Observation:
+        if self._last_obs is not None:
+            return self._last_obs
+        obs = self.inner.observe()
+        if "filter_observation" in self._overrides:
+            obs = self.filter_observation(obs, self._state())
+        return obs
+
+    def evaluate(self) -> EvaluationResult:
+        return self.inner.evaluate()
+
+    def tools(self) -> list[ToolSpec]:
+        return self.inner.tools()
+
+    def get_env_state(self) -> dict[str, Any]:
+        return self.inner.get_env_state()
+
+    def env_state_schema(self) -> dict[str, Any]:
+        return self.inner.env_state_schema()
+
+    def list_tasks(self, split: str | None = None) -> list[TaskRef]:
+        return self.inner.list_tasks(split)
+
+    def notify_replay_complete(self) -> None:
+        self.on_replay_complete()
+        self.inner.notify_replay_complete()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    @property
+    def unwrapped(self) -> ActionableEnv:
+        return self.inner.unwrapped
+
+    def save_state(self) -> dict[str, Any]:
+        last = self._last_obs
+        return {
+            "format": "layer", "layer": self.layer_id, "kind": self.kind,
+            "inner": self.inner.save_state(), "data": self.layer_state(),
+            "last_observation": None if last is None else {"text": last.text, "data": last.data},
+        }
+
+    def from_state(self, state: Mapping[str, Any]) -> Observation:
+        if state.get("format") != "layer" or state.get("kind") != self.kind:
+            raise errors.StateError(
+                f"Saved layer {state.get('layer')!r} of kind {state.get('kind')!r} does not match "
+                f"layer {self.layer_id!r} of kind {self.kind!r}: restore into an env built "
+                "from the same spec.")
+        obs = self.inner.from_state(state["inner"])
+        self.load_layer_state(state.get("data"))
+        last = state.get("last_observation")
+        self._last_obs = Observation(text=last["text"], data=dict(last.get("data") or {})) if last else obs
+        return self._last_obs
+
+
+def iter_layers(env: ActionableEnv) -> list[ActionableEnv]:
+    """The stack from outermost to the base env (for tools, not for policies)."""
+    out = [env]
+    while isinstance(out[-1], EnvHarness):
+        out.append(out[-1].inner)
+    return out

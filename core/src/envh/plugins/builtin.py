@@ -1,0 +1,28 @@
+"""The contributions core ships, registered through the same hooks as any plugin."""
+
+from __future__ import annotations
+
+from .hookspecs import hookimpl
+from .records import BridgeInfo, ComponentKind
+
+
+@hookimpl
+def envh_bridges() -> list[BridgeInfo]:
+    return [BridgeInfo(name="toy24", factory="envh.bridges.toy24:Toy24Env",
+                       description="The 24 arithmetic game (reference bridge, pure Python)")]
+
+
+@hookimpl
+def envh_component_kinds() -> list[ComponentKind]:
+    c = "envh.components"
+    return [
+        ComponentKind(name="stage", spec_type=f"{c}.stage:StageSpec", factory=f"{c}.stage:build",
+                      description="Replay actions after reset: a new start state (s0)"),
+        ComponentKind(name="contract", spec_type=f"{c}.contract:ContractSpec",
+                      factory=f"{c}.contract:build",
+                      description="Rewrite/block actions, override transitions, mask observations"),
+        ComponentKind(name="chain", spec_type=f"{c}.chain:ChainSpec", factory=f"{c}.chain:build",
+                      description="Join environments; success only if every leg's verifier passes"),
+        ComponentKind(name="budget", spec_type=f"{c}.budget:BudgetSpec", factory=f"{c}.budget:build",
+                      description="Step limit and repetition guard (truncation)"),
+    ]

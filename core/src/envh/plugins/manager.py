@@ -1,0 +1,219 @@
+"""Plugin discovery and the one typed wrapper around envh's hooks.
+
+Entry points of group ``envh`` load one at a time: a broken plugin is reported (name,
+version, cause) and skipped. ``ENVH_PLUGINS`` (comma-separated allow-list of entry
+point or distribution names) and ``ENVH_DISABLE_PLUGINS`` control loading.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from importlib import metadata
+from typing import Any, TypeVar
+
+import attrs
+import pluggy
+
+from .. import errors
+from . import hookspecs
+from .records import (BridgeInfo, ComponentKind, Contribution, DesignerInfo, DiagnoserInfo,
+                      ExecutorInfo, PolicyInfo, TemplateInfo, TrainerInfo)
+
+log = logging.getLogger("envh.plugins")
+GROUP = "envh"
+C = TypeVar("C", bound=Contribution)
+
+
+@attrs.frozen(kw_only=True)
+class PluginFailure:
+    """A plugin that could not be loaded or whose hook raised."""
+
+    entry_point: str
+    distribution: str
+    version: str
+    error: str
+
+    def __str__(self) -> str:
+        return (f"Failed to load plugin {self.distribution} {self.version} "
+                f"(entry point {self.entry_point}): {self.error}")
+
+
+@attrs.frozen(kw_only=True)
+class PluginInfo:
+    """A loaded plugin: the registered name and the distribution providing it."""
+
+    name: str
+    distribution: str
+    version: str
+
+
+def _names(var: str) -> set[str] | None:
+    raw = os.environ.get(var)
+    if raw is None:
+        return None
+    return {p.strip() for p in raw.split(",") if p.strip()}
+
+
+def make_plugin_manager(*, entry_points: bool = True, builtins: bool = True,
+                        plugins: Iterable[Any] = ()) -> Registry:
+    """A fresh registry: built-ins, then installed entry points, then ``plugins``."""
+    pm = pluggy.PluginManager(GROUP)
+    pm.add_hookspecs(hookspecs)
+    reg = Registry(pm)
+    if builtins:
+        from . import builtin
+
+        reg.register(builtin, name="envh", distribution="envh")
+    if entry_points:
+        reg.load_entry_points()
+    for plugin in plugins:
+        reg.register(plugin)
+    return reg
+
+
+class Registry:
+    """Typed access to everything plugins contribute; the only caller of ``pm.hook``."""
+
+    def __init__(self, pm: pluggy.PluginManager) -> None:
+        self.pm = pm
+        self.failures: list[PluginFailure] = []
+        self.loaded: list[PluginInfo] = []
+        self._cache: dict[str, dict[str, Any]] = {}
+
+    # -- loading -----------------------------------------------------------------------
+    def register(self, plugin: Any, *, name: str | None = None, distribution: str = "(inline)",
+                 version: str = "") -> None:
+        name = name or getattr(plugin, "__name__", None) or repr(plugin)
+        self.pm.register(plugin, name=name)
+        self.loaded.append(PluginInfo(name=name, distribution=distribution, version=version))
+        self._cache.clear()
+
+    def load_entry_points(self) -> None:
+        allow, deny = _names("ENVH_PLUGINS"), _names("ENVH_DISABLE_PLUGINS") or set()
+        for ep in sorted(metadata.entry_points(group=GROUP), key=lambda e: e.name):
+            dist = ep.dist.name if ep.dist is not None else "(unknown)"
+            version = ep.dist.version if ep.dist is not None else ""
+            if {ep.name, dist} & deny or (allow is not None and not {ep.name, dist} & allow):
+                continue
+            if self.pm.has_plugin(ep.name):
+                continue
+            try:
+                module = ep.load()
+                self.register(module, name=ep.name, distribution=dist, version=version)
+            except Exception as exc:  # noqa: BLE001 - any failure of a plugin is reported
+                failure = PluginFailure(entry_point=ep.name, distribution=dist, version=version,
+                                        error=repr(exc))
+                self.failures.append(failure)
+                log.warning("%s", failure)
+
+    def provider(self, plugin_name: str) -> PluginInfo:
+        for info in self.loaded:
+            if info.name == plugin_name:
+                return info
+        return PluginInfo(name=plugin_name, distribution="(unknown)", version="")
+
+    # -- collecting --------------------------------------------------------------------
+    def _collect(self, hook_name: str, record: type[C]) -> dict[str, C]:
+        if hook_name in self._cache:
+            return self._cache[hook_name]
+        out: dict[str, C] = {}
+        owners: dict[str, str] = {}
+        hook = getattr(self.pm.hook, hook_name)
+        for impl in reversed(hook.get_hookimpls()):  # registration order
+            try:
+                items = impl.function() or []
+            except Exception as exc:  # noqa: BLE001 - one broken plugin must not stop envh
+                info = self.provider(impl.plugin_name)
+                self.failures.append(PluginFailure(
+                    entry_point=impl.plugin_name, distribution=info.distribution,
+                    version=info.version, error=f"{hook_name}() raised {exc!r}"))
+                log.warning("%s", self.failures[-1])
+                continue
+            for item in items:
+                if not isinstance(item, record):
+                    raise errors.PluginError(
+                        f"Plugin {impl.plugin_name!r} returned {item!r} from {hook_name}(); "
+                        f"expected {record.__name__} records.")
+                if item.name in out:
+                    raise errors.PluginConflictError(
+                        f"{record.__name__} {item.name!r} is provided by both "
+                        f"{self._describe(owners[item.name])} and {self._describe(impl.plugin_name)}. "
+                        "Disable one with ENVH_DISABLE_PLUGINS.")
+                out[item.name] = item
+                owners[item.name] = impl.plugin_name
+        self._cache[hook_name] = out
+        return out
+
+    def _describe(self, plugin_name: str) -> str:
+        info = self.provider(plugin_name)
+        return f"{info.distribution} (plugin {plugin_name!r})"
+
+    def _get(self, hook_name: str, record: type[C], what: str, name: str) -> C:
+        items = self._collect(hook_name, record)
+        if name not in items:
+            raise errors.UnknownNameError(what, name, list(items))
+        return items[name]
+
+    def bridges(self) -> dict[str, BridgeInfo]:
+        return self._collect("envh_bridges", BridgeInfo)
+
+    def bridge(self, name: str) -> BridgeInfo:
+        return self._get("envh_bridges", BridgeInfo, "bridge", name)
+
+    def component_kinds(self) -> dict[str, ComponentKind]:
+        return self._collect("envh_component_kinds", ComponentKind)
+
+    def component_kind(self, name: str) -> ComponentKind:
+        return self._get("envh_component_kinds", ComponentKind, "component kind", name)
+
+    def policies(self) -> dict[str, PolicyInfo]:
+        return self._collect("envh_policies", PolicyInfo)
+
+    def policy(self, name: str) -> PolicyInfo:
+        return self._get("envh_policies", PolicyInfo, "policy", name)
+
+    def executors(self) -> dict[str, ExecutorInfo]:
+        return self._collect("envh_executors", ExecutorInfo)
+
+    def executor(self, name: str) -> ExecutorInfo:
+        return self._get("envh_executors", ExecutorInfo, "executor", name)
+
+    def designers(self) -> dict[str, DesignerInfo]:
+        return self._collect("envh_designers", DesignerInfo)
+
+    def designer(self, name: str) -> DesignerInfo:
+        return self._get("envh_designers", DesignerInfo, "designer", name)
+
+    def diagnosers(self) -> dict[str, DiagnoserInfo]:
+        return self._collect("envh_diagnosers", DiagnoserInfo)
+
+    def trainers(self) -> dict[str, TrainerInfo]:
+        return self._collect("envh_trainers", TrainerInfo)
+
+    def templates(self) -> dict[str, TemplateInfo]:
+        return self._collect("envh_templates", TemplateInfo)
+
+    def register_commands(self, cli: Any) -> None:
+        self.pm.hook.envh_register_commands(cli=cli)
+
+    def configure_converter(self, converter: Any) -> None:
+        self.pm.hook.envh_configure_converter(converter=converter)
+
+
+_default: Registry | None = None
+
+
+def get_registry() -> Registry:
+    """The process-wide registry (built on first use from installed plugins)."""
+    global _default
+    if _default is None:
+        _default = make_plugin_manager()
+    return _default
+
+
+def set_registry(registry: Registry | None) -> None:
+    """Replace the process-wide registry (tests; embedding applications)."""
+    global _default
+    _default = registry

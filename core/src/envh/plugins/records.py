@@ -1,0 +1,102 @@
+"""Contribution records: what plugins hand to envh through the ``envh_*`` hooks.
+
+Each is a frozen attrs record with a ``name``. Heavy code stays unimported until used:
+``factory`` may be a callable or an ``"module:attribute"`` string resolved on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from .. import errors
+
+_NAME = re.compile(r"^[a-z][a-z0-9_.-]*$")
+
+
+def _check_name(_inst: Any, _attr: Any, value: str) -> None:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise errors.PluginError(
+            f"Invalid contribution name {value!r}: use lower-case letters, digits, '_', '-', '.'")
+
+
+def resolve(target: Callable[..., Any] | str) -> Callable[..., Any]:
+    """Import ``"package.module:attr"`` lazily; callables pass through."""
+    if not isinstance(target, str):
+        return target
+    module, _, attr = target.partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split(".") if attr else []:
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise errors.PluginError(f"Cannot import {target!r}: {exc!r}") from exc
+    return obj  # type: ignore[no-any-return]
+
+
+@attrs.frozen(kw_only=True)
+class Contribution:
+    """Common shape: a unique ``name``, a lazy ``factory`` and a one-line ``description``."""
+
+    name: str = attrs.field(validator=_check_name)
+    factory: Callable[..., Any] | str
+    description: str = ""
+
+    def load(self) -> Callable[..., Any]:
+        return resolve(self.factory)
+
+
+@attrs.frozen(kw_only=True)
+class BridgeInfo(Contribution):
+    """A benchmark bridge; ``factory(**config)`` returns an ``ActionableEnv``."""
+
+
+@attrs.frozen(kw_only=True)
+class ComponentKind(Contribution):
+    """A component kind for env specs.
+
+    ``spec_type`` is the attrs class of the layer's config (it must have a ``kind``
+    field); ``factory(spec, inner, ctx)`` returns an ``EnvHarness`` around ``inner``.
+    """
+
+    spec_type: type | str
+
+
+@attrs.frozen(kw_only=True)
+class PolicyInfo(Contribution):
+    """A policy; ``factory(arg, **options)`` returns a policy (``openai:MODEL`` → arg MODEL)."""
+
+
+@attrs.frozen(kw_only=True)
+class ExecutorInfo(Contribution):
+    """An episode executor (inline, pool, ray, ...); ``factory(**options)``."""
+
+
+@attrs.frozen(kw_only=True)
+class DesignerInfo(Contribution):
+    """A designer that writes candidate components; ``factory(arg, **options)``."""
+
+
+@attrs.frozen(kw_only=True)
+class DiagnoserInfo(Contribution):
+    """A diagnoser that explains a policy's failures from its rollouts."""
+
+
+@attrs.frozen(kw_only=True)
+class TrainerInfo(Contribution):
+    """A trainer that trains a policy on (reshaped) envs."""
+
+
+@attrs.frozen(kw_only=True)
+class TemplateInfo(Contribution):
+    """A parameterised component template for the template designer.
+
+    ``bridge`` names the bridge it applies to (``None``: any); ``factory`` returns the
+    template object (see the rigger plugin for its protocol).
+    """
+
+    bridge: str | None = None

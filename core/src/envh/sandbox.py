@@ -1,0 +1,308 @@
+"""Checking and running untrusted component code (DESIGN invariant 3).
+
+Code written by a designer is parsed and checked against an allow-list before it runs:
+imports only from a few pure modules, no names or attributes that reach interpreter
+internals (dunders, frames, ``str.format``), no ``global``, no classes. It then runs
+with restricted builtins, and the AST is instrumented with cheap deadline checks at the
+top of every function and loop iteration, so a hook that loops forever stops at its time
+limit. Single huge operations are capped (``range``, ``*``, ``**``, ``<<``); memory as a
+whole is bounded by the episode worker's resource limits.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import time
+import types
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from .errors import ContractCodeError
+
+ALLOWED_MODULES = frozenset({
+    "re", "math", "json", "collections", "itertools", "string", "difflib", "functools",
+    "operator", "statistics", "heapq", "bisect", "textwrap", "fnmatch", "unicodedata",
+})
+FORBIDDEN_NAMES = frozenset({
+    "open", "exec", "eval", "compile", "getattr", "setattr", "delattr", "hasattr", "globals",
+    "locals", "vars", "dir", "input", "breakpoint", "help", "memoryview", "type", "object",
+    "super", "classmethod", "staticmethod", "property", "exit", "quit", "evaluate",
+})
+FORBIDDEN_ATTRS = frozenset({"format", "format_map", "mro"})
+FORBIDDEN_ATTR_PREFIXES = ("_", "gi_", "f_", "tb_", "cr_", "ag_", "co_", "func_")
+SAFE_BUILTINS = (
+    "abs", "all", "any", "bool", "dict", "divmod", "enumerate", "filter", "float", "frozenset",
+    "int", "isinstance", "iter", "len", "list", "map", "max", "min", "next", "ord", "chr",
+    "repr", "reversed", "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip",
+    "hash", "callable", "bin", "hex", "oct", "ascii", "bytes", "format", "pow",
+    "Exception", "ValueError", "KeyError", "TypeError", "IndexError", "LookupError",
+    "StopIteration", "ArithmeticError", "ZeroDivisionError", "AssertionError", "RuntimeError",
+    "True", "False", "None",
+)
+MAX_SIZE = 10_000_000  # elements or characters one operation may produce
+_TICK, _ITER, _MUL, _POW, _LSHIFT = "_envh_tick", "_envh_iter", "_envh_mul", "_envh_pow", "_envh_lshift"
+FILENAME = "<contract>"
+
+
+class _Timeout(BaseException):
+    """Raised inside untrusted code at its deadline; not catchable by ``except Exception``."""
+
+
+def _fail(node: ast.AST, message: str) -> ContractCodeError:
+    return ContractCodeError(message, lineno=getattr(node, "lineno", None),
+                             col=getattr(node, "col_offset", None))
+
+
+class _Checker(ast.NodeVisitor):
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._module(node, alias.name)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level:
+            raise _fail(node, "relative imports are not allowed")
+        self._module(node, node.module or "")
+        for alias in node.names:
+            if alias.name == "*" or alias.name.startswith("_"):
+                raise _fail(node, f"'from {node.module} import {alias.name}' is not allowed")
+
+    def _module(self, node: ast.AST, name: str) -> None:
+        if name.split(".")[0] not in ALLOWED_MODULES or "._" in name:
+            raise _fail(node, f"import of {name!r} is not allowed; allowed modules: "
+                              f"{', '.join(sorted(ALLOWED_MODULES))}")
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id.startswith("__") or node.id.startswith("_envh"):
+            raise _fail(node, f"name {node.id!r} is not allowed (dunder names are off limits)")
+        if node.id in FORBIDDEN_NAMES:
+            raise _fail(node, f"name {node.id!r} is not allowed in contract code")
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr.startswith(FORBIDDEN_ATTR_PREFIXES) or node.attr in FORBIDDEN_ATTRS:
+            raise _fail(node, f"attribute {node.attr!r} is not allowed "
+                              "(no private, dunder, frame or str.format access)")
+        self.generic_visit(node)
+
+    def _def(self, node: ast.FunctionDef | ast.Lambda) -> None:
+        name = getattr(node, "name", "<lambda>")
+        if name.startswith("_envh") or name.startswith("__") or name in FORBIDDEN_NAMES:
+            raise _fail(node, f"a function may not be named {name!r}"
+                              + (": the verifier is sealed" if name == "evaluate" else ""))
+        self.generic_visit(node)
+
+    visit_FunctionDef = _def  # type: ignore[assignment]
+    visit_Lambda = _def  # type: ignore[assignment]
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.type is None or (isinstance(node.type, ast.Name) and node.type.id == "BaseException"):
+            raise _fail(node, "catch specific exceptions (e.g. 'except Exception:'), not everything")
+        self.generic_visit(node)
+
+    def _reject(self, what: str) -> Callable[[Any, ast.AST], None]:
+        def visit(node: ast.AST) -> None:
+            raise _fail(node, f"{what} is not allowed in contract code")
+        return visit  # type: ignore[return-value]
+
+    def generic_visit(self, node: ast.AST) -> None:
+        banned = {ast.Global: "'global'", ast.Nonlocal: "'nonlocal'", ast.ClassDef: "defining classes",
+                  ast.AsyncFunctionDef: "async code", ast.Await: "async code",
+                  ast.AsyncFor: "async code", ast.AsyncWith: "async code", ast.With: "'with'"}
+        for t, what in banned.items():
+            if isinstance(node, t):
+                raise _fail(node, f"{what} is not allowed in contract code")
+        super().generic_visit(node)
+
+
+class _Instrument(ast.NodeTransformer):
+    """Deadline checks at function entry and loop bodies; capped big operations."""
+
+    @staticmethod
+    def _tick(node: ast.AST) -> ast.stmt:
+        call = ast.Expr(ast.Call(ast.Name(_TICK, ast.Load()), [], []))
+        return ast.copy_location(call, node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        self.generic_visit(node)
+        node.body.insert(0, self._tick(node))
+        return node
+
+    def _loop(self, node: ast.For | ast.While) -> ast.AST:
+        self.generic_visit(node)
+        node.body.insert(0, self._tick(node))
+        if isinstance(node, ast.For):
+            node.iter = ast.copy_location(ast.Call(ast.Name(_ITER, ast.Load()), [node.iter], []), node.iter)
+        return node
+
+    visit_For = _loop  # type: ignore[assignment]
+    visit_While = _loop  # type: ignore[assignment]
+
+    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
+        self.generic_visit(node)
+        node.iter = ast.copy_location(ast.Call(ast.Name(_ITER, ast.Load()), [node.iter], []), node.iter)
+        return node
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        fn = {ast.Mult: _MUL, ast.Pow: _POW, ast.LShift: _LSHIFT}.get(type(node.op))
+        if fn is None:
+            return node
+        return ast.copy_location(ast.Call(ast.Name(fn, ast.Load()), [node.left, node.right], []), node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
+        self.generic_visit(node)
+        fn = {ast.Mult: _MUL, ast.Pow: _POW, ast.LShift: _LSHIFT}.get(type(node.op))
+        if fn is None or not isinstance(node.target, ast.Name):
+            return node
+        load = ast.Name(node.target.id, ast.Load())
+        value = ast.Call(ast.Name(fn, ast.Load()), [load, node.value], [])
+        return ast.copy_location(ast.Assign([node.target], value), node)
+
+
+def _too_big(what: str) -> ContractCodeError:
+    return ContractCodeError(f"{what} would exceed the size limit of {MAX_SIZE:,} elements")
+
+
+def _mul(a: Any, b: Any) -> Any:
+    for seq, n in ((a, b), (b, a)):
+        if isinstance(seq, (str, bytes, list, tuple)) and isinstance(n, int) and len(seq) * n > MAX_SIZE:
+            raise _too_big("repeating a sequence")
+    return a * b
+
+
+def _pow(a: Any, b: Any) -> Any:
+    if isinstance(a, int) and isinstance(b, int) and abs(a) > 1 and b * max(abs(a).bit_length(), 1) > 1_000_000:
+        raise _too_big("an integer power")
+    return a ** b
+
+
+def _lshift(a: Any, b: Any) -> Any:
+    if isinstance(b, int) and b > 1_000_000:
+        raise _too_big("a left shift")
+    return a << b
+
+
+def _range(*args: int) -> range:
+    r = range(*args)
+    if len(r) > MAX_SIZE:
+        raise _too_big("range()")
+    return r
+
+
+def _safe_module(name: str) -> types.SimpleNamespace:
+    import importlib
+
+    mod = importlib.import_module(name)
+    public = {k: v for k, v in vars(mod).items()
+              if not k.startswith("_") and not isinstance(v, types.ModuleType)}
+    if name == "collections":
+        import collections.abc as cabc
+        public["abc"] = _safe_module_obj(cabc)
+    return types.SimpleNamespace(**public)
+
+
+def _safe_module_obj(mod: types.ModuleType) -> types.SimpleNamespace:
+    return types.SimpleNamespace(**{k: v for k, v in vars(mod).items()
+                                    if not k.startswith("_") and not isinstance(v, types.ModuleType)})
+
+
+def _import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+    root = name.split(".")[0]
+    if level or root not in ALLOWED_MODULES:
+        raise ImportError(f"import of {name!r} is not allowed")
+    ns = _safe_module(root)
+    if "." in name and not fromlist:
+        return ns
+    for part in name.split(".")[1:]:
+        ns = getattr(ns, part)
+    return ns
+
+
+class Sandbox:
+    """Compiled untrusted code and a call gate with a per-call time limit."""
+
+    def __init__(self, source: str, *, names: dict[str, Any] | None = None,
+                 time_limit: float = 0.05, allowed_functions: Iterable[str] | None = None) -> None:
+        self.time_limit = time_limit
+        self._deadline = [float("inf")]
+        self.expired = False
+        tree = parse_and_check(source)
+        if allowed_functions is not None:
+            _check_top_level(tree, set(allowed_functions))
+        tree = ast.fix_missing_locations(_Instrument().visit(tree))
+        code = compile(tree, FILENAME, "exec")
+        deadline, monotonic = self._deadline, time.monotonic
+
+        def tick() -> None:
+            if monotonic() > deadline[0]:
+                raise _Timeout
+
+        def guarded(it: Any) -> Iterator[Any]:
+            for item in it:
+                if monotonic() > deadline[0]:
+                    raise _Timeout
+                yield item
+
+        safe = {n: getattr(builtins, n) for n in SAFE_BUILTINS if hasattr(builtins, n)}
+        safe.update(range=_range, __import__=_import)
+        self.namespace: dict[str, Any] = {
+            "__builtins__": safe, "__name__": "contract", _TICK: tick, _ITER: guarded,
+            _MUL: _mul, _POW: _pow, _LSHIFT: _lshift, **(names or {})}
+        self.call_function = self._run
+        self._run(lambda: exec(code, self.namespace), "<module>")
+
+    def function(self, name: str) -> Callable[..., Any] | None:
+        fn = self.namespace.get(name)
+        return fn if isinstance(fn, types.FunctionType) else None
+
+    def _run(self, fn: Callable[..., Any], hook: str, *args: Any) -> Any:
+        self._deadline[0] = time.monotonic() + self.time_limit
+        try:
+            out = fn(*args)
+        except _Timeout:
+            raise ContractCodeError(
+                f"ran longer than its time limit of {self.time_limit * 1000:.0f} ms; "
+                "avoid unbounded loops and heavy work in hooks", hook=hook) from None
+        except ContractCodeError as exc:
+            if exc.hook is None:
+                exc.hook = hook
+            raise
+        except (Exception, RecursionError) as exc:  # noqa: BLE001 - untrusted code may raise anything
+            raise ContractCodeError(f"{type(exc).__name__}: {exc}", lineno=_code_line(exc),
+                                    hook=hook) from exc
+        if time.monotonic() > self._deadline[0]:
+            raise ContractCodeError(
+                f"ran longer than its time limit of {self.time_limit * 1000:.0f} ms", hook=hook)
+        return out
+
+
+def _code_line(exc: BaseException) -> int | None:
+    tb, line = exc.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == FILENAME:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def parse_and_check(source: str) -> ast.Module:
+    """Parse and check untrusted source; raise ``ContractCodeError`` at the first problem."""
+    if not isinstance(source, str):
+        raise ContractCodeError(f"code must be a string, got {type(source).__name__}")
+    try:
+        tree = ast.parse(source, FILENAME)
+    except SyntaxError as exc:
+        raise ContractCodeError(f"syntax error: {exc.msg}", lineno=exc.lineno,
+                                col=(exc.offset or 1) - 1) from None
+    _Checker().visit(tree)
+    return tree
+
+
+def _check_top_level(tree: ast.Module, allowed: set[str]) -> None:
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.Assign, ast.AnnAssign)):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # docstrings
+        raise _fail(node, "only imports, constants and function definitions may stand at top level")

@@ -1,0 +1,122 @@
+"""Declarative env specs: a bridge, its config and a stack of layers (innermost first).
+
+A spec is data (YAML or JSON). Its canonical JSON hashes to the spec id that every
+trajectory names (DESIGN invariant 4). ``make`` builds the live stack.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from . import errors
+from .types import JSON
+
+if TYPE_CHECKING:
+    from .env import ActionableEnv
+    from .plugins.manager import Registry
+
+
+@attrs.frozen(kw_only=True)
+class LayerSpec:
+    """Base of every layer's config record; ``kind`` is the tag, ``id`` names the layer."""
+
+    kind: str
+    id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class EnvSpec:
+    """A bridge with its config and the layers wrapped around it, innermost first."""
+
+    bridge: str
+    config: dict[str, Any] = attrs.field(factory=dict)
+    layers: tuple[LayerSpec, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class BuildContext:
+    """What a component factory may use while building its layer."""
+
+    registry: Registry
+    index: int
+    make: Callable[[EnvSpec], ActionableEnv]
+
+
+def load_spec_data(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
+    """Read a spec from a mapping, a JSON/YAML file path, or JSON/YAML text."""
+    if isinstance(source, Mapping):
+        return dict(source)
+    text: str
+    path = Path(source) if isinstance(source, Path) or "\n" not in str(source) else None
+    if path is not None and path.exists():
+        text = path.read_text()
+    elif isinstance(source, str) and source.lstrip()[:1] in "{[" or (isinstance(source, str) and "\n" in source):
+        text = source
+    else:
+        raise errors.SpecError(f"Spec file {str(source)!r} does not exist.")
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise errors.SpecError(f"Spec {str(source)[:80]!r} is not valid YAML/JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise errors.SpecError(f"A spec must be a mapping with a 'bridge' key, got {type(data).__name__}.")
+    return data
+
+
+def parse_spec(source: str | Path | Mapping[str, Any] | EnvSpec, registry: Registry | None = None) -> EnvSpec:
+    """Structure and validate a spec; errors name the path (``$.layers[1].code``)."""
+    if isinstance(source, EnvSpec):
+        return source
+    from .serialization import get_converter, structure_spec
+
+    return structure_spec(load_spec_data(source), get_converter(registry))
+
+
+def spec_to_data(spec: EnvSpec, registry: Registry | None = None) -> dict[str, JSON]:
+    """The canonical plain-data form of a spec (every default filled in)."""
+    from .serialization import get_converter
+
+    data: dict[str, JSON] = get_converter(registry).unstructure(spec)
+    return data
+
+
+def canonical_json(data: JSON) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def spec_id(spec: EnvSpec | Mapping[str, Any] | str | Path, registry: Registry | None = None) -> str:
+    """Content hash of the canonical spec: ``sha256`` hex of its canonical JSON."""
+    parsed = parse_spec(spec, registry)
+    return hashlib.sha256(canonical_json(spec_to_data(parsed, registry)).encode()).hexdigest()
+
+
+def make(spec: EnvSpec | Mapping[str, Any] | str | Path, *, registry: Registry | None = None) -> ActionableEnv:
+    """Build the env stack a spec describes: the bridge, then each layer around it."""
+    from .plugins.manager import get_registry
+
+    reg = registry or get_registry()
+    parsed = parse_spec(spec, reg)
+    factory = reg.bridge(parsed.bridge).load()
+    try:
+        env: ActionableEnv = factory(**parsed.config)
+    except TypeError as exc:
+        raise errors.SpecError(f"Bad config for bridge {parsed.bridge!r}: {exc}") from exc
+    try:
+        for i, layer in enumerate(parsed.layers):
+            kind = reg.component_kind(layer.kind)
+            ctx = BuildContext(registry=reg, index=i, make=lambda s: make(s, registry=reg))
+            env = kind.load()(layer, env, ctx)
+            if getattr(env, "layer_id", None) in (None, layer.kind):
+                object.__setattr__(env, "layer_id", layer.id or f"{i}:{layer.kind}")
+    except BaseException:
+        env.close()
+        raise
+    return env

@@ -1,0 +1,109 @@
+"""Read-only views of env state handed to component code (DESIGN invariant 2).
+
+Components see data, not runtimes: a deep-frozen copy of ``get_env_state()`` that is
+fetched lazily, so a hook that never looks at the state costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from . import errors
+
+
+class FrozenDict(Mapping[str, Any]):
+    """An immutable mapping; nested dicts and lists are frozen too."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self, d: dict[str, Any]) -> None:
+        object.__setattr__(self, "_d", d)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._d[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({self._d!r})"
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise TypeError("env state is read-only")
+
+    def __eq__(self, other: object) -> bool:
+        return dict(self._d) == (dict(other) if isinstance(other, Mapping) else other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def freeze(value: Any, where: str = "$") -> Any:
+    """Deep-freeze plain JSON data (dict → FrozenDict, list → tuple); reject the rest."""
+    if isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise errors.StateError(f"env state key {k!r} at {where} is not a string")
+            out[k] = freeze(v, f"{where}.{k}")
+        return FrozenDict(out)
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v, f"{where}[{i}]") for i, v in enumerate(value))
+    if isinstance(value, FrozenDict):
+        return value
+    raise errors.StateError(
+        f"env state at {where} is a {type(value).__name__}, not plain JSON data "
+        "(dict, list, str, int, float, bool, None). Bridges must not expose runtimes.")
+
+
+def thaw(value: Any) -> Any:
+    """Plain (mutable) JSON data from a frozen view."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
+class LazyState(Mapping[str, Any]):
+    """A read-only mapping that calls ``fetch`` on first use and freezes the result."""
+
+    __slots__ = ("_fetch", "_data")
+
+    def __init__(self, fetch: Callable[[], dict[str, Any]]) -> None:
+        self._fetch = fetch
+        self._data: FrozenDict | None = None
+
+    def _load(self) -> FrozenDict:
+        if self._data is None:
+            data = freeze(self._fetch())
+            if not isinstance(data, FrozenDict):
+                raise errors.StateError("get_env_state() must return a dict")
+            self._data = data
+        return self._data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._load()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._load()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._load().get(key, default)
+
+    def __repr__(self) -> str:
+        return f"LazyState({self._load()!r})"
