@@ -1,0 +1,126 @@
+"""The ``envh`` command line. Plugins add sub-commands through ``envh_register_commands``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from . import errors
+
+
+def _registry() -> Any:
+    from .plugins import get_registry
+
+    return get_registry()
+
+
+class EnvhGroup(click.Group):
+    """Turns envh errors into one clear line and exit code 2, not a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except errors.EnvhError as exc:
+            click.secho(f"error: {exc}", fg="red", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=EnvhGroup)
+@click.version_option(package_name="envh")
+def cli() -> None:
+    """envh: programmable training worlds from static agent benchmarks."""
+
+
+@cli.command("plugins")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def plugins_cmd(as_json: bool) -> None:
+    """List installed plugins and what each contributes."""
+    from rich.console import Console
+    from rich.table import Table
+
+    reg = _registry()
+    report = {
+        "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version} for p in reg.loaded],
+        "bridges": sorted(reg.bridges()), "component_kinds": sorted(reg.component_kinds()),
+        "policies": sorted(reg.policies()), "executors": sorted(reg.executors()),
+        "designers": sorted(reg.designers()), "failures": [str(f) for f in reg.failures],
+    }
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    console = Console()
+    table = Table(title="envh plugins")
+    for col in ("plugin", "distribution", "version"):
+        table.add_column(col)
+    for p in report["plugins"]:
+        table.add_row(p["name"], p["distribution"], p["version"])
+    console.print(table)
+    for key in ("bridges", "component_kinds", "policies", "executors", "designers"):
+        console.print(f"[bold]{key.replace('_', ' ')}[/bold]: {', '.join(report[key]) or '-'}")
+    for failure in report["failures"]:
+        console.print(f"[red]{failure}[/red]")
+
+
+@cli.command("tasks")
+@click.argument("bridge")
+@click.option("--split", default=None, help="Only this split.")
+@click.option("--config", "config_json", default="{}", help="Bridge config as JSON.")
+def tasks_cmd(bridge: str, split: str | None, config_json: str) -> None:
+    """List the tasks a bridge offers."""
+    from .spec import make
+
+    with make({"bridge": bridge, "config": json.loads(config_json)}) as env:
+        for task in env.list_tasks(split):
+            click.echo(f"{task.split}\t{task.instance_id}")
+
+
+@cli.command("play")
+@click.argument("spec")
+@click.option("--task", "task_id", default=None, help="Instance id (SPLIT/ID or ID).")
+@click.option("--seed", default=0, show_default=True)
+def play_cmd(spec: str, task_id: str | None, seed: int) -> None:
+    """Play SPEC yourself: actions as `tool key=value ...` or JSON."""
+    from .play import play
+
+    play(spec, task_id, seed)
+
+
+@cli.group("spec")
+def spec_group() -> None:
+    """Check env specs and compute their ids."""
+
+
+@spec_group.command("check")
+@click.argument("path")
+def spec_check(path: str) -> None:
+    """Validate a spec file and build its stack once."""
+    from .spec import make, parse_spec, spec_id
+
+    parsed = parse_spec(path)
+    with make(parsed):
+        pass
+    click.echo(f"ok: {len(parsed.layers)} layer(s) on bridge {parsed.bridge!r}; id {spec_id(parsed)}")
+
+
+@spec_group.command("id")
+@click.argument("path")
+def spec_id_cmd(path: str) -> None:
+    """Print the spec's content hash."""
+    from .spec import spec_id
+
+    click.echo(spec_id(path))
+
+
+def main() -> None:
+    from .rollout.cli import register as register_rollout
+
+    register_rollout(cli)
+    try:
+        _registry().register_commands(cli)
+    except errors.EnvhError as exc:
+        click.secho(f"error: {exc}", fg="red", err=True)
+        sys.exit(2)
+    cli(prog_name="envh")

@@ -1,0 +1,1 @@
+"""Rollouts: policies, the episode runner, executors and the trajectory store."""

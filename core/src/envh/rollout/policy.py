@@ -1,0 +1,37 @@
+"""The policy protocol every policy kind implements."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from ..types import Action, Observation, TaskRef, ToolSpec
+
+
+@attrs.frozen(kw_only=True)
+class PolicyStep:
+    """One decision: the action (``None`` when the output could not be parsed), the raw
+    model output, why it was invalid, token usage and latency."""
+
+    action: Action | None
+    raw: Any = None
+    invalid: str | None = None
+    usage: dict[str, int] = attrs.field(factory=dict)
+    latency_s: float = 0.0
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Chooses actions. ``policy_id`` names it in trajectories (kind, model, options)."""
+
+    policy_id: str
+
+    def start(self, *, task: TaskRef | None, tools: list[ToolSpec], observation: Observation) -> None:
+        """A new episode begins (clear conversation history)."""
+
+    def act(self, observation: Observation, tools: list[ToolSpec]) -> PolicyStep:
+        """The next action for ``observation``."""
+
+    def close(self) -> None:
+        """Release resources (HTTP clients, models)."""
