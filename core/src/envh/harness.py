@@ -111,10 +111,11 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
         return ResetResult(observation=obs, info=info)
 
     def step(self, action: Action) -> EnvResponse:
-        over = self._overrides
+        over = self._overrides if isinstance(action, Action) else \
+            self._overrides & {"filter_observation"}
         effect = self._effect(action="passed", transition=False, observation=False)
         sent = action
-        if "filter_action" in over and isinstance(action, Action):
+        if "filter_action" in over:
             sent = self.filter_action(action, self._state())
             if isinstance(sent, Block):
                 effect["action"] = "blocked"
