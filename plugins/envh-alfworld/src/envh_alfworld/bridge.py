@@ -1,0 +1,193 @@
+"""AlfworldEnv: ALFWorld's text games behind ``envh.ActionableEnv``.
+
+One tool, ``do(command)``. The observation text carries the goal and the engine's last
+text; ``data`` carries the goal, the admissible commands and the task type. The verifier is
+the game's own ``won`` flag. A step budget and a repetition guard truncate episodes; a Stage
+replay rewinds both (``notify_replay_complete``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import attrs
+
+from envh import (Action, Bridge, EnvResponse, EvaluationResult, Observation, ResetResult, TaskRef,
+                  ToolSpec, errors)
+from envh_alfworld import data
+from envh_alfworld.belief import BeliefTracker, parse_goal
+from envh_alfworld.engine import TextEngine
+from envh_alfworld.state import STATE_SCHEMA
+
+DO = ToolSpec(
+    name="do",
+    description=("Send one text command to the household game, e.g. 'go to drawer 1', 'open drawer 1', "
+                 "'take mug 1 from drawer 1', 'move mug 1 to desk 1', 'heat mug 1 with microwave 1', "
+                 "'clean mug 1 with sinkbasin 1', 'cool mug 1 with fridge 1', 'use desklamp 1', "
+                 "'examine drawer 1', 'look', 'inventory'."),
+    parameters={"type": "object", "properties": {
+        "command": {"type": "string", "maxLength": 200, "description": "the command text"}},
+        "required": ["command"], "additionalProperties": False},
+)
+_BANNER = re.compile(r"^-= Welcome to TextWorld, ALFRED! =-\s*")
+_PUT = re.compile(r"^put (?P<o>.+?) (?:in|on|in/on|into|onto) (?P<r>.+)$")
+
+
+class AlfworldEnv(Bridge):
+    """ALFWorld (TextWorld engine).
+
+    :param data_path: ALFWorld data root (default ``$ALFWORLD_DATA``, else ``~/.cache/alfworld``).
+    :param split: split used when ``reset`` gets no task (its first game).
+    :param task_types: only list games of these ALFRED task types.
+    :param max_steps: truncate after this many ``do`` calls (ALFWorld's usual 50); None: no limit.
+    :param max_repeats: truncate after this many identical observations in a row; None: off.
+    :param show_admissible: append the admissible commands to the observation text.
+    """
+
+    name = "alfworld"
+
+    def __init__(self, data_path: str | None = None, split: str = "train",
+                 task_types: list[str] | None = None, max_steps: int | None = 50,
+                 max_repeats: int | None = None, show_admissible: bool = False) -> None:
+        data.check_split(split)
+        if max_steps is not None and max_steps < 1:
+            raise errors.SpecError(f"alfworld max_steps must be >= 1 or null, got {max_steps}")
+        if max_repeats is not None and max_repeats < 2:
+            raise errors.SpecError(f"alfworld max_repeats must be >= 2 or null, got {max_repeats}")
+        self.root = data.data_root(data_path)
+        self.split, self.task_types = split, list(task_types) if task_types else None
+        self.max_steps, self.max_repeats, self.show_admissible = max_steps, max_repeats, show_admissible
+        self.engine = TextEngine()
+        self.belief = BeliefTracker()
+        self.task: TaskRef | None = None
+        self.task_type = ""
+        self.goal = ""
+        self.steps = self.repeats = 0
+        self.last_command: str | None = None
+        self.truncated = False
+        self._obs = Observation(text="", data={})
+
+    # -- tasks ---------------------------------------------------------------------------
+    def list_games(self, split: str | None = None) -> list[data.GameInfo]:
+        """Playable games with their task types (``list_tasks`` without the types)."""
+        splits = [split] if split else list(data.SPLITS)
+        games = [g for s in splits for g in data.discover(self.root, s)]
+        if self.task_types:
+            games = [g for g in games if g.task_type in self.task_types]
+        return games
+
+    def list_tasks(self, split: str | None = None) -> list[TaskRef]:
+        return [g.task for g in self.list_games(split)]
+
+    def tools(self) -> list[ToolSpec]:
+        return [DO]
+
+    # -- episode -------------------------------------------------------------------------
+    def _reset(self, task: TaskRef | None, seed: int | None, options: dict[str, Any]) -> ResetResult:
+        if task is None:
+            games = self.list_games(self.split)
+            if not games:
+                raise errors.EnvError(f"No ALFWorld games in split {self.split!r} under {self.root}. {data.FETCH_HINT}")
+            task = games[0].task
+        game_file = data.game_file_for(self.root, task)
+        self.engine.load(game_file)
+        intro = _BANNER.sub("", self.engine.reset()).strip()
+        self.task, self.goal = task, parse_goal(intro)
+        self.task_type = _task_type(game_file)
+        self.belief.reset(intro)
+        self.steps = self.repeats = 0
+        self.last_command, self.truncated = None, False
+        self._obs = self._observation(intro, with_goal=False)
+        return ResetResult(observation=self._obs, info={"task": str(task), "task_type": self.task_type,
+                                                          "game_file": game_file})
+
+    def _step(self, action: Action) -> EnvResponse:
+        if self.engine.won or self.truncated:
+            return self.error_response("The episode is over; reset() to play again.", kind="episode_over")
+        command = " ".join(str(action.args["command"]).strip().lower().split())
+        info: dict[str, Any] = {}
+        if command not in self.engine.admissible and (m := _PUT.match(command)):
+            alias = f"move {m.group('o')} to {m.group('r')}"
+            if alias in self.engine.admissible:
+                info["command_rewritten"] = {"from": command, "to": alias}
+                command = alias
+        self.steps += 1
+        self.last_command = command
+        if command not in self.engine.admissible:
+            feedback = "Nothing happens."
+            info["error"] = {"type": "inadmissible_command",
+                             "message": f"{command!r} is not a valid command here. Valid now: "
+                                        + ", ".join(self.engine.admissible)}
+        else:
+            feedback = self.engine.step(command)
+            self.belief.update(command, feedback)
+        previous = self._obs.text
+        self._obs = self._observation(feedback)
+        self.repeats = self.repeats + 1 if self._obs.text == previous else 0
+        won = self.engine.won
+        if not won:
+            if self.max_steps is not None and self.steps >= self.max_steps:
+                self.truncated, info["truncated_by"] = True, f"step budget of {self.max_steps} used"
+            elif self.max_repeats is not None and self.repeats + 1 >= self.max_repeats:
+                self.truncated = True
+                info["truncated_by"] = f"the same observation {self.max_repeats} times in a row"
+        return EnvResponse(observation=self._obs, reward=1.0 if won else 0.0, terminated=won,
+                           truncated=self.truncated, info=info)
+
+    def _observation(self, feedback: str, *, with_goal: bool = True) -> Observation:
+        text = f"Your task is to: {self.goal}.\n{feedback}" if with_goal else feedback
+        if self.show_admissible:
+            text += "\nAdmissible commands: " + ", ".join(self.engine.admissible)
+        return Observation(text=text, data={"goal": self.goal, "task_type": self.task_type,
+                                            "admissible_commands": list(self.engine.admissible),
+                                            "feedback": feedback})
+
+    def notify_replay_complete(self) -> None:
+        super().notify_replay_complete()
+        self.steps = self.repeats = 0
+        self.truncated = False
+
+    def observe(self) -> Observation:
+        return attrs.evolve(self._obs, data=dict(self._obs.data))
+
+    def evaluate(self) -> EvaluationResult:
+        won = self.engine.won
+        return EvaluationResult(success=won, score=1.0 if won else 0.0,
+                                metrics={"steps": self.steps, "task_type": self.task_type})
+
+    # -- state ---------------------------------------------------------------------------
+    def get_env_state(self) -> dict[str, Any]:
+        belief = self.belief.snapshot()
+        task = self.task
+        world = self.engine.world()
+        return {
+            "task": None if task is None else {"suite": task.suite, "split": task.split,
+                                               "instance_id": task.instance_id},
+            "goal": self.goal, "task_type": self.task_type,
+            "room_receptacles": list(self.belief.room),
+            "location": belief["location"], "holding": belief["holding"],
+            "belief": {"receptacles": belief["receptacles"], "object_states": belief["object_states"]},
+            "world": world,
+            "admissible_commands": list(self.engine.admissible),
+            "last_command": self.last_command, "last_feedback": self._obs.data.get("feedback", ""),
+            "steps": self.steps, "max_steps": self.max_steps,
+            "repeats": self.repeats, "max_repeats": self.max_repeats,
+            "won": self.engine.won, "done": self.engine.won or self.truncated,
+        }
+
+    def env_state_schema(self) -> dict[str, Any]:
+        return STATE_SCHEMA
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def _task_type(game_file: str) -> str:
+    import json
+    from pathlib import Path
+
+    try:
+        return str(json.loads((Path(game_file).parent / "traj_data.json").read_text())["task_type"])
+    except (OSError, ValueError, KeyError):
+        return ""
