@@ -106,7 +106,10 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
             changed = new != obs
             obs = new
         info = dict(result.info)
-        info["envh"] = [*result.info.get("envh", ()), self._effect(observation=changed)]
+        effect = self._effect(observation=changed)
+        if changed:  # what this layer received, so a trajectory can show the base observation
+            effect["observation_before"] = _obs_data(result.observation)
+        info["envh"] = [*result.info.get("envh", ()), effect]
         self._last_obs = obs
         return ResetResult(observation=obs, info=info)
 
@@ -130,8 +133,10 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
             elif sent != action:
                 effect["action"] = "rewritten"
                 effect["sent"] = {"tool": sent.tool, "args": sent.args}
+        received: Observation | None = None
         if not isinstance(sent, Block):
             resp = self.inner.step(sent)
+            received = resp.observation
             if "modify_transition" in over:
                 new = self.modify_transition(sent, resp, self._state())
                 if new.reward != resp.reward:
@@ -145,6 +150,8 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
         if "filter_observation" in over:
             obs = self.filter_observation(obs, self._state())
             effect["observation"] = obs != resp.observation
+        if received is not None and obs != received:  # keep what the layer received
+            effect["observation_before"] = _obs_data(received)
         info = dict(resp.info)
         info["envh"] = [*resp.info.get("envh", ()), effect]
         self._last_obs = obs
@@ -203,6 +210,10 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
         last = state.get("last_observation")
         self._last_obs = Observation(text=last["text"], data=dict(last.get("data") or {})) if last else obs
         return self._last_obs
+
+
+def _obs_data(obs: Observation) -> dict[str, Any]:
+    return {"text": obs.text, "data": obs.data}
 
 
 def iter_layers(env: ActionableEnv) -> list[ActionableEnv]:
