@@ -1,0 +1,252 @@
+"""SWEBenchEnv: SWE-bench behind ``envh.ActionableEnv``, one container per episode.
+
+Tools are the SWE-agent set: ``bash`` (a fresh shell per call in the repository, with a
+timeout and truncated output), ``str_replace_editor`` and ``submit``. ``submit`` captures
+the diff against the base commit and ends the episode; ``evaluate`` grades that diff in
+a fresh container with swebench's own parsers (see ``grading``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from envh import (Action, Bridge, EnvResponse, EvaluationResult, Observation, ResetResult, TaskRef,
+                  ToolSpec, errors)
+
+from . import runtime
+from .editor import TOOL_PARAMETERS, Editor, EditorError
+from .instances import Instance, load_instances
+from .state import STATE_SCHEMA, EpisodeState, changed_paths, is_test_command
+
+TOOLS = [
+    ToolSpec(name="bash", description=(
+        "Run a bash command in the repository's root directory. Each call starts a fresh "
+        "shell (no state such as `cd` or variables carries over); long output is truncated."),
+        parameters={"type": "object", "properties": {
+            "command": {"type": "string", "description": "the bash command to run"}},
+            "required": ["command"], "additionalProperties": False}),
+    ToolSpec(name="str_replace_editor", description=(
+        "View, create and edit files: `view` a file (with line numbers) or directory, "
+        "`create` a new file, `str_replace` an exact unique snippet, `insert` text after a "
+        "line, `undo_edit` the last edit of a file."), parameters=TOOL_PARAMETERS),
+    ToolSpec(name="submit", description="Submit the current changes as your solution; ends the episode."),
+]
+
+
+class SWEBenchEnv(Bridge):
+    """SWE-bench tasks as tool-calling episodes in Docker containers."""
+
+    name = "swebench"
+
+    def __init__(self, instances: str | list[dict[str, Any]] | None = None, *, split: str = "test",
+                 docker_url: str | None = None, image_namespace: str | None = None,
+                 workdir: str = "/testbed", cpus: float = 1.0, memory: str = "2g", pids: int = 512,
+                 network: bool = False, command_timeout: float = 120.0, eval_timeout: float = 1800.0,
+                 output_limit: int = 16_000, reward_on_submit: bool = True, snapshot: bool = False,
+                 command_prefix: str | None = None, track_files: bool = True) -> None:
+        if instances is None:
+            raise errors.SpecError("The swebench bridge needs instances: a .json/.jsonl/.parquet "
+                                   "path, 'hf://NAME@SPLIT', or a list of instance rows.")
+        self.source = str(instances) if isinstance(instances, (str, Path)) else "<rows>"
+        self.instances: dict[str, Instance] = load_instances(
+            instances, namespace=image_namespace, workdir=workdir)
+        self.split, self.docker_url = split, docker_url
+        self.limits = runtime.Limits(cpus=cpus, memory=memory, pids=pids, network=network)
+        self.command_timeout, self.eval_timeout, self.output_limit = command_timeout, eval_timeout, output_limit
+        self.reward_on_submit, self.snapshot, self.track_files = reward_on_submit, snapshot, track_files
+        self.command_prefix = command_prefix
+        self.box: runtime.Sandbox | None = None
+        self.editor: Editor | None = None
+        self.inst: Instance | None = None
+        self.state: EpisodeState | None = None
+        self.patch: str | None = None
+        self._last: Observation | None = None
+        self._verdicts: dict[str | None, EvaluationResult] = {}
+        self._restore: dict[str, Any] | None = None
+        self.timings: dict[str, float] = {}
+
+    # -- tasks ------------------------------------------------------------------------
+    def tools(self) -> list[ToolSpec]:
+        return TOOLS
+
+    def list_tasks(self, split: str | None = None) -> list[TaskRef]:
+        if split is not None and split != self.split:
+            return []
+        return [TaskRef(suite="swebench", split=self.split, instance_id=i) for i in sorted(self.instances)]
+
+    def _instance(self, task: TaskRef | None) -> Instance:
+        if task is None:
+            return self.instances[min(self.instances)]
+        try:
+            return self.instances[task.instance_id]
+        except KeyError:
+            raise errors.UnknownNameError("SWE-bench instance", task.instance_id, list(self.instances)) from None
+
+    # -- episode ----------------------------------------------------------------------
+    def _reset(self, task: TaskRef | None, seed: int | None, options: dict[str, Any]) -> ResetResult:
+        self._close_box()
+        inst = self.inst = self._instance(task)
+        client = runtime.client(self.docker_url)
+        restore, self._restore = self._restore, None
+        t0 = time.perf_counter()
+        self.box = runtime.Sandbox.start(client, restore["image"] if restore else inst.image,
+                                         workdir=inst.workdir, limits=self.limits, instance_id=inst.instance_id)
+        runtime.track(self.box)
+        if self.command_prefix is None:  # SWE-bench images keep the repo's env in conda
+            probe = self.box.run("test -f /opt/miniconda3/bin/activate", timeout=30, limit=100)
+            self.command_prefix = ("source /opt/miniconda3/bin/activate testbed >/dev/null 2>&1; "
+                                   if probe["exit_code"] == 0 else "")
+        self.timings = {"start_to_first_observation": time.perf_counter() - t0}
+        self.editor = Editor(self.box)
+        self.state = EpisodeState(instance_id=inst.instance_id, repo=inst.repo,
+                                  problem_statement=inst.problem_statement, workdir=inst.workdir)
+        self.patch, self._verdicts = None, {}
+        if restore:
+            self.state = EpisodeState.from_json(restore["env_state"])
+            self.editor.history = {k: list(v) for k, v in restore["editor_history"].items()}
+            self.patch = restore["patch"]
+        self._last = Observation(
+            text=(f"{inst.problem_statement.rstrip()}\n\nThe repository {inst.repo} is checked out at "
+                  f"{inst.workdir}. Fix the issue above with the bash and str_replace_editor tools, "
+                  "then call submit."),
+            data={"instance_id": inst.instance_id, "repo": inst.repo, "workdir": inst.workdir})
+        if restore:
+            self._last = Observation(text=restore["observation"]["text"], data=restore["observation"]["data"])
+        return ResetResult(observation=self._last, info={"task": f"swebench/{self.split}/{inst.instance_id}",
+                                                         "image": inst.image, **self.timings})
+
+    def _live(self) -> tuple[runtime.Sandbox, Editor, EpisodeState, Instance]:
+        if self.box is None or self.editor is None or self.state is None or self.inst is None:
+            raise errors.EnvhError("SWEBenchEnv.step() called before reset() or after close()")
+        return self.box, self.editor, self.state, self.inst
+
+    def _step(self, action: Action) -> EnvResponse:
+        box, editor, state, inst = self._live()
+        if state.submitted:
+            return self.error_response("The episode is over: submit() was already called.", kind="episode_over")
+        if action.tool == "bash":
+            return self._bash(box, state, inst, action.args["command"])
+        if action.tool == "str_replace_editor":
+            label = f"str_replace_editor {action.args['command']} {action.args['path']}"
+            try:
+                text, written = editor(action.args)
+            except EditorError as exc:
+                state.record(action.tool, command=label, output=str(exc), error=str(exc))
+                return self._respond(self.error_response(str(exc), kind="editor_error"))
+            if written:
+                state.touch([written])
+            state.record(action.tool, command=label, output=text)
+            return self._respond(EnvResponse(observation=Observation(text=text, data={"path": editor.resolve(action.args["path"])})))
+        return self._submit(box, state, inst)
+
+    def _bash(self, box: runtime.Sandbox, state: EpisodeState, inst: Instance, command: str) -> EnvResponse:
+        res = box.run(f"{self.command_prefix}{command}", timeout=self.command_timeout, limit=self.output_limit)
+        code, text = res["exit_code"], res["output"] or "(no output)\n"
+        if res["timed_out"]:
+            text += f"\n[command timed out after {self.command_timeout:g} s and was killed]"
+        elif code:
+            text += f"\n[exit code: {code}]"
+        if is_test_command(command, inst.test_cmd):
+            state.tests_run, state.test_runs = True, state.test_runs + 1
+            state.last_test_command, state.last_test_exit_code = command, code
+        if self.track_files:
+            status = box.run("git status --porcelain --untracked-files=all", timeout=60, limit=200_000)
+            state.touch(changed_paths(status["output"]))
+        # A non-zero exit is information (a failing test run is useful), not a mistake;
+        # a command that could not run or ran out of time is the policy's error.
+        error = None
+        if res["timed_out"]:
+            error = {"type": "timeout", "message": f"command timed out after {self.command_timeout:g} s"}
+        elif code in (126, 127):
+            error = {"type": "command_not_runnable", "message": f"exit code {code}: command not found or not executable"}
+        state.record("bash", command=command, exit_code=code, output=text,
+                     error=error["message"] if error else None)
+        data = {"exit_code": code, "timed_out": res["timed_out"], "truncated_bytes": res["dropped"]}
+        info: dict[str, Any] = {"exit_code": code}
+        if error:
+            info["error"] = error
+        return self._respond(EnvResponse(observation=Observation(text=text, data=data), info=info))
+
+    def _diff(self, box: runtime.Sandbox, inst: Instance) -> str:
+        res = box.run(f"git add -A && git -c core.fileMode=false diff --cached --binary {inst.base_commit}",
+                      timeout=120, limit=50_000_000)
+        if res["exit_code"] != 0:
+            raise box._infra(f"capturing the diff failed: {res['output'][-500:]}")
+        return str(res["output"])
+
+    def _submit(self, box: runtime.Sandbox, state: EpisodeState, inst: Instance) -> EnvResponse:
+        self.patch = self._diff(box, inst)
+        state.submitted, state.patch_chars = True, len(self.patch)
+        text = f"Submitted a diff of {len(self.patch)} characters touching {len(state.files_touched)} file(s)."
+        state.record("submit", output=text)
+        reward = self.evaluate().score if self.reward_on_submit else 0.0
+        return self._respond(EnvResponse(observation=Observation(text=text, data={"patch": self.patch}),
+                                         reward=reward, terminated=True))
+
+    def _respond(self, resp: EnvResponse) -> EnvResponse:
+        self._last = resp.observation
+        return resp
+
+    def observe(self) -> Observation:
+        if self._last is None:
+            raise errors.EnvhError("SWEBenchEnv.observe() called before reset()")
+        return self._last
+
+    # -- verifier and state -----------------------------------------------------------
+    def evaluate(self) -> EvaluationResult:
+        """Grade the submitted diff, or (before submit) the working tree's current diff,
+        as SWE-agent submits on exit. Cached per diff."""
+        box, _, state, inst = self._live()
+        patch = self.patch if state.submitted else self._diff(box, inst)
+        if patch not in self._verdicts:
+            from .grading import grade
+            verdict = grade(runtime.client(self.docker_url), inst, patch,
+                            limits=self.limits, timeout=self.eval_timeout)
+            self._verdicts[patch] = EvaluationResult(
+                success=verdict.success, score=verdict.score,
+                metrics={**verdict.metrics, "submitted": state.submitted})
+        return self._verdicts[patch]
+
+    def get_env_state(self) -> dict[str, Any]:
+        if self.state is None:
+            raise errors.EnvhError("SWEBenchEnv.get_env_state() called before reset()")
+        return self.state.to_json()
+
+    def env_state_schema(self) -> dict[str, Any]:
+        return STATE_SCHEMA
+
+    def save_state(self) -> dict[str, Any]:
+        """The replay form (task, seed, actions); with ``snapshot=True`` also a
+        ``docker commit`` of the container, which ``from_state`` starts from directly."""
+        saved = super().save_state()
+        if self.snapshot and self.box is not None and self.state is not None and self._last is not None:
+            saved["snapshot"] = {
+                "image": self.box.commit(), "env_state": self.state.to_json(), "patch": self.patch,
+                "editor_history": {k: list(v) for k, v in (self.editor.history if self.editor else {}).items()},
+                "observation": {"text": self._last.text, "data": dict(self._last.data)}}
+        return saved
+
+    def from_state(self, state: Mapping[str, Any]) -> Observation:
+        snap = state.get("snapshot")
+        if not snap or not runtime.image_exists(runtime.client(self.docker_url), snap["image"]):
+            return super().from_state(state)  # replay, the default
+        self._restore = dict(snap)
+        task = TaskRef(**state["task"]) if state.get("task") else None
+        self.reset(task=task, seed=state.get("seed"), options=state.get("options"))
+        assert self._episode is not None
+        self._episode["actions"] = [Action(tool=a["tool"], args=dict(a.get("args") or {}))
+                                    for a in state.get("actions", [])]
+        self._episode["mark"] = state.get("replay_mark")
+        return self.observe()
+
+    def _close_box(self) -> None:
+        if self.box is not None:
+            box, self.box = self.box, None
+            runtime.untrack(box)
+            box.close()
+
+    def close(self) -> None:
+        self._close_box()

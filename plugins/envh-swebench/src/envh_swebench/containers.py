@@ -1,0 +1,220 @@
+"""Docker plumbing: one labelled, resource-limited container per episode.
+
+Every container carries the label ``envh.swebench`` and an owner token (host, pid and
+the pid's start time), so a later process can tell the containers of a killed run from
+those of a live one and remove only the former (``cleanup_orphans``). Docker failures
+become ``envh.errors.InfraError``: they are never the policy's fault.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import tarfile
+import time
+import uuid
+from typing import Any
+
+import attrs
+import docker
+import docker.errors
+from envh import errors
+
+from .session import RunnerSession
+
+LABEL = "envh.swebench"
+OWNER_LABEL = "envh.swebench.owner"
+INSTANCE_LABEL = "envh.swebench.instance"
+
+
+def _start_time(pid: int) -> str:
+    """Start time of ``pid`` in clock ticks (field 22 of /proc/PID/stat), '' if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def owner_token(pid: int | None = None) -> str:
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}:{pid}:{_start_time(pid)}"
+
+
+def _owner_alive(token: str) -> bool:
+    host, _, rest = token.partition(":")
+    pid, _, started = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # another machine's container: not ours to judge
+    return _start_time(int(pid)) == started != ""
+
+
+def connect(base_url: str | None = None, timeout: float = 120) -> docker.DockerClient:
+    """A client for the daemon at ``base_url`` (default: the environment's DOCKER_HOST)."""
+    try:
+        client = (docker.DockerClient(base_url=base_url, timeout=timeout) if base_url
+                  else docker.from_env(timeout=timeout))
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise errors.InfraError(
+            f"Cannot reach the Docker daemon ({base_url or os.environ.get('DOCKER_HOST', 'default socket')}): "
+            f"{exc}. Start dockerd (dev/setup.d/docker.sh does) or set docker_url.") from exc
+    return client
+
+
+def cleanup_orphans(client: docker.DockerClient) -> list[str]:
+    """Remove envh-swebench containers whose owning process on this host is gone."""
+    removed = []
+    for c in client.containers.list(all=True, filters={"label": LABEL}):
+        if _owner_alive(c.labels.get(OWNER_LABEL, "")):
+            continue
+        try:
+            c.remove(force=True)
+            removed.append(c.name)
+        except docker.errors.NotFound:
+            pass
+    return removed
+
+
+@attrs.frozen(kw_only=True)
+class Limits:
+    """Resource limits of episode and evaluation containers."""
+
+    cpus: float = 1.0
+    memory: str = "2g"
+    pids: int = 512
+    network: bool = False
+
+
+@attrs.define(eq=False)
+class Sandbox:
+    """A started container plus the runner session that executes commands in it."""
+
+    client: docker.DockerClient
+    container: Any
+    workdir: str
+    session: RunnerSession | None = None
+
+    @classmethod
+    def start(cls, client: docker.DockerClient, image: str, *, workdir: str, limits: Limits,
+              instance_id: str, purpose: str = "episode") -> Sandbox:
+        name = f"envh-swebench-{purpose}-{uuid.uuid4().hex[:10]}"
+        try:
+            container = client.containers.run(
+                image, ["sleep", "infinity"], name=name, detach=True, init=True,
+                working_dir=workdir, network_mode="bridge" if limits.network else "none",
+                nano_cpus=int(limits.cpus * 1e9), mem_limit=limits.memory,
+                memswap_limit=limits.memory, pids_limit=limits.pids,
+                labels={LABEL: purpose, OWNER_LABEL: owner_token(), INSTANCE_LABEL: instance_id})
+        except docker.errors.ImageNotFound as exc:
+            raise errors.InfraError(
+                f"Image {image!r} for instance {instance_id!r} is not present locally; build it "
+                f"(SWE-bench's image builder, or the instance's Dockerfile) or set the "
+                f"instance's 'image' field.") from exc
+        except docker.errors.DockerException as exc:
+            raise errors.InfraError(f"Could not start a container from {image!r}: {exc}") from exc
+        return cls(client=client, container=container, workdir=workdir)
+
+    # -- commands ---------------------------------------------------------------------
+    def run(self, command: str, *, timeout: float, limit: int,
+            env: dict[str, str] | None = None, cwd: str | None = None) -> dict[str, Any]:
+        """Run ``bash -c command``; returns exit_code, output, timed_out, dropped."""
+        request = {"cmd": command, "cwd": cwd or self.workdir, "timeout": timeout,
+                   "limit": limit, "env": env or {}}
+        try:
+            if self.session is None:
+                self.session = RunnerSession.open(self.client, self.container.id)
+            if self.session is not None:
+                return self.session.request(request, timeout=timeout + 30)
+            return self._exec_fallback(request)
+        except (OSError, EOFError, docker.errors.DockerException) as exc:
+            self.session = None
+            raise self._infra(f"command failed to run: {exc!r}") from exc
+
+    def _exec_fallback(self, req: dict[str, Any]) -> dict[str, Any]:
+        """No Python in the image: one runtime exec per command, ``timeout`` kills it."""
+        argv = ["timeout", "-s", "KILL", str(max(1, int(req["timeout"]))), "bash", "-c", req["cmd"]]
+        res = self.container.exec_run(argv, workdir=req["cwd"], environment=req["env"])
+        raw = res.output or b""
+        limit, dropped = req["limit"], max(0, len(raw) - req["limit"])
+        out = raw.decode("utf-8", "replace")
+        if dropped:
+            half = limit // 2
+            out = (raw[:half].decode("utf-8", "replace")
+                   + f"\n[... {dropped} bytes of output truncated ...]\n"
+                   + raw[-half:].decode("utf-8", "replace"))
+        return {"exit_code": res.exit_code, "output": out, "timed_out": res.exit_code == 137,
+                "dropped": dropped}
+
+    # -- files (archives, no exec) ----------------------------------------------------
+    def read_file(self, path: str) -> tuple[bytes, int]:
+        """Contents and permission bits of a regular file; FileNotFoundError or
+        IsADirectoryError otherwise."""
+        try:
+            stream, stat = self.container.get_archive(path)
+        except docker.errors.NotFound as exc:
+            raise FileNotFoundError(path) from exc
+        except docker.errors.DockerException as exc:
+            raise self._infra(f"reading {path} failed: {exc}") from exc
+        if stat.get("mode", 0) & (1 << 31):  # os.ModeDir in Go's FileMode
+            raise IsADirectoryError(path)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = tar.next()
+            handle = tar.extractfile(member) if member is not None else None
+            if handle is None:
+                raise IsADirectoryError(path)
+            return handle.read(), stat.get("mode", 0o644) & 0o7777
+
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Create or replace ``path`` (absolute); its directory must exist."""
+        directory, _, base = path.rstrip("/").rpartition("/")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(base)
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+        try:
+            ok = self.container.put_archive(directory or "/", buf.getvalue())
+        except docker.errors.NotFound as exc:
+            raise FileNotFoundError(directory) from exc
+        except docker.errors.DockerException as exc:
+            raise self._infra(f"writing {path} failed: {exc}") from exc
+        if not ok:
+            raise self._infra(f"writing {path} failed")
+
+    # -- lifecycle --------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        try:
+            self.container.reload()
+        except docker.errors.NotFound:
+            return {"Status": "removed"}
+        return dict(self.container.attrs.get("State", {}))
+
+    def _infra(self, what: str) -> errors.InfraError:
+        state = self.status()
+        return errors.InfraError(
+            f"Container {self.container.name} ({state.get('Status', '?')}, exit code "
+            f"{state.get('ExitCode', '?')}, OOMKilled={state.get('OOMKilled', '?')}): {what}")
+
+    def commit(self, repository: str = "envh-swebench-snapshot") -> str:
+        """Snapshot the container's filesystem as an image; returns the image id."""
+        try:
+            image = self.container.commit(repository=repository, tag=uuid.uuid4().hex[:12],
+                                          conf={"Labels": {LABEL: "snapshot"}})
+        except docker.errors.DockerException as exc:
+            raise self._infra(f"docker commit failed: {exc}") from exc
+        return str(image.id)
+
+    def close(self) -> None:
+        """Stop the runner and remove the container; safe to call twice."""
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+        try:
+            self.container.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if "already in progress" not in str(exc):
+                raise errors.InfraError(f"Could not remove container {self.container.name}: {exc}") from exc

@@ -1,0 +1,175 @@
+"""``str_replace_editor``: SWE-agent's file editor, over container archives.
+
+Reads and writes go through Docker's archive API (no process in the container);
+listing a directory and creating parent folders use the sandbox's runner. Every edit
+keeps the previous contents so ``undo_edit`` can restore them. Mistakes (a missing
+file, an ambiguous ``old_str``) raise ``EditorError``, which the bridge turns into an
+error observation.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+from typing import Any
+
+import attrs
+
+from .containers import Sandbox
+
+COMMANDS = ["view", "create", "str_replace", "insert", "undo_edit"]
+SNIPPET_LINES = 4
+TOOL_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "enum": COMMANDS, "description": "the operation"},
+        "path": {"type": "string", "description": "file or directory; relative paths start at the repository root"},
+        "file_text": {"type": "string", "description": "create: the new file's contents"},
+        "old_str": {"type": "string", "description": "str_replace: text that occurs exactly once in the file"},
+        "new_str": {"type": "string", "description": "str_replace: replacement (default empty); insert: text to insert"},
+        "insert_line": {"type": "integer", "description": "insert: new_str goes after this line (0 = top)"},
+        "view_range": {"type": "array", "items": {"type": "integer"},
+                       "description": "view: [first, last] line numbers, 1-based; last -1 means end of file"},
+    },
+    "required": ["command", "path"],
+    "additionalProperties": False,
+}
+
+
+class EditorError(Exception):
+    """A policy mistake in an editor call; the message is shown to the policy."""
+
+
+def numbered(text: str, start: int = 1) -> str:
+    """``cat -n`` style: right-aligned line numbers and a tab."""
+    return "\n".join(f"{i:6}\t{line}" for i, line in enumerate(text.split("\n"), start))
+
+
+@attrs.define
+class Editor:
+    """The editor of one episode; ``history`` maps path → earlier contents (None: absent)."""
+
+    box: Sandbox
+    history: dict[str, list[str | None]] = attrs.Factory(dict)
+
+    def resolve(self, path: str) -> str:
+        return posixpath.normpath(posixpath.join(self.box.workdir, path))
+
+    def __call__(self, args: dict[str, Any]) -> tuple[str, str | None]:
+        """Run one call; returns (text for the policy, path written or None)."""
+        path = self.resolve(args["path"])
+        command = args["command"]
+        if command == "view":
+            return self.view(path, args.get("view_range")), None
+        if command == "create":
+            if "file_text" not in args:
+                raise EditorError("Parameter `file_text` is required for command: create.")
+            return self.create(path, args["file_text"]), path
+        if command == "str_replace":
+            if "old_str" not in args:
+                raise EditorError("Parameter `old_str` is required for command: str_replace.")
+            return self.str_replace(path, args["old_str"], args.get("new_str", "")), path
+        if command == "insert":
+            if "insert_line" not in args or "new_str" not in args:
+                raise EditorError("Parameters `insert_line` and `new_str` are required for command: insert.")
+            return self.insert(path, args["insert_line"], args["new_str"]), path
+        return self.undo(path), path
+
+    def _read(self, path: str) -> tuple[str, int]:
+        try:
+            data, mode = self.box.read_file(path)
+        except FileNotFoundError:
+            raise EditorError(f"The path {path} does not exist. Please provide a valid path.") from None
+        except IsADirectoryError:
+            raise EditorError(f"The path {path} is a directory; this command needs a file.") from None
+        try:
+            return data.decode("utf-8"), mode
+        except UnicodeDecodeError:
+            raise EditorError(f"The file {path} is not UTF-8 text; the editor cannot show or edit it.") from None
+
+    def _write(self, path: str, text: str, mode: int, before: str | None) -> None:
+        self.box.write_file(path, text.encode("utf-8"), mode)
+        self.history.setdefault(path, []).append(before)
+
+    def view(self, path: str, view_range: list[int] | None) -> str:
+        try:
+            text, _ = self._read(path)
+        except EditorError as exc:
+            if "is a directory" not in str(exc):
+                raise
+            if view_range:
+                raise EditorError("The `view_range` parameter is not allowed when `path` points to a directory.") from None
+            res = self.box.run(f"find {shlex.quote(path)} -maxdepth 2 -not -path '*/.*' | sort",
+                               timeout=30, limit=20000)
+            return (f"Here's the files and directories up to 2 levels deep in {path}, excluding "
+                    f"hidden items:\n{res['output']}")
+        lines = text.split("\n")
+        if view_range is None:
+            return f"Here's the result of running `cat -n` on {path}:\n{numbered(text)}\n"
+        if len(view_range) != 2:
+            raise EditorError("Invalid `view_range`: it should be a list of two integers.")
+        first, last = view_range
+        if not 1 <= first <= len(lines):
+            raise EditorError(f"Invalid `view_range` {view_range}: the first element should be within [1, {len(lines)}].")
+        if last != -1 and not first <= last <= len(lines):
+            raise EditorError(f"Invalid `view_range` {view_range}: the second element should be -1 or within [{first}, {len(lines)}].")
+        shown = lines[first - 1:] if last == -1 else lines[first - 1:last]
+        return f"Here's the result of running `cat -n` on {path}:\n{numbered(chr(10).join(shown), first)}\n"
+
+    def create(self, path: str, file_text: str) -> str:
+        try:
+            self.box.read_file(path)
+        except FileNotFoundError:
+            pass
+        except IsADirectoryError:
+            raise EditorError(f"The path {path} is a directory; cannot create a file there.") from None
+        else:
+            raise EditorError(f"File already exists at: {path}. Cannot overwrite files using command `create`.")
+        parent = posixpath.dirname(path)
+        self.box.run(f"mkdir -p {shlex.quote(parent)}", timeout=30, limit=2000)
+        self._write(path, file_text, 0o644, None)
+        return f"File created successfully at: {path}"
+
+    def str_replace(self, path: str, old: str, new: str) -> str:
+        text, mode = self._read(path)
+        count = text.count(old)
+        if count == 0:
+            raise EditorError(f"No replacement was performed, old_str `{old}` did not appear verbatim in {path}.")
+        if count > 1:
+            at = [i + 1 for i, line in enumerate(text.split("\n")) if old.split("\n")[0] in line]
+            raise EditorError(f"No replacement was performed. Multiple occurrences of old_str `{old}` "
+                              f"in lines {at}. Please ensure it is unique.")
+        result = text.replace(old, new)
+        self._write(path, result, mode, text)
+        line = text.split(old)[0].count("\n")
+        return self._snippet(path, result, line, new.count("\n"))
+
+    def insert(self, path: str, insert_line: int, new: str) -> str:
+        text, mode = self._read(path)
+        lines = text.split("\n")
+        if not 0 <= insert_line <= len(lines):
+            raise EditorError(f"Invalid `insert_line` parameter: {insert_line}. It should be within "
+                              f"the range of lines of the file: [0, {len(lines)}].")
+        result = "\n".join(lines[:insert_line] + new.split("\n") + lines[insert_line:])
+        self._write(path, result, mode, text)
+        return self._snippet(path, result, insert_line, new.count("\n"))
+
+    def undo(self, path: str) -> str:
+        stack = self.history.get(path)
+        if not stack:
+            raise EditorError(f"No edit history found for {path}.")
+        before = stack.pop()
+        if before is None:
+            self.box.run(f"rm -f {shlex.quote(path)}", timeout=30, limit=2000)
+            return f"Last edit to {path} undone: the file created by it was removed."
+        _, mode = self.box.read_file(path)
+        self.box.write_file(path, before.encode("utf-8"), mode)
+        return f"Last edit to {path} undone successfully. {self.view(path, None)}"
+
+    def _snippet(self, path: str, text: str, line: int, added: int) -> str:
+        lines = text.split("\n")
+        first = max(0, line - SNIPPET_LINES)
+        shown = "\n".join(lines[first:line + added + SNIPPET_LINES + 1])
+        return (f"The file {path} has been edited. Here's the result of running `cat -n` on a "
+                f"snippet of {path}:\n{numbered(shown, first + 1)}\n"
+                "Review the changes and make sure they are as expected. Edit the file again if necessary.")

@@ -1,0 +1,60 @@
+"""Process-wide Docker state: one client per daemon, orphan cleanup once, exit cleanup.
+
+The first client for a daemon removes containers left by killed runs (see
+``containers.cleanup_orphans``); sandboxes still open when the interpreter exits are
+removed by an ``atexit`` hook, so only a hard kill can leave containers behind, and
+the next run's start-up collects those.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from typing import Any
+
+import docker.errors
+
+from .containers import Limits, Sandbox, cleanup_orphans, connect
+
+__all__ = ["Limits", "Sandbox", "client", "image_exists", "track", "untrack"]
+
+_clients: dict[str | None, Any] = {}
+_open: set[Sandbox] = set()
+_lock = threading.Lock()
+
+
+def client(base_url: str | None = None) -> Any:
+    """The shared client for ``base_url``; the first call cleans up orphans."""
+    with _lock:
+        if base_url not in _clients:
+            c = connect(base_url)
+            cleanup_orphans(c)
+            _clients[base_url] = c
+        return _clients[base_url]
+
+
+def image_exists(c: Any, image: str) -> bool:
+    try:
+        c.images.get(image)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def track(box: Sandbox) -> None:
+    with _lock:
+        _open.add(box)
+
+
+def untrack(box: Sandbox) -> None:
+    with _lock:
+        _open.discard(box)
+
+
+@atexit.register
+def _close_all() -> None:
+    for box in list(_open):
+        try:
+            box.close()
+        except Exception:  # best effort at exit; start-up cleanup is the backstop
+            pass

@@ -1,0 +1,99 @@
+"""Host side of the in-container runner (see ``_runner.py``): one attached exec socket.
+
+Requests and replies are JSON lines over the exec's stdin/stdout; Docker multiplexes
+stdout and stderr on the socket in frames (8-byte header: stream, 3 pad bytes, size).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from importlib import resources
+from typing import Any
+
+import attrs
+
+_SOURCE: str | None = None
+
+
+def _runner_source() -> str:
+    global _SOURCE
+    if _SOURCE is None:
+        _SOURCE = resources.files("envh_swebench").joinpath("_runner.py").read_text()
+    return _SOURCE
+
+
+@attrs.define
+class RunnerSession:
+    """An attached ``python3 -u -c <runner>`` exec inside a container."""
+
+    sock: socket.socket
+    handle: Any  # keeps the SDK's response object (and so the socket) alive
+    _stdout: bytearray = attrs.Factory(bytearray)
+    _stderr: bytearray = attrs.Factory(bytearray)
+
+    @classmethod
+    def open(cls, client: Any, container_id: str, *, timeout: float = 30) -> RunnerSession | None:
+        """Start the runner; ``None`` when the image has no ``python3`` to run it."""
+        exec_id = client.api.exec_create(
+            container_id, ["python3", "-u", "-c", _runner_source()], stdin=True,
+            stdout=True, stderr=True, tty=False)["Id"]
+        handle = client.api.exec_start(exec_id, socket=True)
+        raw = getattr(handle, "_sock", handle)
+        raw.settimeout(timeout)
+        session = cls(sock=raw, handle=handle)
+        try:
+            hello = session._read_line()
+        except EOFError:
+            session.close()
+            return None  # python3 missing: the sandbox falls back to one exec per command
+        if not json.loads(hello).get("ready"):
+            session.close()
+            return None
+        return session
+
+    def request(self, payload: dict[str, Any], *, timeout: float) -> dict[str, Any]:
+        """Send one request and wait for its reply; EOFError when the runner died."""
+        self.sock.settimeout(timeout)
+        self.sock.sendall(json.dumps(payload).encode() + b"\n")
+        reply: dict[str, Any] = json.loads(self._read_line())
+        if "runner_error" in reply:
+            raise OSError(f"runner error: {reply['runner_error']}")
+        return reply
+
+    def _read_exact(self, n: int) -> bytes:
+        data = bytearray()
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise EOFError("runner exec closed its output: "
+                               + self._stderr.decode("utf-8", "replace")[-500:])
+            data += chunk
+        return bytes(data)
+
+    def _read_line(self) -> bytes:
+        while b"\n" not in self._stdout:
+            stream, size = struct.unpack(">BxxxL", self._read_exact(8))
+            data = self._read_exact(size)
+            (self._stderr if stream == 2 else self._stdout).extend(data)
+        line, _, rest = bytes(self._stdout).partition(b"\n")
+        self._stdout[:] = rest
+        return line
+
+    def close(self) -> None:
+        """Close stdin so the runner exits, then the socket."""
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        close = getattr(self.handle, "close", None)
+        if close is not None:
+            try:
+                close()
+            except OSError:
+                pass
