@@ -1,0 +1,74 @@
+"""``envh rig`` and ``envh pool``: the designer loop and its harness pool on the command line.
+
+With no flags, ``envh rig toy24`` runs the embedded default: the local SmolLM2 policy,
+the template designer and an ``sr:0.4-0.6`` band on a few Toy24 tasks.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+DEFAULT_POLICY = "local:smollm2"
+
+
+@click.command("rig")
+@click.argument("spec", default="toy24")
+@click.option("--tasks", default=None,
+              help="Comma-separated task ids (SPLIT/ID or ID), or 'split:NAME[:N]'. "
+                   "Default: the spec's default tasks.")
+@click.option("--policy", default=DEFAULT_POLICY, show_default=True, help="Policy NAME[:ARG].")
+@click.option("--designer", default="template", show_default=True, help="template | llm:MODEL")
+@click.option("--target", default="sr:0.4-0.6", show_default=True,
+              help="sr:LO-HI | steps:LO-HI | beats-baseline:D | weakness:\"...\"")
+@click.option("-k", "k", default=5, show_default=True, help="Rollouts per observation batch.")
+@click.option("--k-max", default=15, show_default=True, help="Most rollouts one validation may use.")
+@click.option("--rounds", default=5, show_default=True, help="Design rounds per task.")
+@click.option("--out", "out", default="runs/rig", show_default=True, help="Output directory.")
+@click.option("--resume", is_flag=True, help="Continue the run in --out without redoing work.")
+@click.option("--coevolve", is_flag=True, help="Stack accepted candidates and keep designing on top.")
+@click.option("--base-pool", default=None, help="Start each task from its accepted spec in this pool.")
+@click.option("--max-rollouts", type=int, default=None, help="Budget: total rollouts.")
+@click.option("--max-tokens", type=int, default=None, help="Budget: total LLM tokens.")
+@click.option("--max-dollars", type=float, default=None, help="Budget: total cost (see --prices).")
+@click.option("--max-seconds", type=float, default=None, help="Budget: wall-clock seconds.")
+@click.option("--prices", default=None, help="JSON price table {model: [in_per_1M, out_per_1M]}.")
+@click.option("--seed", default=0, show_default=True)
+def rig_cmd(spec: str, tasks: str | None, policy: str, designer: str, target: str, k: int,
+            k_max: int, rounds: int, out: str, resume: bool, coevolve: bool, base_pool: str | None,
+            max_rollouts: int | None, max_tokens: int | None, max_dollars: float | None,
+            max_seconds: float | None, prices: str | None, seed: int) -> None:
+    """Reshape SPEC (a spec file or a bridge name) until POLICY lands in TARGET."""
+    from .budget import Budget
+    from .run import RigConfig, rig
+
+    config = RigConfig(
+        spec=spec, tasks=tasks, policy=policy, designer=designer, target=target, k=k, k_max=k_max,
+        rounds=rounds, out=out, resume=resume, coevolve=coevolve, base_pool=base_pool, seed=seed,
+        budget=Budget(max_rollouts=max_rollouts, max_tokens=max_tokens, max_dollars=max_dollars,
+                      max_seconds=max_seconds, prices=json.loads(prices) if prices else None))
+    summary = rig(config, echo=click.echo)
+    click.echo(f"report: {summary['report']}")
+
+
+@click.command("pool")
+@click.argument("directory")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--rejected", is_flag=True, help="List the archived rejected candidates instead.")
+def pool_cmd(directory: str, as_json: bool, rejected: bool) -> None:
+    """List the accepted harnesses in a rig run's pool (DIR or DIR/pool)."""
+    from .pool import HarnessPool
+
+    pool = HarnessPool.open(directory)
+    entries = pool.rejected() if rejected else pool.entries()
+    if as_json:
+        click.echo(json.dumps(entries, indent=2))
+        return
+    if not entries:
+        click.echo("(empty)")
+    for e in entries:
+        stats = e.get("stats", {}).get("validation", {})
+        sr = stats.get("success_rate")
+        line = f"{e['spec_id'][:12]}  {e['task']:<24} sr={sr if sr is None else f'{sr:.2f}'}"
+        click.echo(line + (f"  rejected: {e.get('reason')}" if rejected else f"  {e.get('spec_path', '')}"))

@@ -1,0 +1,49 @@
+"""envh hook implementations of the rigger plugin: designers, diagnosers, templates, CLI.
+
+Only ``@hookimpl`` functions live here; each imports its code lazily so loading the
+plugin stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envh import DesignerInfo, DiagnoserInfo, TemplateInfo, hookimpl
+
+
+@hookimpl
+def envh_designers() -> list[DesignerInfo]:
+    return [
+        DesignerInfo(name="template", factory="envh_rigger.designers.template:TemplateDesigner",
+                     description="Parameterised templates, direction from baseline vs target, "
+                                 "magnitude by bisection (no LLM)"),
+        DesignerInfo(name="llm", factory="envh_rigger.designers.llm:LLMDesigner",
+                     description="OpenAI-compatible model with forced function calls (llm:MODEL)"),
+    ]
+
+
+@hookimpl
+def envh_diagnosers() -> list[DiagnoserInfo]:
+    return [DiagnoserInfo(name="stats", factory="envh_rigger.diagnose:diagnose",
+                          description="Failure axis and slack from rollout statistics")]
+
+
+@hookimpl
+def envh_templates() -> list[TemplateInfo]:
+    t = "envh_rigger.toy24_templates"
+    return [
+        TemplateInfo(name="toy24.replay-plan", factory=f"{t}:ReplayPlan", bridge="toy24",
+                     description="Stage: replay the first n steps of the solver's plan (scaffold)"),
+        TemplateInfo(name="toy24.hide-number", factory=f"{t}:HideNumber", bridge="toy24",
+                     description="Contract: hide n numbers from the observation (pressure)"),
+        TemplateInfo(name="toy24.block-operator", factory=f"{t}:BlockOperator", bridge="toy24",
+                     description="Contract: block operators the solution does not need (pressure)"),
+    ]
+
+
+@hookimpl
+def envh_register_commands(cli: Any) -> None:
+    from .cli import pool_cmd, rig_cmd
+
+    cli.add_command(rig_cmd)
+    cli.add_command(pool_cmd)
