@@ -1,0 +1,166 @@
+"""Records of one episode: what was asked (``EpisodeRequest``) and what happened
+(``Trajectory`` of ``StepRecord``), plus their plain-JSON form.
+
+A trajectory names everything that shaped it (DESIGN invariant 4): the spec id, task,
+seed, policy id, package versions, and per step every layer's effect. Requests and
+trajectories cross process boundaries (pool workers, Ray actors) as JSON data, never as
+pickles, so a worker running untrusted code cannot hand the parent executable payloads.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+import cattrs
+
+from ..types import Action, EvaluationResult, Observation, TaskRef
+
+ERROR_CLASSES = ("policy_error", "env_error", "infra_error", "timeout")
+
+
+@attrs.frozen(kw_only=True)
+class EpisodeRequest:
+    """One episode to play. ``key`` is unique within a run (resume skips finished keys);
+    ``spec`` is the canonical spec data whose hash is ``spec_id``; ``policy`` is a policy
+    spec string (``NAME`` or ``NAME:ARG``) resolved through the policy hook."""
+
+    key: str
+    spec: dict[str, Any]
+    spec_id: str
+    task: TaskRef | None = None
+    seed: int | None = None
+    policy: str
+    policy_options: dict[str, Any] = attrs.field(factory=dict)
+    run_id: str = ""
+    max_steps: int = 100
+    timeout_s: float | None = None
+    attempt: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class StepRecord:
+    """One step. ``proposed`` is the policy's action (``None``: unparseable output, see
+    ``invalid``); ``executed`` is the action as it reached the base env (``None`` when a
+    layer blocked it, see ``blocked``, or when the output was invalid). ``observation`` is
+    what the policy saw next; ``base_observation`` is set only when a layer changed it."""
+
+    index: int
+    raw: Any = None
+    proposed: Action | None = None
+    invalid: str | None = None
+    executed: Action | None = None
+    blocked: str | None = None
+    observation: Observation
+    base_observation: Observation | None = None
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    error: dict[str, Any] | None = None
+    effects: list[dict[str, Any]] = attrs.field(factory=list)
+    usage: dict[str, int] = attrs.field(factory=dict)
+    policy_s: float = 0.0
+    env_s: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class Trajectory:
+    """A played (or failed) episode. ``final`` is False for an attempt that an executor
+    retried (an infrastructure failure); exactly one final trajectory exists per key.
+    ``stop`` says why the episode ended: terminated, truncated, max_steps or error."""
+
+    key: str
+    run_id: str = ""
+    attempt: int = 0
+    final: bool = True
+    spec_id: str
+    task: TaskRef | None = None
+    seed: int | None = None
+    policy: str = ""
+    policy_id: str = ""
+    versions: dict[str, str] = attrs.field(factory=dict)
+    tools: list[dict[str, Any]] = attrs.field(factory=list)
+    initial_observation: Observation | None = None
+    initial_base_observation: Observation | None = None
+    reset_effects: list[dict[str, Any]] = attrs.field(factory=list)
+    steps: tuple[StepRecord, ...] = ()
+    verdict: EvaluationResult | None = None
+    stop: str = "error"
+    error_class: str | None = None
+    error: str | None = None
+    worker: str = ""
+    started_at: float = 0.0
+    reset_s: float = 0.0
+    evaluate_s: float = 0.0
+    duration_s: float = 0.0
+
+    @property
+    def success(self) -> bool:
+        return self.verdict is not None and self.verdict.success
+
+    @property
+    def invalid_steps(self) -> int:
+        return sum(1 for s in self.steps if s.proposed is None)
+
+    @property
+    def total_reward(self) -> float:
+        return sum(s.reward for s in self.steps)
+
+    @property
+    def usage(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for step in self.steps:
+            for name, n in step.usage.items():
+                out[name] = out.get(name, 0) + int(n)
+        return out
+
+
+def jsonable(value: Any, _depth: int = 0) -> Any:
+    """Best-effort plain-JSON copy of a policy's raw output (SDK objects, attrs records)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if _depth > 20:
+        return repr(value)[:2000]
+    if isinstance(value, dict):
+        return {str(k): jsonable(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v, _depth + 1) for v in value]
+    if attrs.has(type(value)):
+        return jsonable(attrs.asdict(value, recurse=False), _depth + 1)
+    dump = getattr(value, "model_dump", None)  # pydantic models (openai SDK responses)
+    if callable(dump):
+        try:
+            return jsonable(dump(mode="json"), _depth + 1)
+        except Exception:  # noqa: BLE001 - fall back to repr for odd objects
+            pass
+    return repr(value)[:2000]
+
+
+_converter = cattrs.Converter()
+
+
+def request_to_data(request: EpisodeRequest) -> dict[str, Any]:
+    data: dict[str, Any] = _converter.unstructure(request)
+    return data
+
+
+def request_from_data(data: dict[str, Any]) -> EpisodeRequest:
+    return _converter.structure(data, EpisodeRequest)
+
+
+def trajectory_to_data(trajectory: Trajectory) -> dict[str, Any]:
+    data: dict[str, Any] = _converter.unstructure(trajectory)
+    return data
+
+
+def trajectory_from_data(data: dict[str, Any]) -> Trajectory:
+    return _converter.structure(data, Trajectory)
+
+
+def trajectory_to_json(trajectory: Trajectory) -> str:
+    return json.dumps(trajectory_to_data(trajectory), ensure_ascii=False, default=repr)
+
+
+def trajectory_from_json(text: str) -> Trajectory:
+    return trajectory_from_data(json.loads(text))

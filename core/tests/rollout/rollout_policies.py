@@ -1,0 +1,131 @@
+"""Small policies for the rollout tests, registered as a plugin module.
+
+``solver`` plays Toy24 perfectly from the observation's data; ``fuzz`` sends random,
+often malformed tool calls and unparseable outputs; ``sleepy`` blocks in ``act`` (for
+time limits, concurrency and killing a worker mid-episode).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import envh
+from envh import Action
+from envh.bridges import toy24_solver
+from envh.rollout.policy import PolicyStep
+
+
+class Solver:
+    policy_id = "test-solver"
+
+    def __init__(self, arg=None, **options):
+        self.options = options
+
+    def start(self, *, task, tools, observation):
+        pass
+
+    def act(self, observation, tools):
+        data = observation.data
+        if "numbers" not in data:
+            return PolicyStep(action=Action(tool="stop"), raw="stop")
+        nums = [Fraction(x) for x in data["numbers"]]
+        plan = toy24_solver.solve(nums, data.get("target", 24)) if len(nums) > 1 else []
+        if not plan:
+            return PolicyStep(action=Action(tool="stop"), raw="stop()", usage={"completion_tokens": 1})
+        i, j, op = plan[0]
+        return PolicyStep(action=Action(tool="combine", args={"i": i, "j": j, "op": op}),
+                          raw=f"combine({i}, {j}, {op})", usage={"completion_tokens": 3})
+
+    def close(self):
+        pass
+
+
+class Fuzz:
+    """Random actions: valid, wrong, huge and unparseable ones, seeded by ``arg``."""
+
+    def __init__(self, arg=None, **options):
+        self.policy_id = f"test-fuzz:{arg}"
+        self.rng = random.Random(int(arg or 0))
+
+    def start(self, *, task, tools, observation):
+        pass
+
+    def act(self, observation, tools):
+        rng = self.rng
+        roll = rng.random()
+        if roll < 0.1:
+            return PolicyStep(action=None, raw="<garbage>", invalid="no tool call found")
+        if roll < 0.2:
+            return PolicyStep(action=Action(tool=rng.choice(["nope", "", "x" * 500])), raw="?")
+        if roll < 0.3:
+            return PolicyStep(action=Action(tool="combine", args={"i": "a", "j": [1], "op": 7}), raw="?")
+        if roll < 0.35:
+            return PolicyStep(action=Action(tool="stop"), raw="stop")
+        tool = rng.choice(tools)
+        if tool.name == "combine":
+            args = {"i": rng.randint(-1, 4), "j": rng.randint(-1, 4),
+                    "op": rng.choice(["add", "sub", "mul", "div", "pow"])}
+        else:
+            args = {}
+        return PolicyStep(action=Action(tool=tool.name, args=args), raw=repr(args))
+
+    def close(self):
+        pass
+
+
+class Sleepy:
+    """Sleeps ``seconds`` in every act. With ``pid_file`` it writes its pid first and
+    sleeps only while that file does not exist yet (so a retried episode runs fast)."""
+
+    policy_id = "test-sleepy"
+
+    def __init__(self, arg=None, seconds=0.5, pid_file=None, **options):
+        self.seconds, self.pid_file = float(arg or seconds), pid_file
+
+    def start(self, *, task, tools, observation):
+        pass
+
+    def act(self, observation, tools):
+        if self.pid_file is None:
+            time.sleep(self.seconds)
+        elif not Path(self.pid_file).exists():
+            Path(self.pid_file).write_text(str(os.getpid()))
+            time.sleep(self.seconds)
+        return PolicyStep(action=Action(tool="stop"), raw="stop")
+
+    def close(self):
+        pass
+
+
+class Env:
+    """Reports what the worker's environment holds (secrets scrubbing, rlimits)."""
+
+    policy_id = "test-env"
+
+    def __init__(self, arg=None, **options):
+        self.names = (arg or "").split(",")
+
+    def start(self, *, task, tools, observation):
+        pass
+
+    def act(self, observation, tools):
+        import resource
+
+        seen = {n: os.environ.get(n) for n in self.names}
+        proc = Path("/proc/self/environ").read_bytes().decode(errors="replace")
+        return PolicyStep(action=Action(tool="stop"), raw={
+            "env": seen, "proc_environ_has": [n for n in self.names if n and n + "=" in proc],
+            "rlimit_as": resource.getrlimit(resource.RLIMIT_AS)[0], "pid": os.getpid()})
+
+    def close(self):
+        pass
+
+
+@envh.hookimpl
+def envh_policies():
+    return [envh.PolicyInfo(name=name, factory=cls) for name, cls in
+            (("solver", Solver), ("fuzz", Fuzz), ("sleepy", Sleepy), ("envprobe", Env))]
