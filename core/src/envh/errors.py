@@ -67,7 +67,7 @@ class ContractCodeError(EnvhError):
     def __init__(self, message: str, *, lineno: int | None = None, col: int | None = None,
                  hook: str | None = None) -> None:
         self.message, self.lineno, self.col, self.hook = message, lineno, col, hook
-        where = f"line {lineno}, column {col}: " if lineno is not None else ""
+        where = "" if lineno is None else f"line {lineno}: " if col is None else f"line {lineno}, column {col}: "
         in_hook = f"in {hook}(): " if hook else ""
         super().__init__(f"Contract code error: {in_hook}{where}{message}")
 

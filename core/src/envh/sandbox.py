@@ -30,6 +30,11 @@ FORBIDDEN_NAMES = frozenset({
     "super", "classmethod", "staticmethod", "property", "exit", "quit", "evaluate",
 })
 FORBIDDEN_ATTRS = frozenset({"format", "format_map", "mro"})
+#: Members of allowed modules that are getattr or str.format in disguise: each reaches
+#: any attribute by name (``attrgetter("__class__")``, ``Formatter().get_field``).
+FORBIDDEN_MEMBERS = {"operator": frozenset({"attrgetter", "methodcaller"}),
+                     "string": frozenset({"Formatter"})}
+_ALL_FORBIDDEN_MEMBERS = frozenset().union(*FORBIDDEN_MEMBERS.values())
 FORBIDDEN_ATTR_PREFIXES = ("_", "gi_", "f_", "tb_", "cr_", "ag_", "co_", "func_")
 SAFE_BUILTINS = (
     "abs", "all", "any", "bool", "dict", "divmod", "enumerate", "filter", "float", "frozenset",
@@ -64,7 +69,7 @@ class _Checker(ast.NodeVisitor):
             raise _fail(node, "relative imports are not allowed")
         self._module(node, node.module or "")
         for alias in node.names:
-            if alias.name == "*" or alias.name.startswith("_"):
+            if alias.name == "*" or alias.name.startswith("_") or alias.name in _ALL_FORBIDDEN_MEMBERS:
                 raise _fail(node, f"'from {node.module} import {alias.name}' is not allowed")
 
     def _module(self, node: ast.AST, name: str) -> None:
@@ -80,6 +85,8 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr in _ALL_FORBIDDEN_MEMBERS:
+            raise _fail(node, f"{node.attr!r} is not allowed: it reads attributes by name")
         if node.attr.startswith(FORBIDDEN_ATTR_PREFIXES) or node.attr in FORBIDDEN_ATTRS:
             raise _fail(node, f"attribute {node.attr!r} is not allowed "
                               "(no private, dunder, frame or str.format access)")
@@ -183,6 +190,11 @@ def _lshift(a: Any, b: Any) -> Any:
     return a << b
 
 
+def _pow3(base: Any, exp: Any, mod: Any = None) -> Any:
+    """The ``pow`` builtin with the same size cap as ``**`` (modular powers stay small)."""
+    return _pow(base, exp) if mod is None else pow(base, exp, mod)
+
+
 def _range(*args: int) -> range:
     r = range(*args)
     if len(r) > MAX_SIZE:
@@ -194,8 +206,9 @@ def _safe_module(name: str) -> types.SimpleNamespace:
     import importlib
 
     mod = importlib.import_module(name)
+    banned = FORBIDDEN_MEMBERS.get(name, frozenset())
     public = {k: v for k, v in vars(mod).items()
-              if not k.startswith("_") and not isinstance(v, types.ModuleType)}
+              if not k.startswith("_") and not isinstance(v, types.ModuleType) and k not in banned}
     if name == "collections":
         import collections.abc as cabc
         public["abc"] = _safe_module_obj(cabc)
@@ -245,7 +258,7 @@ class Sandbox:
                 yield item
 
         safe = {n: getattr(builtins, n) for n in SAFE_BUILTINS if hasattr(builtins, n)}
-        safe.update(range=_range, __import__=_import)
+        safe.update(range=_range, pow=_pow3, __import__=_import)
         self.namespace: dict[str, Any] = {
             "__builtins__": safe, "__name__": "contract", _TICK: tick, _ITER: guarded,
             _MUL: _mul, _POW: _pow, _LSHIFT: _lshift, **(names or {})}

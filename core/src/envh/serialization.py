@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 
@@ -57,8 +58,6 @@ def get_converter(registry: Registry | None = None) -> cattrs.Converter:
 def _format(exc: BaseException, type_: Any) -> str:
     if isinstance(exc, errors.UnknownNameError):
         return str(exc)
-    if isinstance(exc, ForbiddenExtraKeysError):
-        return f"unknown key(s) {sorted(exc.extra_fields)}"
     if isinstance(exc, KeyError):
         return f"required key {exc.args[0]!r} missing" if exc.args else "required key missing"
     if isinstance(exc, (TypeError, ValueError)):
@@ -67,11 +66,32 @@ def _format(exc: BaseException, type_: Any) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _problems(exc: BaseException, path: str) -> list[str]:
+    """cattrs' ``transform_error`` with one line per unknown key, at that key's path
+    (``unknown key 'cod' @ $.layers[1].cod; valid keys: ...``)."""
+    if isinstance(exc, ForbiddenExtraKeysError):
+        valid = ", ".join(sorted(a.name for a in attrs.fields(exc.cl))) if attrs.has(exc.cl) else "?"
+        return [f"unknown key {key!r} @ {path}.{key}; valid keys: {valid}" for key in sorted(exc.extra_fields)]
+    if not isinstance(exc, (ClassValidationError, IterableValidationError)):
+        return cattrs.transform_error(exc, path=path, format_exception=_format)
+    out: list[str] = []
+    with_notes, without = exc.group_exceptions()
+    for sub, note in with_notes:
+        sub_path = f"{path}[{note.index!r}]" if isinstance(exc, IterableValidationError) else f"{path}.{note.name}"
+        if isinstance(sub, (ClassValidationError, IterableValidationError, ForbiddenExtraKeysError)):
+            out += _problems(sub, sub_path)
+        else:
+            out.append(f"{_format(sub, note.type)} @ {sub_path}")
+    for sub in without:
+        out += _problems(sub, path) if isinstance(sub, ForbiddenExtraKeysError) else [f"{_format(sub, None)} @ {path}"]
+    return out
+
+
 def structure_spec(data: dict[str, Any], conv: cattrs.Converter) -> EnvSpec:
     try:
         return conv.structure(data, EnvSpec)
     except (ClassValidationError, IterableValidationError) as exc:
-        problems = cattrs.transform_error(exc, path="$", format_exception=_format)
+        problems = _problems(exc, "$")
         raise errors.SpecError("Invalid env spec:", problems) from exc
     except errors.EnvhError:
         raise
