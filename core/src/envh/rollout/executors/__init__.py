@@ -1,0 +1,1 @@
+"""Episode executors: inline (in-process), pool (warm worker processes), ray."""

@@ -1,0 +1,136 @@
+"""What every executor shares: the protocol, the worker configuration (secrets
+scrubbing, resource limits, plugins), and the retry rule for attempts that died with
+their worker.
+
+An executor's ``run(requests)`` yields trajectories as episodes finish, in any order:
+one final trajectory per request, preceded by a non-final ``infra_error`` trajectory for
+each attempt lost to a crashed or hung worker (retried up to ``retries`` times).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import os
+import resource
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Protocol
+
+import attrs
+
+from ..runner import infra_failure, next_attempt
+from ..trajectory import EpisodeRequest, Trajectory
+
+SECRET_PATTERNS = (
+    "*_API_KEY", "*_APIKEY", "*_TOKEN", "*_SECRET", "*_SECRET_KEY", "*_PASSWORD", "*_ACCESS_KEY*",
+    "AWS_*", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_*", "GCLOUD_*", "GCP_*",
+    "CLOUDSDK_*", "AZURE_*", "ARM_CLIENT_SECRET", "ARM_ACCESS_KEY", "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN", "GITHUB_TOKEN", "GH_TOKEN", "NETRC", "SSH_AUTH_SOCK",
+)
+
+
+class Executor(Protocol):
+    """Runs episodes somewhere; ``workers`` episodes at once."""
+
+    workers: int
+
+    def run(self, requests: Iterable[EpisodeRequest]) -> Iterator[Trajectory]:
+        """Yield trajectories as episodes finish (attempts lost to infrastructure too)."""
+
+    def close(self) -> None:
+        """Stop workers and release resources. Idempotent."""
+
+
+def is_secret(name: str) -> bool:
+    upper = name.upper()
+    return any(fnmatch.fnmatchcase(upper, pattern) for pattern in SECRET_PATTERNS)
+
+
+def scrub_environ(environ: Mapping[str, str], pass_env: Iterable[str] | bool = ()) -> dict[str, str]:
+    """A copy of ``environ`` without secrets. ``pass_env=True`` keeps everything (the
+    user opted in); a list of names keeps just those (e.g. ``OPENAI_API_KEY`` for an
+    LLM policy running in the worker)."""
+    if pass_env is True:
+        return dict(environ)
+    keep = set(pass_env or ())
+    return {k: v for k, v in environ.items() if k in keep or not is_secret(k)}
+
+
+@attrs.frozen(kw_only=True)
+class WorkerConfig:
+    """How to set up an episode worker. ``memory_mb`` caps the address space;
+    ``cpu_s`` is a CPU-time budget per episode (an episode over it ends as a timeout);
+    ``plugins`` are importable modules registered besides (or instead of) entry points."""
+
+    memory_mb: int | None = None
+    cpu_s: float | None = None
+    plugins: tuple[str, ...] = ()
+    entry_points: bool = True
+
+
+def worker_config(options: Mapping[str, Any]) -> WorkerConfig:
+    return WorkerConfig(memory_mb=options.get("memory_mb"), cpu_s=options.get("cpu_s"),
+                        plugins=tuple(options.get("plugins") or ()),
+                        entry_points=bool(options.get("entry_points", True)))
+
+
+def apply_memory_limit(config: WorkerConfig) -> None:
+    """Cap this process's address space (soft and hard: the episode cannot raise it)."""
+    if config.memory_mb:
+        limit = int(config.memory_mb) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def arm_cpu_budget(config: WorkerConfig) -> None:
+    """Allow ``cpu_s`` more CPU seconds from now (warm workers accumulate CPU time)."""
+    if not config.cpu_s:
+        return
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    used = usage.ru_utime + usage.ru_stime
+    _soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = int(used + config.cpu_s) + 1
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
+def make_worker_registry(config: WorkerConfig) -> Any:
+    """The registry of a worker: entry points (unless disabled) plus ``plugins``."""
+    from ...plugins import make_plugin_manager, set_registry
+
+    modules = [importlib.import_module(name) for name in config.plugins]
+    reg = make_plugin_manager(entry_points=config.entry_points, plugins=modules)
+    set_registry(reg)
+    return reg
+
+
+def with_timeout(request: EpisodeRequest, timeout_s: float | None) -> EpisodeRequest:
+    if request.timeout_s is None and timeout_s:
+        return attrs.evolve(request, timeout_s=float(timeout_s))
+    return request
+
+
+def lost_attempt(request: EpisodeRequest, message: str, retries: int,
+                 worker: str = "") -> tuple[Trajectory, EpisodeRequest | None]:
+    """The infra-error trajectory of an attempt lost with its worker, and the retry to
+    schedule (``None`` once ``retries`` retries were spent: that trajectory is final)."""
+    final = request.attempt >= retries
+    record = infra_failure(request, message, final=final, worker=worker)
+    return record, None if final else next_attempt(request)
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "is unresponsive"
+    if returncode < 0:
+        import signal
+
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+def default_workers() -> int:
+    return max(1, min(8, os.cpu_count() or 1))
