@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .hookspecs import hookimpl
-from .records import BridgeInfo, ComponentKind
+from .records import BridgeInfo, ComponentKind, ExecutorInfo
 
 
 @hookimpl
@@ -25,4 +25,17 @@ def envh_component_kinds() -> list[ComponentKind]:
                       description="Join environments; success only if every leg's verifier passes"),
         ComponentKind(name="budget", spec_type=f"{c}.budget:BudgetSpec", factory=f"{c}.budget:build",
                       description="Step limit and repetition guard (truncation)"),
+    ]
+
+
+@hookimpl
+def envh_executors() -> list[ExecutorInfo]:
+    x = "envh.rollout.executors"
+    return [
+        ExecutorInfo(name="inline", factory=f"{x}.inline:InlineExecutor",
+                     description="Episodes one after another in this process (debugging)"),
+        ExecutorInfo(name="pool", factory=f"{x}.pool:PoolExecutor",
+                     description="Warm worker processes: scrubbed env, rlimits, timeouts, retries"),
+        ExecutorInfo(name="ray", factory=f"{x}.ray:RayExecutor",
+                     description="Warm Ray actors on a (local or remote) Ray cluster"),
     ]
