@@ -101,7 +101,8 @@ class Sandbox:
               instance_id: str, purpose: str = "episode") -> Sandbox:
         name = f"envh-swebench-{purpose}-{uuid.uuid4().hex[:10]}"
         try:
-            container = client.containers.run(
+            client.images.get(image)  # never pull: no registry is assumed reachable
+            container = client.containers.create(
                 image, ["sleep", "infinity"], name=name, detach=True, init=True,
                 working_dir=workdir, network_mode="bridge" if limits.network else "none",
                 nano_cpus=int(limits.cpus * 1e9), mem_limit=limits.memory,
@@ -113,8 +114,14 @@ class Sandbox:
                 f"(SWE-bench's image builder, or the instance's Dockerfile) or set the "
                 f"instance's 'image' field.") from exc
         except docker.errors.DockerException as exc:
+            raise errors.InfraError(f"Could not create a container from {image!r}: {exc}") from exc
+        box = cls(client=client, container=container, workdir=workdir)
+        try:
+            container.start()
+        except docker.errors.DockerException as exc:
+            box.close()
             raise errors.InfraError(f"Could not start a container from {image!r}: {exc}") from exc
-        return cls(client=client, container=container, workdir=workdir)
+        return box
 
     # -- commands ---------------------------------------------------------------------
     def run(self, command: str, *, timeout: float, limit: int,
@@ -129,7 +136,9 @@ class Sandbox:
                 return self.session.request(request, timeout=timeout + 30)
             return self._exec_fallback(request)
         except (OSError, EOFError, docker.errors.DockerException) as exc:
-            self.session = None
+            if self.session is not None:
+                self.session.close()
+                self.session = None
             raise self._infra(f"command failed to run: {exc!r}") from exc
 
     def _exec_fallback(self, req: dict[str, Any]) -> dict[str, Any]:

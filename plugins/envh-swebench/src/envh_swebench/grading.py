@@ -34,7 +34,7 @@ def _swebench() -> tuple[Any, Any, Any, list[str]]:
     return constants, grading, utils, list(apply_cmds)
 
 
-def test_spec_row(inst: Instance) -> dict[str, Any]:
+def swebench_row(inst: Instance) -> dict[str, Any]:
     """The instance as ``swebench.harness.utils.make_test_spec`` expects it."""
     constants, _, _, _ = _swebench()
     fail_only = inst.repo in getattr(constants, "FAIL_ONLY_REPOS", set())
@@ -63,7 +63,7 @@ def grade(client: Any, inst: Instance, patch: str | None, *, limits: Limits,
           timeout: float = 1800) -> EvaluationResult:
     """Resolved = every FAIL_TO_PASS and PASS_TO_PASS test passes, per swebench."""
     constants, grading, utils, apply_cmds = _swebench()
-    row = test_spec_row(inst)
+    row = swebench_row(inst)
     spec = utils.make_test_spec(row)
     prediction = {"instance_id": inst.instance_id, "model_name_or_path": "envh", "model_patch": patch}
     log: list[str] = []

@@ -46,7 +46,7 @@ def default_image(instance_id: str, namespace: str | None = None, tag: str = "la
     return name.lower()
 
 
-def test_files(test_patch: str) -> list[str]:
+def patched_files(test_patch: str) -> list[str]:
     """Paths the test patch touches, in order, without duplicates."""
     seen: dict[str, None] = {}
     for match in re.finditer(r"^diff --git a/(\S+) b/(\S+)$", test_patch, re.M):
@@ -94,7 +94,7 @@ class Instance:
         reset the test files, apply the test patch, run the tests between the markers."""
         if self.raw.get("eval_script"):
             return str(self.raw["eval_script"])
-        files = " ".join(test_files(self.test_patch))
+        files = " ".join(patched_files(self.test_patch))
         delim = f"EOF_{uuid.uuid5(uuid.NAMESPACE_URL, self.test_patch).hex}"
         lines = ["#!/bin/bash", "set -uxo pipefail", f"cd {self.workdir}"]
         if self.raw.get("env_setup"):

@@ -1,0 +1,75 @@
+"""The verifier: swebench's own grading of a patch in a fresh container."""
+
+from __future__ import annotations
+
+from envh_swebench.containers import Limits
+from envh_swebench.grading import grade, swebench_row
+from envh_swebench.instances import load_instances
+
+WRONG = """\
+diff --git a/mathx/stats.py b/mathx/stats.py
+--- a/mathx/stats.py
++++ b/mathx/stats.py
+@@ -5,7 +5,7 @@ def mean(values):
+     \"\"\"Arithmetic mean of a non-empty sequence.\"\"\"
+     if not values:
+         raise ValueError("mean() of an empty sequence")
+-    return sum(values) / len(values)
++    return sum(values) // len(values)
+ 
+ 
+ def median(values):
+"""
+NOT_APPLICABLE = """\
+diff --git a/mathx/stats.py b/mathx/stats.py
+--- a/mathx/stats.py
++++ b/mathx/stats.py
+@@ -1,3 +1,3 @@
+-this line is not in the file
++neither is this one
+"""
+
+
+def _grade(instances_path, docker_client, patch):
+    inst = load_instances(instances_path)["envh__mathx-1"]
+    return grade(docker_client, inst, patch, limits=Limits(), timeout=120)
+
+
+def test_gold_patch_resolves(instances_path, docker_client, mathx_row):
+    verdict = _grade(instances_path, docker_client, mathx_row["patch"])
+    assert verdict.success and verdict.score == 1.0
+    m = verdict.metrics
+    assert m["FAIL_TO_PASS"] == {"success": ["tests/test_stats.py::test_median_even"], "failure": []}
+    assert len(m["PASS_TO_PASS"]["success"]) == 3 and not m["PASS_TO_PASS"]["failure"]
+    assert m["patch_successfully_applied"] and m["test_exit_code"] == 0
+
+
+def test_empty_patch_does_not_resolve(instances_path, docker_client):
+    verdict = _grade(instances_path, docker_client, "")
+    assert not verdict.success and verdict.score == 0.0
+    # The test patch still ran: the new test fails, the old ones pass.
+    assert verdict.metrics["FAIL_TO_PASS"]["failure"] == ["tests/test_stats.py::test_median_even"]
+    assert verdict.metrics["pass_to_pass_rate"] == 1.0
+
+
+def test_wrong_patch_breaks_pass_to_pass(instances_path, docker_client):
+    verdict = _grade(instances_path, docker_client, WRONG)
+    assert not verdict.success and verdict.metrics["patch_applied"] is True
+    assert verdict.metrics["PASS_TO_PASS"]["failure"] == ["tests/test_stats.py::test_mean"]
+    assert verdict.metrics["FAIL_TO_PASS"]["failure"] == ["tests/test_stats.py::test_median_even"]
+
+
+def test_patch_that_does_not_apply(instances_path, docker_client):
+    verdict = _grade(instances_path, docker_client, NOT_APPLICABLE)
+    assert not verdict.success
+    assert verdict.metrics["patch_applied"] is False
+    assert verdict.metrics["patch_successfully_applied"] is False
+
+
+def test_swebench_row_feeds_make_test_spec(instances_path):
+    from swebench.harness.utils import make_test_spec
+
+    inst = load_instances(instances_path)["envh__mathx-1"]
+    spec = make_test_spec(swebench_row(inst))
+    assert spec.log_parser == "parse_log_pytest" and spec.eval_type == "pass_and_fail"
+    assert ">>>>> Start Test Output" in spec.eval_script and "tests/test_stats.py" in spec.eval_script
