@@ -262,32 +262,37 @@ class Sandbox:
         self.namespace: dict[str, Any] = {
             "__builtins__": safe, "__name__": "contract", _TICK: tick, _ITER: guarded,
             _MUL: _mul, _POW: _pow, _LSHIFT: _lshift, **(names or {})}
-        self.call_function = self._run
-        self._run(lambda: exec(code, self.namespace), "<module>")
+        limit = time_limit
+
+        def call(fn: Callable[..., Any], hook: str, *args: Any) -> Any:
+            deadline[0] = monotonic() + limit
+            try:
+                out = fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - translated into a typed error
+                raise self._translate(exc, hook) from (None if isinstance(exc, _Timeout) else exc)
+            if monotonic() > deadline[0]:
+                raise self._translate(_Timeout(), hook)
+            return out
+
+        self.call_function = call
+        call(lambda: exec(code, self.namespace), "<module>")
 
     def function(self, name: str) -> Callable[..., Any] | None:
         fn = self.namespace.get(name)
         return fn if isinstance(fn, types.FunctionType) else None
 
-    def _run(self, fn: Callable[..., Any], hook: str, *args: Any) -> Any:
-        self._deadline[0] = time.monotonic() + self.time_limit
-        try:
-            out = fn(*args)
-        except _Timeout:
-            raise ContractCodeError(
+    def _translate(self, exc: BaseException, hook: str) -> BaseException:
+        if isinstance(exc, _Timeout):
+            return ContractCodeError(
                 f"ran longer than its time limit of {self.time_limit * 1000:.0f} ms; "
-                "avoid unbounded loops and heavy work in hooks", hook=hook) from None
-        except ContractCodeError as exc:
+                "avoid unbounded loops and heavy work in hooks", hook=hook)
+        if isinstance(exc, ContractCodeError):
             if exc.hook is None:
                 exc.hook = hook
-            raise
-        except (Exception, RecursionError) as exc:  # noqa: BLE001 - untrusted code may raise anything
-            raise ContractCodeError(f"{type(exc).__name__}: {exc}", lineno=_code_line(exc),
-                                    hook=hook) from exc
-        if time.monotonic() > self._deadline[0]:
-            raise ContractCodeError(
-                f"ran longer than its time limit of {self.time_limit * 1000:.0f} ms", hook=hook)
-        return out
+            return exc
+        if isinstance(exc, (Exception, RecursionError)):
+            return ContractCodeError(f"{type(exc).__name__}: {exc}", lineno=_code_line(exc), hook=hook)
+        return exc  # KeyboardInterrupt, SystemExit: not the code's business to swallow
 
 
 def _code_line(exc: BaseException) -> int | None:

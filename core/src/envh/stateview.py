@@ -6,10 +6,11 @@ fetched lazily, so a hook that never looks at the state costs nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from . import errors
+from .types import FrozenArgs, FrozenList
 
 
 class FrozenDict(Mapping[str, Any]):
@@ -41,23 +42,26 @@ class FrozenDict(Mapping[str, Any]):
     __hash__ = None  # type: ignore[assignment]
 
 
-_SCALARS = (str, int, float, bool, type(None))
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def freeze(value: Any, where: str = "$") -> Any:
-    """Deep-freeze plain JSON data (dict → FrozenDict, list → tuple); reject the rest."""
-    if isinstance(value, _SCALARS):
+    """Deep-freeze plain JSON data (dicts and lists become read-only subclasses of
+    themselves, so they still serialise and compare as JSON); reject anything else."""
+    t = type(value)
+    if t in _SCALARS or t is FrozenArgs or t is FrozenList:
         return value
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            if not isinstance(k, str):
+            if type(k) is not str:
                 raise errors.StateError(f"env state key {k!r} at {where} is not a string")
-            out[k] = freeze(v, f"{where}.{k}")
-        return FrozenDict(out)
+            out[k] = v if type(v) in _SCALARS else freeze(v, f"{where}.{k}")
+        return FrozenArgs(out)
     if isinstance(value, (list, tuple)):
-        return tuple(freeze(v, f"{where}[{i}]") for i, v in enumerate(value))
-    if isinstance(value, FrozenDict):
+        return FrozenList([v if type(v) in _SCALARS else freeze(v, f"{where}[{i}]")
+                           for i, v in enumerate(value)])
+    if isinstance(value, (str, int, float)):
         return value
     raise errors.StateError(
         f"env state at {where} is a {type(value).__name__}, not plain JSON data "
@@ -74,18 +78,18 @@ def thaw(value: Any) -> Any:
 
 
 class LazyState(Mapping[str, Any]):
-    """A read-only mapping that calls ``fetch`` on first use and freezes the result."""
+    """A read-only mapping of ``source.get_env_state()``, fetched and frozen on first use."""
 
-    __slots__ = ("_fetch", "_data")
+    __slots__ = ("_source", "_data")
 
-    def __init__(self, fetch: Callable[[], dict[str, Any]]) -> None:
-        self._fetch = fetch
-        self._data: FrozenDict | None = None
+    def __init__(self, source: Any) -> None:
+        self._source = source
+        self._data: FrozenArgs | None = None
 
-    def _load(self) -> FrozenDict:
+    def _load(self) -> FrozenArgs:
         if self._data is None:
-            data = freeze(self._fetch())
-            if not isinstance(data, FrozenDict):
+            data = freeze(self._source.get_env_state())
+            if not isinstance(data, FrozenArgs):
                 raise errors.StateError("get_env_state() must return a dict")
             self._data = data
         return self._data

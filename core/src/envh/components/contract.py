@@ -26,10 +26,10 @@ from ..harness import EnvHarness
 from ..plugins.records import resolve
 from ..sandbox import Sandbox
 from ..spec import BuildContext, LayerSpec
-from ..stateview import freeze
-from ..types import Action, Block, EnvResponse, Observation, ResetResult
+from ..types import Action, Block, EnvResponse, Observation, ResetResult, frozen
 
 HOOKS = ("filter_action", "modify_transition", "filter_observation")
+_NO_INFO = frozen({})
 
 
 @attrs.frozen(kw_only=True)
@@ -45,10 +45,6 @@ class ContractSpec(LayerSpec):
     def __attrs_post_init__(self) -> None:
         if (self.code is None) == (self.cls is None):
             raise ValueError("a contract needs exactly one of 'code' or 'cls'")
-
-
-def _freeze_action(action: Action) -> Action:
-    return action if not action.args else Action(tool=action.tool, args=freeze(action.args))
 
 
 class CodeContract(EnvHarness):
@@ -76,38 +72,43 @@ class CodeContract(EnvHarness):
 
     def filter_action(self, action: Action, state: Mapping[str, Any]) -> Action | Block:
         out = self.sandbox.call_function(self.fns["filter_action"], "filter_action",
-                                         _freeze_action(action), state, self.memo)
-        if out is None:
-            return action
-        if isinstance(out, Block):
-            return out
-        if isinstance(out, Action):
-            return Action(tool=out.tool, args=_thaw_args(out.args))
+                                         action, state, self.memo)
+        if out is None or type(out) is Action or type(out) is Block:
+            return action if out is None else out
         raise errors.ContractCodeError(
             f"must return Action, Block or None; got {type(out).__name__}", hook="filter_action")
 
     def modify_transition(self, action: Action, response: EnvResponse,
                           state: Mapping[str, Any]) -> EnvResponse:
-        view = attrs.evolve(response, info=dict(response.info))
+        info = response.info
+        # the code sees a read-only info without the layer records it must not tamper with
+        view = EnvResponse(observation=response.observation, reward=response.reward,
+                           terminated=response.terminated, truncated=response.truncated,
+                           info=_NO_INFO if len(info) <= ("envh" in info) else
+                           frozen({k: v for k, v in info.items() if k != "envh"}))
         out = self.sandbox.call_function(self.fns["modify_transition"], "modify_transition",
-                                         _freeze_action(action), view, state, self.memo)
+                                         action, view, state, self.memo)
         if out is None or out is view:
             return response
-        if not isinstance(out, EnvResponse):
+        if type(out) is not EnvResponse:
             raise errors.ContractCodeError(
                 f"must return EnvResponse or None; got {type(out).__name__}", hook="modify_transition")
         if out.reward != response.reward:
             raise errors.ContractCodeError(
                 "changed the reward; rewards come from the benchmark's verifier and are sealed. "
                 "Change the observation or flags instead.", hook="modify_transition")
-        return out
+        new_info = dict(out.info)
+        if "envh" in info:
+            new_info["envh"] = info["envh"]
+        return EnvResponse(observation=out.observation, reward=out.reward, terminated=out.terminated,
+                           truncated=out.truncated, info=new_info)
 
     def filter_observation(self, observation: Observation, state: Mapping[str, Any]) -> Observation:
         out = self.sandbox.call_function(self.fns["filter_observation"], "filter_observation",
                                          observation, state, self.memo)
         if out is None:
             return observation
-        if isinstance(out, str):
+        if type(out) is str:
             return Observation(text=out, data=observation.data)
         if isinstance(out, Observation):
             return out
@@ -123,12 +124,6 @@ class CodeContract(EnvHarness):
 
     def load_layer_state(self, data: Any) -> None:
         self.memo = dict(data or {})
-
-
-def _thaw_args(args: Any) -> dict[str, Any]:
-    from ..stateview import thaw
-
-    return thaw(args) if not isinstance(args, dict) else {k: thaw(v) for k, v in args.items()}
 
 
 def build(spec: ContractSpec, inner: ActionableEnv, ctx: BuildContext) -> EnvHarness:
