@@ -2,22 +2,55 @@
 
 This is the stack ``AlfredTWEnv`` builds for each game (``AlfredDemangler`` without
 shuffling, ``AlfredInfos``), driven directly so one game is loaded exactly when asked
-(AlfredTWEnv shuffles a game list). Two engine quirks are handled here:
+(AlfredTWEnv shuffles a game list). Engine quirks handled here:
 
-* every ``PddlEnv`` dlopens its own copy of fast-downward's library and never releases it;
-  :meth:`TextEngine.close` calls ``fast_downward.close_lib`` so workers that build many
-  engines do not grow without bound;
+* every ``PddlEnv`` copies fast-downward's shared library to a temporary file and dlopens
+  it, and never releases it: a worker that builds engines over and over grows without
+  bound. ``dlclose`` on it is not safe either (later loads crash in the C++ runtime), so
+  :meth:`TextEngine.close` drops the engine's game state and returns its library copy to a
+  process-wide free list that the next engine reuses. Copies never exceed the number of
+  engines alive at once;
+* ``PddlEnv.load(path)`` leaves the file open, so the game is read here and passed as data;
 * fast-downward's PDDL translator overwrites ``sys.argv``; calls are wrapped to restore it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 from envh import errors
+
+_FREE_LIBS: list[Any] = []  # fast-downward library copies no live engine uses
+_LIBS_LOCK = threading.Lock()
+
+
+def _pddl_env(infos: Any) -> Any:
+    """A ``PddlEnv``, reusing a released library copy when there is one."""
+    import textworld
+    from textworld.envs import PddlEnv
+
+    with _LIBS_LOCK:
+        lib = _FREE_LIBS.pop() if _FREE_LIBS else None
+    if lib is None:
+        return PddlEnv(infos)
+    env = PddlEnv.__new__(PddlEnv)
+    textworld.Environment.__init__(env, infos)  # what PddlEnv.__init__ does, minus load_lib()
+    env.downward_lib = lib
+    return env
+
+
+def loaded_library_copies() -> int:
+    """How many copies of fast-downward's library this process has mapped (for tests, bench)."""
+    try:
+        with open("/proc/self/maps") as fh:
+            return len({line.split()[-1] for line in fh if "libdownward" in line})
+    except OSError:  # pragma: no cover - non-Linux
+        return -1
 
 
 @contextlib.contextmanager
@@ -48,13 +81,12 @@ class TextEngine:
             try:
                 import textworld
                 from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
-                from textworld.envs import PddlEnv
             except ImportError as exc:  # pragma: no cover - depends on the install
                 raise errors.EnvError(
                     "The ALFWorld engine is not installed: pip install envh-alfworld "
                     f"(needs alfworld and textworld[pddl]): {exc!r}") from exc
             infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
-            self._env = AlfredInfos(AlfredDemangler(PddlEnv(infos), shuffle=False))
+            self._env = AlfredInfos(AlfredDemangler(_pddl_env(infos), shuffle=False))
         return self._env
 
     def load(self, game_file: str) -> None:
@@ -64,7 +96,10 @@ class TextEngine:
             return
         with _keep_argv():
             try:
-                env.load(game_file)
+                # Hand over parsed data: PddlEnv.load(path) leaves the file handle open.
+                with open(game_file) as fh:
+                    game = json.load(fh)
+                env.load(game)
             except Exception as exc:
                 self._game_file = None
                 raise errors.EnvError(f"ALFWorld could not load game {game_file}: {exc!r}") from exc
@@ -100,20 +135,21 @@ class TextEngine:
         return world_view(self._env)
 
     def close(self) -> None:
-        """Release the engine and its private copy of fast-downward's library. Idempotent."""
+        """Release the engine: drop its game state, hand its library copy back. Idempotent."""
         env, self._env, self._game_file = self._env, None, None
+        self.admissible = []
         if env is None:
             return
         pddl = env
-        while hasattr(pddl, "_wrapped_env") and pddl._wrapped_env is not None:
+        while getattr(pddl, "_wrapped_env", None) is not None:
             pddl = pddl._wrapped_env
         lib = getattr(pddl, "downward_lib", None)
         with contextlib.suppress(Exception):
             env.close()
+        for attr in ("_pddl_state", "_game_data", "_logic", "_entity_infos", "state", "prev_state"):
+            with contextlib.suppress(AttributeError):
+                setattr(pddl, attr, None)
         if lib is not None:
-            import fast_downward
-
             pddl.downward_lib = None
-            pddl._pddl_state = None
-            with contextlib.suppress(Exception):
-                fast_downward.close_lib(lib)
+            with _LIBS_LOCK:
+                _FREE_LIBS.append(lib)

@@ -49,6 +49,7 @@ STATE_SCHEMA: dict[str, Any] = {
             "properties": {
                 "objects": {"type": "object", "additionalProperties": {"type": ["string", "null"]},
                             "description": "object -> receptacle it lies in (null when carried)"},
+                "openable": {"type": "array", "items": {"type": "string"}, "description": "receptacles that can be opened"},
                 "closed": {"type": "array", "items": {"type": "string"}, "description": "openable receptacles now closed"},
                 "object_states": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}},
                                   "description": "object -> true states among 'hot', 'cool', 'clean', 'on'"},
@@ -92,6 +93,7 @@ def world_view(engine_env: Any) -> dict[str, Any]:
             states.setdefault(args[0], []).append(_STATE_FACTS[fact.name])
     return {
         "objects": dict(sorted(objects.items())),
+        "openable": sorted(openable),
         "closed": sorted(openable - opened),
         "object_states": {k: sorted(v) for k, v in sorted(states.items())},
     }
