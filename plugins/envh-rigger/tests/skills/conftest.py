@@ -1,0 +1,143 @@
+"""Fixtures for the skills tests: real Toy24 episodes in a real trajectory store, the real
+offline embedder, and a local OpenAI-compatible HTTP server.
+
+Episodes are played by the real episode runner on the real Toy24 bridge; the only test
+double is the policy, which follows a fixed script so the trajectories are known.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from envh import Action, Observation, PolicyInfo, TaskRef, ToolSpec, hookimpl, make_plugin_manager, spec_id
+from envh.rollout.policy import PolicyStep
+from envh.rollout.runner import run_episode
+from envh.rollout.store import TrajectoryStore
+from envh.rollout.trajectory import EpisodeRequest
+from envh.rollout.warm import Warm
+
+# The 24 game on 2,3,4: multiplying wins, adding loses.
+WIN = [{"tool": "combine", "args": {"i": 0, "j": 1, "op": "mul"}},
+       {"tool": "combine", "args": {"i": 0, "j": 1, "op": "mul"}}, {"tool": "stop"}]
+LOSE = [{"tool": "combine", "args": {"i": 0, "j": 1, "op": "add"}},
+        {"tool": "combine", "args": {"i": 7, "j": 0, "op": "add"}},
+        {"tool": "combine", "args": {"i": 7, "j": 0, "op": "add"}},
+        {"tool": "combine", "args": {"i": 0, "j": 1, "op": "add"}}, {"tool": "stop"}]
+
+
+class ScriptPolicy:
+    """Plays ``actions`` (tool/args dicts) in order, then ``stop()``."""
+
+    def __init__(self, arg: str | None = None, *, actions: list[dict[str, Any]] = ()) -> None:
+        self.actions, self.policy_id, self._next = list(actions), f"script:{arg or ''}", 0
+
+    def start(self, *, task: TaskRef | None, tools: list[ToolSpec], observation: Observation) -> None:
+        self._next = 0
+
+    def act(self, observation: Observation, tools: list[ToolSpec]) -> PolicyStep:
+        step = self.actions[self._next] if self._next < len(self.actions) else {"tool": "stop"}
+        self._next += 1
+        return PolicyStep(action=Action(tool=step["tool"], args=dict(step.get("args", {}))))
+
+    def close(self) -> None:
+        pass
+
+
+class ScriptPlugin:
+    @hookimpl
+    def envh_policies(self) -> list[PolicyInfo]:
+        return [PolicyInfo(name="script", factory=ScriptPolicy)]
+
+
+def toy_spec(layers: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], str]:
+    spec = {"bridge": "toy24", "config": {}, "layers": layers or []}
+    return spec, spec_id(spec)
+
+
+def record(store_dir: Path, episodes: list[tuple[str, list[dict[str, Any]]]], *, run_id: str = "run",
+           spec: dict[str, Any] | None = None) -> list[str]:
+    """Play ``(instance_id, actions)`` episodes on Toy24 into the store at ``store_dir``."""
+    registry = make_plugin_manager(entry_points=False, plugins=[ScriptPlugin()])
+    spec_data, sid = (spec, spec_id(spec)) if spec else toy_spec()
+    warm = Warm(registry)
+    keys = []
+    with TrajectoryStore(store_dir) as store:
+        if run_id not in store.runs():
+            store.create_run(run_id, {"run_id": run_id})
+        start = len(store.rows(run_id=run_id))
+        for n, (instance, actions) in enumerate(episodes):
+            key = f"{instance}#{start + n}"
+            req = EpisodeRequest(key=key, spec=spec_data, spec_id=sid, run_id=run_id, seed=0,
+                                 task=TaskRef(suite="toy24", split="easy", instance_id=instance),
+                                 policy="script", policy_options={"actions": actions}, max_steps=20)
+            traj = run_episode(req, warm)
+            assert traj.error_class is None, traj.error
+            store.append(traj)
+            keys.append(key)
+    warm.close()
+    return keys
+
+
+@pytest.fixture
+def toy_run(tmp_path: Path) -> Path:
+    """A run dir: 2,3,4 won once (3 steps) and lost twice; 1,3,8 only lost; 4,4,5 only won."""
+    out = tmp_path / "run"
+    record(out, [("2,3,4", WIN), ("2,3,4", LOSE), ("2,3,4", LOSE[:1] + [{"tool": "stop"}]),
+                 ("1,3,8", LOSE), ("4,4,5", [{"tool": "combine", "args": {"i": 1, "j": 2, "op": "mul"}},
+                                            {"tool": "combine", "args": {"i": 0, "j": 1, "op": "add"}},
+                                            {"tool": "stop"}])])
+    return out
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Any:
+    """The real offline embedder (all-MiniLM-L6-v2 from its wheel), loaded once."""
+    from envh_rigger.skills import MiniLMEmbedder
+
+    emb = MiniLMEmbedder()
+    emb.embed(["warm up"])
+    return emb
+
+
+Handler = Callable[[str, dict[str, Any]], tuple[int, dict[str, Any]]]
+
+
+@pytest.fixture
+def http_server() -> Iterator[Callable[[Handler], tuple[str, list[dict[str, Any]]]]]:
+    """Start a local HTTP server whose POST answers come from ``handler(path, body)``;
+    returns its base URL and the list of request bodies it received."""
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(handler: Handler) -> tuple[str, list[dict[str, Any]]]:
+        seen: list[dict[str, Any]] = []
+
+        class Endpoint(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                seen.append(body)
+                status, payload = handler(self.path, body)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Endpoint)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/v1", seen
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
