@@ -15,16 +15,39 @@ import attrs
 
 OUTPUT_CHARS = 2000
 
-_RUNNERS = re.compile(
-    r"(?:^|[\s;&|(`/])(?:py\.test|pytest|tox|nox|nosetests|runtests\.py|"
-    r"manage\.py\s+test|setup\.py\s+test|bin/test|"
-    r"python[\d.]*\s+(?:-\S+\s+)*-m\s+(?:pytest|unittest|nose|tox))(?=$|[\s;&|)`])")
+_SPLIT = re.compile(r"[;&|()`\n]+")
+_WRAPPERS = {"time", "env", "nice", "sudo", "xvfb-run", "stdbuf", "exec", "command"}
+_RUNNERS = {"pytest", "py.test", "tox", "nox", "nosetests", "runtests.py", "test"}
+_MODULES = {"pytest", "unittest", "nose", "tox"}
+
+
+def _runs_tests(words: list[str]) -> bool:
+    """Does one simple command (already split into words) run a test suite?"""
+    while words and (re.match(r"^\w+=", words[0]) or words[0] in _WRAPPERS):
+        words = words[1:]
+    if words and words[0] == "timeout":  # timeout [-s SIG] DURATION COMMAND...
+        words = [w for w in words[1:] if not w.startswith("-")][1:]
+    if not words:
+        return False
+    prog = words[0].rsplit("/", 1)[-1]
+    if prog in _RUNNERS and (prog != "test" or "/" in words[0]):  # bin/test, not test(1)
+        return True
+    if prog in ("make", "gmake"):
+        return any(w in ("test", "tests", "check") for w in words[1:])
+    if re.fullmatch(r"python[\d.]*", prog):
+        rest = words[1:]
+        if "-m" in rest and rest.index("-m") + 1 < len(rest):
+            return rest[rest.index("-m") + 1] in _MODULES
+        script = next((w for w in rest if not w.startswith("-")), "")
+        name = script.rsplit("/", 1)[-1]
+        return name == "runtests.py" or (name in ("manage.py", "setup.py") and "test" in rest)
+    return False
 
 
 def is_test_command(command: str, instance_test_cmd: str | None = None) -> bool:
-    """True when ``command`` runs tests: pytest, tox, runtests.py, unittest, ... or
-    the instance's own test command."""
-    if _RUNNERS.search(command):
+    """True when ``command`` runs tests: pytest, tox, runtests.py, unittest, ... in
+    command position, or the instance's own test command."""
+    if any(_runs_tests(part.split()) for part in _SPLIT.split(command)):
         return True
     own = (instance_test_cmd or "").strip()
     return bool(own) and own in command

@@ -1,0 +1,84 @@
+"""Loading instances in SWE-bench's schema from every supported source (no Docker)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from envh import errors
+from envh_swebench.instances import Instance, default_image, host_arch, load_instances, patched_files
+from envh_swebench.state import is_test_command
+
+from conftest import INSTANCES
+
+
+@pytest.fixture
+def row():
+    return json.loads(INSTANCES.read_text())[0]
+
+
+def test_json_jsonl_parquet_and_rows_agree(tmp_path, row):
+    pq = pytest.importorskip("pyarrow.parquet")
+    pa = pytest.importorskip("pyarrow")
+    second = {**row, "instance_id": "envh__mathx-2"}
+    (tmp_path / "i.jsonl").write_text("\n".join(json.dumps(r) for r in (row, second)) + "\n")
+    pq.write_table(pa.Table.from_pylist([row, second]), tmp_path / "i.parquet")
+    (tmp_path / "one.json").write_text(json.dumps(row))
+    sources = [tmp_path / "i.jsonl", str(tmp_path / "i.parquet"), [row, second]]
+    loaded = [load_instances(s) for s in sources]
+    assert all(sorted(x) == ["envh__mathx-1", "envh__mathx-2"] for x in loaded)
+    assert loaded[0] == loaded[1] == loaded[2]
+    assert list(load_instances(tmp_path / "one.json")) == ["envh__mathx-1"]
+
+
+def test_swebench_fields(row):
+    inst = load_instances(str(INSTANCES))["envh__mathx-1"]
+    assert isinstance(inst, Instance)
+    assert inst.fail_to_pass == ["tests/test_stats.py::test_median_even"]  # parsed from JSON text
+    assert len(inst.pass_to_pass) == 3
+    assert inst.image == f"sweb.eval.{host_arch()}.envh__mathx-1:latest"
+    assert Instance.from_row({**row, "image": "mine:1"}).image == "mine:1"
+
+
+def test_default_image_names_follow_swebench():
+    assert default_image("Django__Django-11099") == f"sweb.eval.{host_arch()}.django__django-11099:latest"
+    assert default_image("django__django-11099", namespace="swebench") == \
+        f"swebench/sweb.eval.{host_arch()}.django_1776_django-11099:latest"
+
+
+def test_errors_name_the_problem(tmp_path, row):
+    with pytest.raises(errors.SpecError, match="lacks field.*FAIL_TO_PASS"):
+        load_instances([{k: v for k, v in row.items() if k != "FAIL_TO_PASS"}])
+    with pytest.raises(errors.SpecError, match="Duplicate"):
+        load_instances([row, row])
+    with pytest.raises(errors.SpecError, match="does not exist"):
+        load_instances(tmp_path / "absent.json")
+
+
+def test_eval_script_shape(row):
+    inst = Instance.from_row(row)
+    script = inst.eval_script()
+    assert patched_files(inst.test_patch) == ["tests/test_stats.py"]
+    lines = script.splitlines()
+    start = lines.index(": '>>>>> Start Test Output'")
+    assert lines[start + 1] == "python3 -m pytest -rA -p no:cacheprovider tests/test_stats.py"
+    assert lines[start + 2] == ": '>>>>> End Test Output'"
+    assert Instance.from_row({**row, "eval_script": "echo given"}).eval_script() == "echo given"
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    ("pytest -q", True), ("python -m pytest tests/x.py", True), ("python3 -X dev -m unittest", True),
+    ("cd repo && tox -e py311", True), ("./tests/runtests.py admin_views", True),
+    ("python manage.py test", True), ("bin/test sympy/core", True),
+    ("FOO=1 timeout 60 pytest -x", True), ("make test", True), ("git diff && py.test", True),
+    ("cat pytest.ini", False), ("grep -rn tox setup.cfg", False), ("ls tests", False),
+    ("test -f setup.py && echo yes", False), ("pip install pytest", False),
+    ("python -c 'import pytest'", False), ("python3 reproduce.py", False),
+])
+def test_recognises_test_commands(command, expected):
+    assert is_test_command(command) is expected
+
+
+def test_instance_test_command_counts():
+    assert is_test_command("make -C build check-unit", "make -C build check-unit")
+    assert not is_test_command("make -C build", "make -C build check-unit")
