@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Set up everything envh's tests and main job need on a fresh Debian machine:
+# a virtualenv in .venv, core and every plugin installed editable, and the system parts
+# each plugin needs (dev/setup.d/*.sh: Docker, ALFWorld's build tools, the local models).
+# Idempotent: a stamp of the inputs skips the pip work when nothing changed.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off
+
+if [ ! -x .venv/bin/python ]; then
+  echo "envh setup: creating .venv"
+  python3 -m venv .venv
+fi
+export PY="$ROOT/.venv/bin/python"
+export PATH="$ROOT/.venv/bin:$PATH"
+
+stamp=".venv/.envh-setup-stamp"
+inputs="$(cat core/pyproject.toml plugins/*/pyproject.toml dev/setup.sh dev/setup.d/*.sh 2>/dev/null | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$inputs" ]; then
+  echo "envh setup: installing packages"
+  "$PY" -m pip install -q -U pip setuptools wheel
+  "$PY" -m pip install -q -e "core[test,openai,export]" nox ruff mypy
+  for plugin in plugins/*/; do
+    [ -f "$plugin/pyproject.toml" ] && "$PY" -m pip install -q -e "$plugin"
+  done
+  fresh=1
+else
+  fresh=0
+fi
+
+# System parts and per-plugin extras. Each snippet is idempotent and cheap when done.
+for snippet in dev/setup.d/*.sh; do
+  [ -f "$snippet" ] || continue
+  echo "envh setup: $(basename "$snippet")"
+  # shellcheck disable=SC1090
+  source "$snippet"
+done
+[ "$fresh" = 1 ] && echo "$inputs" > "$stamp"
+true
