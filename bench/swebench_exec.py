@@ -1,0 +1,84 @@
+"""Per-step latency of the swebench bridge's ``bash`` tool vs a raw ``docker exec`` CLI
+subprocess per step (what the reference SWE-bench agents do), on the same container in
+the same run (interleaved rounds, median per step); plus container start-to-first-
+observation time of ``reset()``.
+
+Needs dockerd and the test images (``source dev/setup.d/docker.sh``).
+Last line: JSON with ``ratio`` = bash-tool ms/step ÷ raw ``docker exec`` CLI ms/step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+from envh import Action, TaskRef, make
+
+INSTANCES = Path(__file__).resolve().parents[1] / "plugins/envh-swebench/tests/images/mathx/instances.json"
+TASK = TaskRef(suite="swebench", split="test", instance_id="envh__mathx-1")
+COMMAND = "ls -la mathx && git log --oneline -1"
+
+
+def tool_ms(env, steps: int) -> float:
+    action = Action(tool="bash", args={"command": COMMAND})
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        resp = env.step(action)
+        assert resp.observation.data["exit_code"] == 0, resp.observation.text
+    return (time.perf_counter() - t0) / steps * 1e3
+
+
+def cli_ms(container_id: str, workdir: str, steps: int) -> float:
+    argv = ["docker", "exec", "-w", workdir, container_id, "bash", "-c", COMMAND]
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        subprocess.run(argv, capture_output=True, check=True)
+    return (time.perf_counter() - t0) / steps * 1e3
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--steps", type=int, default=20, help="steps per round and variant")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--resets", type=int, default=5)
+    p.add_argument("--instances", default=str(INSTANCES))
+    args = p.parse_args()
+
+    env = make({"bridge": "swebench", "config": {"instances": args.instances}})
+    try:
+        starts, resets = [], []
+        for _ in range(args.resets):
+            t0 = time.perf_counter()
+            result = env.reset(task=TASK, seed=0)
+            resets.append((time.perf_counter() - t0) * 1e3)  # includes removing the last container
+            starts.append(result.info["start_to_first_observation"] * 1e3)
+        inner = env.unwrapped
+        box = inner.box
+        tool, cli = [], []
+        tool_ms(env, 3)
+        cli_ms(box.container.id, box.workdir, 3)  # warm both paths
+        for _ in range(args.rounds):  # interleave so machine noise hits both alike
+            tool.append(tool_ms(env, args.steps))
+            cli.append(cli_ms(box.container.id, box.workdir, args.steps))
+    finally:
+        env.close()
+
+    t, c = statistics.median(tool), statistics.median(cli)
+    s, r = statistics.median(starts), statistics.median(resets)
+    print(f"bash tool            : {t:8.2f} ms/step  (runner session in the container, "
+          "plus a git status for files_touched)")
+    print(f"docker exec CLI      : {c:8.2f} ms/step  (one subprocess per step)")
+    print(f"start to first obs.  : {s:8.2f} ms      (container create + start + runner ready)")
+    print(f"reset()              : {r:8.2f} ms      (also removes the previous episode's container)")
+    print(json.dumps({"bench": "swebench_exec", "bash_tool_ms_per_step": round(t, 3),
+                      "docker_exec_cli_ms_per_step": round(c, 3), "ratio": round(t / c, 3),
+                      "start_to_first_observation_ms": round(s, 1), "reset_ms": round(r, 1),
+                      "steps": args.steps * args.rounds}))
+
+
+if __name__ == "__main__":
+    main()
