@@ -1,0 +1,1 @@
+"""Designers: write candidate components for a target (template, llm)."""

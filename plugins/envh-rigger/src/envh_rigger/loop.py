@@ -1,0 +1,232 @@
+"""One task through the loop: Observe → Diagnose → Write → Validate, at most R rounds.
+
+Observe plays K rollouts of the current env; the stats diagnoser explains them; the
+designer writes a candidate; the free cascade checks it (a failure goes back to the
+designer as feedback, at most ``free_retries`` times a round, spending no rollouts);
+the sequential validator measures it with fresh rollouts; the verdict is numeric.
+Every step is journaled, so a resumed run continues where the killed one stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from envh import Action, Registry, TaskRef, make, spec_id
+
+from . import cascade
+from .budget import Budget, BudgetExhausted, Usage
+from .designers.base import Attempt, DesignContext, Designer, Proposal
+from .diagnose import diagnose
+from .episodes import candidate_acted, steps_of, summarize
+from .journal import Journal
+from .pool import HarnessPool
+from .rollouts import Rollouts
+from .stats import SequentialValidator
+from .targets import Target
+
+
+@attrs.define(kw_only=True)
+class LoopRun:
+    """Everything the tasks of one rig run share."""
+
+    registry: Registry
+    rollouts: Rollouts
+    journal: Journal
+    pool: HarnessPool
+    designer: Designer
+    designer_name: str
+    policy: str
+    target: Target
+    validator: SequentialValidator
+    budget: Budget
+    usage: Usage
+    k: int = 5
+    rounds: int = 5
+    free_retries: int = 3
+    coevolve: bool = False
+    seed: int = 0
+    echo: Callable[[str], None] = lambda _msg: None
+
+
+def _layer_ids(base: dict[str, Any], layers: list[dict[str, Any]]) -> set[str]:
+    offset = len(base.get("layers", []))
+    return {layer.get("id") or f"{offset + i}:{layer.get('kind')}" for i, layer in enumerate(layers)}
+
+
+class TaskLoop:
+    """The loop for one task; ``run()`` returns the stop reason."""
+
+    def __init__(self, run: LoopRun, task: TaskRef, base: dict[str, Any]) -> None:
+        self.r, self.task, self.key = run, task, str(task)
+        self.base = base
+        self.attempts: list[Attempt] = []
+        self.round = 0
+        self.pending: dict[str, Any] | None = None
+        self._restore()
+
+    # -- resume --------------------------------------------------------------------------
+    def _restore(self) -> None:
+        for ev in self.r.journal.events(self.key):
+            if ev["kind"] == "proposal":
+                self.pending = ev
+            elif ev["kind"] == "attempt":
+                a = Attempt(**ev["attempt"])
+                self.round = max(self.round, a.round)
+                self.pending = None
+                if ev.get("base_id") == spec_id(self.base, self.r.registry):
+                    self.attempts.append(a)
+            elif ev["kind"] == "accepted" and self.r.coevolve:
+                self.base, self.attempts = ev["spec"], []
+
+    # -- phases --------------------------------------------------------------------------
+    def _spend(self, n: int) -> None:
+        reason = self.r.usage.exhausted(self.r.budget, upcoming_rollouts=n)
+        if reason:
+            raise BudgetExhausted(reason)
+
+    def observe(self) -> tuple[list[Any], dict[str, Any]]:
+        seeds = [self.r.seed + i for i in range(self.r.k)]
+        if not all(self.r.rollouts.cached(self.r.rollouts.key(self.task, spec_id(self.base, self.r.registry),
+                                                                "observe", s)) for s in seeds):
+            self._spend(len(seeds))
+        trajs = self.r.rollouts.run(self.base, self.task, seeds, "observe")
+        self.r.usage.rollouts = self.r.rollouts.count()
+        return trajs, summarize(trajs)
+
+    def validate(self, spec: dict[str, Any], rnd: int, band: tuple[float, float]) -> tuple[list[Any], dict[str, Any]]:
+        binary = self.r.target.binary
+        trajs: list[Any] = []
+        values: list[float] = []
+        while (more := self.r.validator.next_batch(values, band, binary=binary)) > 0:
+            seeds = [self.r.seed + 1000 * rnd + len(trajs) + i for i in range(more)]
+            sid = spec_id(spec, self.r.registry)
+            if not all(self.r.rollouts.cached(self.r.rollouts.key(self.task, sid, f"validate:{rnd}", s))
+                       for s in seeds):
+                self._spend(more)
+            new = self.r.rollouts.run(spec, self.task, seeds, f"validate:{rnd}")
+            self.r.usage.rollouts = self.r.rollouts.count()
+            trajs += new
+            values += [float(t.success) if binary else float(steps_of(t)) for t in new]
+        decision, decisive = self.r.validator.decide(values, band, binary=binary)
+        stats = summarize(trajs)
+        stats.update(decision=decision, decisive=decisive, band=list(band))
+        return trajs, stats
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(self) -> str:
+        r = self.r
+        baseline_trajs, baseline = self.observe()
+        band = r.target.band(baseline)
+        direction = r.target.direction(baseline)
+        diagnosis = diagnose(baseline_trajs, baseline)
+        r.journal.append(self.key, "baseline", {"spec_id": spec_id(self.base, r.registry), "stats": baseline,
+                                                "band": list(band), "direction": direction,
+                                                "diagnosis": diagnosis, "usage": r.usage.to_data()})
+        r.echo(f"[{self.key}] baseline {baseline['success_rate']:.2f} ({baseline['n']} rollouts), "
+               f"band {band}, direction {direction or 'none needed'}")
+        if direction is None:
+            return "baseline_in_target"
+        with make(self.base, registry=r.registry) as env:
+            env.reset(task=self.task, seed=0)
+            tools, schema = env.tools(), env.env_state_schema()
+        reference = reference_actions(baseline_trajs)
+        while self.round < r.rounds:
+            self.round += 1
+            feedback: str | None = None
+            for _try in range(r.free_retries + 1):
+                if (reason := r.usage.exhausted(r.budget)) is not None:
+                    raise BudgetExhausted(reason)
+                ctx = DesignContext(
+                    task=self.task, bridge=self.base["bridge"], spec=self.base, tools=tools,
+                    state_schema=schema, baseline=baseline, episodes=baseline_trajs, target=r.target,
+                    band=band, direction=direction, diagnosis=diagnosis, attempts=list(self.attempts),
+                    feedback=feedback, registry=r.registry, round=self.round)
+                proposal = self._proposal(ctx)
+                if proposal is None:
+                    return "designer_exhausted"
+                checked = cascade.check(self.base, proposal.layers, self.task, registry=r.registry,
+                                        reference=reference)
+                if checked.ok:
+                    break
+                feedback = f"{checked.stage}: {checked.message}"
+                self._record(Attempt(round=self.round, layers=proposal.layers, diagnosis=proposal.diagnosis,
+                                     rationale=proposal.rationale, meta=proposal.meta, verdict="invalid",
+                                     reason=feedback, cascade=attrs.asdict(checked)))
+            else:
+                continue  # every try failed the free checks: the round is spent, no rollouts were
+            spec = cascade.combined(self.base, proposal.layers)
+            trajs, stats = self.validate(spec, self.round, band)
+            verdict, reason = self._judge(stats, trajs, proposal)
+            attempt = Attempt(round=self.round, layers=proposal.layers, diagnosis=proposal.diagnosis,
+                              rationale=proposal.rationale, meta=proposal.meta, verdict=verdict,
+                              reason=reason, result=stats, spec_id=spec_id(spec, r.registry))
+            self._record(attempt)
+            r.echo(f"[{self.key}] round {self.round}: {proposal.meta or proposal.rationale[:60]} → "
+                   f"sr {stats['success_rate']:.2f} over {stats['n']} ({stats['decision']}) {verdict}")
+            if verdict == "accepted":
+                self._accept(spec, attempt, baseline)
+                if not r.coevolve:
+                    return "accepted"
+                self.base, self.attempts = spec, []
+                baseline_trajs, baseline = self.observe()
+                direction = r.target.direction(baseline)
+                diagnosis = diagnose(baseline_trajs, baseline)
+                if direction is None:
+                    return "accepted"
+        return "rounds"
+
+    def _proposal(self, ctx: DesignContext) -> Proposal | None:
+        if self.pending is not None and self.pending.get("round") == ctx.round and ctx.feedback is None:
+            data, self.pending = self.pending, None
+            return Proposal(**data["proposal"])
+        proposal = self.r.designer.propose(ctx)
+        if proposal is None:
+            return None
+        self.r.usage.add_llm(self.r.budget, proposal.usage)
+        self.r.journal.append(self.key, "proposal", {"round": ctx.round, "proposal": attrs.asdict(proposal)})
+        return proposal
+
+    def _judge(self, stats: dict[str, Any], trajs: list[Any], proposal: Proposal) -> tuple[str, str]:
+        decision = stats["decision"]
+        if stats["successes"] == 0 and stats["blocked_steps"] > 0:
+            return "rejected", ("no success and actions were blocked: the candidate may make the task "
+                                "unsolvable for this policy; loosen it")
+        if decision != "in":
+            return "rejected", f"{self.r.target.metric} {decision} the band"
+        if self.r.target.kind == "weakness":
+            ids = _layer_ids(self.base, proposal.layers)
+            if not any(candidate_acted(t, ids) for t in trajs if not t.success):
+                return "rejected", "the candidate never acted in a failing episode: it misses the weakness"
+        return "accepted", f"{self.r.target.metric} in the band"
+
+    def _record(self, attempt: Attempt) -> None:
+        self.attempts.append(attempt)
+        data = {"attempt": attrs.asdict(attempt), "base_id": spec_id(self.base, self.r.registry),
+                "usage": self.r.usage.to_data()}
+        self.r.journal.append(self.key, "attempt", data)
+        if attempt.verdict != "accepted":
+            self.r.pool.reject({"task": self.key, "spec_id": attempt.spec_id, "round": attempt.round,
+                                "layers": attempt.layers, "reason": attempt.reason, "verdict": attempt.verdict,
+                                "stats": {"validation": attempt.result}, "meta": attempt.meta})
+
+    def _accept(self, spec: dict[str, Any], attempt: Attempt, baseline: dict[str, Any]) -> None:
+        r = self.r
+        sid = spec_id(spec, r.registry)
+        entry = {"task": self.key, "target": str(r.target), "diagnosis": attempt.diagnosis,
+                 "rationale": attempt.rationale, "layers": attempt.layers, "meta": attempt.meta,
+                 "stats": {"baseline": baseline, "validation": attempt.result},
+                 "provenance": {"designer": r.designer_name, "policy": r.policy, "round": attempt.round,
+                                "parent_spec_id": spec_id(self.base, r.registry), "created": time.time(),
+                                "versions": r.rollouts.warm.versions}}
+        path = r.pool.add(sid, spec, entry)
+        r.journal.append(self.key, "accepted", {"spec_id": sid, "spec": spec, "path": str(path)})
+
+
+def reference_actions(trajs: list[Any]) -> list[Action]:
+    """Executed actions of the shortest successful trajectory (for dry runs)."""
+    wins = sorted((t for t in trajs if t.success), key=steps_of)
+    return [s.executed for s in wins[0].steps if s.executed] if wins else []

@@ -1,0 +1,103 @@
+"""Targets of the designer loop and how a measured batch of rollouts meets them.
+
+``sr:0.4-0.6`` (success-rate band), ``steps:25-35`` (mean-steps band),
+``beats-baseline:0.2`` (success rate at least 0.2 above the baseline's; a negative
+value asks for that much below), ``weakness:"submits without running tests"`` (the
+candidate makes the behaviour fail measurably more often: success drops by at least
+``margin`` while staying above zero, and the candidate's layers act in failing episodes).
+Every target reduces to a band on one metric once the baseline is known.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+import attrs
+
+from envh import errors
+
+Metric = Literal["success_rate", "mean_steps"]
+WEAKNESS_MARGIN = 0.2
+
+
+@attrs.frozen(kw_only=True)
+class Target:
+    """A parsed target; ``band(baseline)`` gives the concrete band on ``metric``."""
+
+    kind: Literal["sr", "steps", "beats-baseline", "weakness"]
+    lo: float = 0.0
+    hi: float = 1.0
+    delta: float = 0.0
+    text: str = ""
+
+    @property
+    def metric(self) -> Metric:
+        return "mean_steps" if self.kind == "steps" else "success_rate"
+
+    @property
+    def binary(self) -> bool:
+        return self.metric == "success_rate"
+
+    def band(self, baseline: dict[str, Any]) -> tuple[float, float]:
+        """The band the measured metric must fall in, given the baseline statistics."""
+        if self.kind in ("sr", "steps"):
+            return self.lo, self.hi
+        base = float(baseline.get("success_rate", 0.0))
+        if self.kind == "beats-baseline":
+            if self.delta >= 0:
+                return min(1.0, base + self.delta), 1.0
+            return 0.0, max(0.0, base + self.delta)
+        return 1e-9, max(1e-9, base - WEAKNESS_MARGIN)  # weakness
+
+    def direction(self, baseline: dict[str, Any]) -> Literal["scaffold", "pressure"] | None:
+        """Make the task easier (scaffold) or harder (pressure); ``None``: already there."""
+        value = float(baseline.get(self.metric, 0.0))
+        lo, hi = self.band(baseline)
+        if lo <= value <= hi and self.kind != "weakness":
+            return None
+        if self.kind == "weakness":
+            return "pressure"
+        too_low = value < lo
+        return ("scaffold" if too_low else "pressure") if self.binary else ("pressure" if too_low else "scaffold")
+
+    def describe(self) -> str:
+        if self.kind == "sr":
+            return f"success rate in [{self.lo:g}, {self.hi:g}]"
+        if self.kind == "steps":
+            return f"mean steps in [{self.lo:g}, {self.hi:g}]"
+        if self.kind == "beats-baseline":
+            return f"success rate at least {self.delta:+g} from the baseline's"
+        return (f"the weakness {self.text!r} fails measurably more often (success drops by "
+                f">= {WEAKNESS_MARGIN:g}, stays above 0)")
+
+    def __str__(self) -> str:
+        if self.kind in ("sr", "steps"):
+            return f"{self.kind}:{self.lo:g}-{self.hi:g}"
+        if self.kind == "beats-baseline":
+            return f"beats-baseline:{self.delta:g}"
+        return f"weakness:{self.text!r}"
+
+
+_NUM = r"[-+]?\d+(?:\.\d+)?"
+
+
+def parse_target(text: str | Target) -> Target:
+    """``"sr:0.4-0.6"`` → ``Target``; errors say what a valid target looks like."""
+    if isinstance(text, Target):
+        return text
+    kind, _, rest = str(text).partition(":")
+    kind, rest = kind.strip(), rest.strip()
+    if kind in ("sr", "steps"):
+        m = re.fullmatch(rf"({_NUM})\s*-\s*({_NUM})", rest)
+        if m:
+            lo, hi = float(m.group(1)), float(m.group(2))
+            if lo <= hi and (kind == "steps" or 0 <= lo <= hi <= 1):
+                return Target(kind=kind, lo=lo, hi=hi)  # type: ignore[arg-type]
+    elif kind == "beats-baseline" and re.fullmatch(_NUM, rest):
+        return Target(kind="beats-baseline", delta=float(rest))
+    elif kind == "weakness" and rest.strip("\"'"):
+        return Target(kind="weakness", text=rest.strip("\"'"))
+    raise errors.EnvhError(
+        f"Bad target {text!r}. Use sr:LO-HI (0 <= LO <= HI <= 1), steps:LO-HI, "
+        "beats-baseline:DELTA or weakness:\"plain words\".")

@@ -1,0 +1,97 @@
+"""Toy24 templates for the template designer (contributed with ``bridge="toy24"``).
+
+* ``ReplayPlan`` (scaffold): a stage replaying the first n combine steps of the solver's
+  plan, so the policy starts closer to 24.
+* ``BlockOperator`` (pressure): a contract blocking operators that one known solution
+  does not use, so the task stays solvable.
+* ``HideNumber`` (pressure): a contract hiding the first n numbers of the observation.
+
+All three read the bridge's oracle (``env.unwrapped.solve()``) and state only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envh import Action, ActionableEnv, TaskRef
+
+OPS = ("add", "sub", "mul", "div")
+
+
+def _plan(env: ActionableEnv) -> list[Action]:
+    solve = getattr(env.unwrapped, "solve", None)
+    plan = solve() if callable(solve) else None
+    return list(plan or [])
+
+
+class ReplayPlan:
+    """Stage the first n steps of the solver's plan; n from 1 to all combine steps."""
+
+    name = "toy24.replay-plan"
+    direction = "scaffold"
+
+    def magnitudes(self, env: ActionableEnv, task: TaskRef) -> list[int]:
+        combines = [a for a in _plan(env) if a.tool == "combine"]
+        return list(range(1, len(combines) + 1))
+
+    def instantiate(self, env: ActionableEnv, task: TaskRef, magnitude: Any) -> list[dict[str, Any]]:
+        actions = [a for a in _plan(env) if a.tool == "combine"][: int(magnitude)]
+        return [{"kind": "stage", "id": f"replay-plan-{magnitude}",
+                 "actions": [{"tool": a.tool, "args": dict(a.args)} for a in actions]}]
+
+
+BLOCK_CODE = '''BLOCKED = {blocked!r}
+
+
+def filter_action(action, state, memo):
+    if action.tool == "combine" and action.args.get("op") in BLOCKED:
+        return Block(reason="the operator " + action.args.get("op") + " is not allowed here; "
+                     "allowed: " + ", ".join(op for op in {ops!r} if op not in BLOCKED))
+    return None
+'''
+
+
+class BlockOperator:
+    """Block 1..k operators that the solver's plan does not use (cheapest first)."""
+
+    name = "toy24.block-operator"
+    direction = "pressure"
+
+    def magnitudes(self, env: ActionableEnv, task: TaskRef) -> list[list[str]]:
+        used = {a.args.get("op") for a in _plan(env) if a.tool == "combine"}
+        free = [op for op in ("div", "sub", "add", "mul") if op not in used]
+        return [free[: k + 1] for k in range(len(free))]
+
+    def instantiate(self, env: ActionableEnv, task: TaskRef, magnitude: Any) -> list[dict[str, Any]]:
+        blocked = sorted(magnitude)
+        return [{"kind": "contract", "id": "block-" + "-".join(blocked),
+                 "code": BLOCK_CODE.format(blocked=blocked, ops=list(OPS))}]
+
+
+HIDE_CODE = '''HIDE = {n}
+
+
+def filter_observation(observation, state, memo):
+    numbers = list(state["numbers"])
+    text = observation.text
+    for k in range(min(HIDE, len(numbers))):
+        text = text.replace("[" + str(k) + "] " + numbers[k], "[" + str(k) + "] ?", 1)
+    data = dict(observation.data)
+    if "numbers" in data:
+        data["numbers"] = ["?" if k < HIDE else v for k, v in enumerate(numbers)]
+    return Observation(text=text, data=data)
+'''
+
+
+class HideNumber:
+    """Hide the first n numbers (shown as '?'); n from 1 to all but one."""
+
+    name = "toy24.hide-number"
+    direction = "pressure"
+
+    def magnitudes(self, env: ActionableEnv, task: TaskRef) -> list[int]:
+        count = len(env.get_env_state().get("numbers", []))
+        return list(range(1, max(1, count)))
+
+    def instantiate(self, env: ActionableEnv, task: TaskRef, magnitude: Any) -> list[dict[str, Any]]:
+        return [{"kind": "contract", "id": f"hide-{magnitude}", "code": HIDE_CODE.format(n=int(magnitude))}]
