@@ -97,13 +97,14 @@ class Bridge(ActionableEnv):
                 f"Cannot restore state of format {state.get('format')!r} for bridge "
                 f"{state.get('bridge')!r} into bridge {self.name!r}.")
         task = TaskRef(**state["task"]) if state.get("task") else None
-        result = self.reset(task=task, seed=state.get("seed"), options=state.get("options"))
-        obs = result.observation
+        self.reset(task=task, seed=state.get("seed"), options=state.get("options"))
         mark = state.get("replay_mark")
         for i, raw in enumerate(state.get("actions", [])):
             if i == mark:
                 self.notify_replay_complete()
-            obs = self.step(Action(tool=raw["tool"], args=dict(raw.get("args") or {}))).observation
+            self.step(Action(tool=raw["tool"], args=dict(raw.get("args") or {})))
         if mark is not None and mark == len(state.get("actions", [])):
             self.notify_replay_complete()
-        return obs
+        # observe(), not the last replayed step's answer: that may be an error message,
+        # and the restored env must look exactly like the saved one.
+        return self.observe()

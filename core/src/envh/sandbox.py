@@ -18,7 +18,7 @@ import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .errors import ContractCodeError
+from .errors import ContractCodeError, EnvhError
 
 ALLOWED_MODULES = frozenset({
     "re", "math", "json", "collections", "itertools", "string", "difflib", "functools",
@@ -236,7 +236,7 @@ class Sandbox:
     """Compiled untrusted code and a call gate with a per-call time limit."""
 
     def __init__(self, source: str, *, names: dict[str, Any] | None = None,
-                 time_limit: float = 0.05, allowed_functions: Iterable[str] | None = None) -> None:
+                 time_limit: float = 0.25, allowed_functions: Iterable[str] | None = None) -> None:
         self.time_limit = time_limit
         self._deadline = [float("inf")]
         self.expired = False
@@ -269,7 +269,10 @@ class Sandbox:
             try:
                 out = fn(*args)
             except BaseException as exc:  # noqa: BLE001 - translated into a typed error
-                raise self._translate(exc, hook) from (None if isinstance(exc, _Timeout) else exc)
+                typed = self._translate(exc, hook)
+                if typed is exc:
+                    raise
+                raise typed from (None if isinstance(exc, _Timeout) else exc)
             if monotonic() > deadline[0]:
                 raise self._translate(_Timeout(), hook)
             return out
@@ -290,6 +293,8 @@ class Sandbox:
             if exc.hook is None:
                 exc.hook = hook
             return exc
+        if isinstance(exc, EnvhError):
+            return exc  # raised by envh under the code (e.g. non-JSON state): not the code's fault
         if isinstance(exc, (Exception, RecursionError)):
             return ContractCodeError(f"{type(exc).__name__}: {exc}", lineno=_code_line(exc), hook=hook)
         return exc  # KeyboardInterrupt, SystemExit: not the code's business to swallow

@@ -157,7 +157,11 @@ class Chain(EnvHarness, _composes_verdicts=_VERDICT_COMPOSER):
                 "inner": self.legs[0].save_state(),
                 "data": {"current": self.current, "started": self.started, "done": self.done,
                          "legs": [leg.save_state() if s else None
-                                  for leg, s in zip(self.legs[1:], self.started[1:])]}}
+                                  for leg, s in zip(self.legs[1:], self.started[1:])],
+                         # what the policy last saw of each leg, and of the chain: after an
+                         # error step these differ from the legs' observe()
+                         "obs": [_obs_data(o) for o in self.obs],
+                         "last_observation": _obs_data(self._last_obs)}}
 
     def from_state(self, state: Mapping[str, Any]) -> Observation:
         if state.get("kind") != "chain":
@@ -169,8 +173,20 @@ class Chain(EnvHarness, _composes_verdicts=_VERDICT_COMPOSER):
             if saved is not None:
                 self.obs[i] = self.legs[i].from_state(saved)
         self.current, self.started, self.done = data["current"], list(data["started"]), list(data["done"])
-        self._last_obs = self.obs[self.current]
+        for i, saved_obs in enumerate(data.get("obs") or []):
+            if saved_obs is not None:
+                self.obs[i] = _obs_from(saved_obs)
+        last = data.get("last_observation")
+        self._last_obs = _obs_from(last) if last is not None else self.obs[self.current]
         return self._last_obs  # type: ignore[return-value]
+
+
+def _obs_data(obs: Observation | None) -> dict[str, Any] | None:
+    return None if obs is None else {"text": obs.text, "data": obs.data}
+
+
+def _obs_from(data: Mapping[str, Any]) -> Observation:
+    return Observation(text=data["text"], data=dict(data.get("data") or {}))
 
 
 def build(spec: ChainSpec, inner: ActionableEnv, ctx: BuildContext) -> Chain:
