@@ -233,12 +233,21 @@ def _import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = 
 
 
 class Sandbox:
-    """Compiled untrusted code and a call gate with a per-call time limit."""
+    """Compiled untrusted code and a call gate with per-call limits.
+
+    Two limits, both checked at the instrumented points (function entry, loop iterations):
+    ``max_ops`` counts those points — deterministic, immune to a busy machine, and what
+    stops a runaway loop in practice — and ``time_limit`` is a wall-clock backstop checked
+    every 256 points. Code without loops never consults the clock, so a descheduled
+    process cannot make a correct hook fail.
+    """
 
     def __init__(self, source: str, *, names: dict[str, Any] | None = None,
-                 time_limit: float = 0.25, allowed_functions: Iterable[str] | None = None) -> None:
-        self.time_limit = time_limit
+                 time_limit: float = 0.25, max_ops: int = 200_000,
+                 allowed_functions: Iterable[str] | None = None) -> None:
+        self.time_limit, self.max_ops = time_limit, max_ops
         self._deadline = [float("inf")]
+        fuel = self._fuel = [max_ops]
         self.expired = False
         tree = parse_and_check(source)
         if allowed_functions is not None:
@@ -248,13 +257,15 @@ class Sandbox:
         deadline, monotonic = self._deadline, time.monotonic
 
         def tick() -> None:
-            if monotonic() > deadline[0]:
-                raise _Timeout
+            n = fuel[0] = fuel[0] - 1
+            if not n & 255 and (n < 0 or monotonic() > deadline[0]):
+                raise _Timeout(n < 0)
 
         def guarded(it: Any) -> Iterator[Any]:
             for item in it:
-                if monotonic() > deadline[0]:
-                    raise _Timeout
+                n = fuel[0] = fuel[0] - 1
+                if not n & 255 and (n < 0 or monotonic() > deadline[0]):
+                    raise _Timeout(n < 0)
                 yield item
 
         safe = {n: getattr(builtins, n) for n in SAFE_BUILTINS if hasattr(builtins, n)}
@@ -265,6 +276,7 @@ class Sandbox:
         limit = time_limit
 
         def call(fn: Callable[..., Any], hook: str, *args: Any) -> Any:
+            fuel[0] = max_ops
             deadline[0] = monotonic() + limit
             try:
                 out = fn(*args)
@@ -273,8 +285,6 @@ class Sandbox:
                 if typed is exc:
                     raise
                 raise typed from (None if isinstance(exc, _Timeout) else exc)
-            if monotonic() > deadline[0]:
-                raise self._translate(_Timeout(), hook)
             return out
 
         self.call_function = call
@@ -286,9 +296,10 @@ class Sandbox:
 
     def _translate(self, exc: BaseException, hook: str) -> BaseException:
         if isinstance(exc, _Timeout):
+            what = (f"more than {self.max_ops:,} loop iterations and calls" if exc.args and exc.args[0]
+                    else f"longer than its time limit of {self.time_limit * 1000:.0f} ms")
             return ContractCodeError(
-                f"ran longer than its time limit of {self.time_limit * 1000:.0f} ms; "
-                "avoid unbounded loops and heavy work in hooks", hook=hook)
+                f"ran {what}; avoid unbounded loops and heavy work in hooks", hook=hook)
         if isinstance(exc, ContractCodeError):
             if exc.hook is None:
                 exc.hook = hook

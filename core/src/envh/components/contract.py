@@ -26,10 +26,9 @@ from ..harness import EnvHarness
 from ..plugins.records import resolve
 from ..sandbox import Sandbox
 from ..spec import BuildContext, LayerSpec
-from ..types import Action, Block, EnvResponse, Observation, ResetResult, frozen
+from ..types import Action, Block, EnvResponse, Observation, ResetResult
 
 HOOKS = ("filter_action", "modify_transition", "filter_observation")
-_NO_INFO = frozen({})
 
 
 @attrs.frozen(kw_only=True)
@@ -40,7 +39,7 @@ class ContractSpec(LayerSpec):
     code: str | None = None
     cls: str | None = None
     config: dict[str, Any] = attrs.field(factory=dict)
-    time_limit_ms: float = attrs.field(default=50.0, validator=attrs.validators.gt(0))
+    time_limit_ms: float = attrs.field(default=250.0, validator=attrs.validators.gt(0))
 
     def __attrs_post_init__(self) -> None:
         if (self.code is None) == (self.cls is None):
@@ -52,7 +51,7 @@ class CodeContract(EnvHarness):
 
     kind = "contract"
 
-    def __init__(self, inner: ActionableEnv, code: str, *, time_limit: float = 0.05,
+    def __init__(self, inner: ActionableEnv, code: str, *, time_limit: float = 0.25,
                  layer_id: str | None = None) -> None:
         super().__init__(inner, layer_id=layer_id)
         self.code = code
@@ -81,14 +80,16 @@ class CodeContract(EnvHarness):
     def modify_transition(self, action: Action, response: EnvResponse,
                           state: Mapping[str, Any]) -> EnvResponse:
         info = response.info
-        # the code sees a read-only info without the layer records it must not tamper with
-        view = EnvResponse(observation=response.observation, reward=response.reward,
-                           terminated=response.terminated, truncated=response.truncated,
-                           info=_NO_INFO if len(info) <= ("envh" in info) else
-                           frozen({k: v for k, v in info.items() if k != "envh"}))
+        effects = info.get("envh")
+        before = (len(info), len(effects) if effects is not None else -1)
         out = self.sandbox.call_function(self.fns["modify_transition"], "modify_transition",
-                                         action, view, state, self.memo)
-        if out is None or out is view:
+                                         action, response, state, self.memo)
+        # info is the caller's dict (no copy per step); in-place edits would go unrecorded
+        if before != (len(info), len(effects) if effects is not None else -1) or info.get("envh") is not effects:
+            raise errors.ContractCodeError(
+                "changed response.info in place; return evolve(response, info={...}) instead",
+                hook="modify_transition")
+        if out is None or out is response:
             return response
         if type(out) is not EnvResponse:
             raise errors.ContractCodeError(
