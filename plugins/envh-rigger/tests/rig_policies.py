@@ -9,6 +9,7 @@ steps lands it at a success rate of 0.5, and replaying all three at 1.0.
 
 from __future__ import annotations
 
+import time
 from fractions import Fraction
 
 import envh
@@ -29,15 +30,17 @@ def _solver_move(data):
 class Coin:
     policy_id = "test-coin"
 
-    def __init__(self, arg=None, **options):
+    def __init__(self, arg=None, delay=0.0, **options):
         self.episodes = 0
         self.lucky = False
+        self.delay = float(delay)
 
     def start(self, *, task, tools, observation):
         self.episodes += 1
         self.lucky = self.episodes % 2 == 0
 
     def act(self, observation, tools):
+        time.sleep(self.delay)
         numbers = observation.data.get("numbers", [])
         if len(numbers) <= 1:
             action = Action(tool="stop")
