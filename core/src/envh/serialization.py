@@ -61,6 +61,8 @@ def _format(exc: BaseException, type_: Any) -> str:
     if isinstance(exc, KeyError):
         return f"required key {exc.args[0]!r} missing" if exc.args else "required key missing"
     if isinstance(exc, (TypeError, ValueError)):
+        if type_ is None:  # an attrs validator of the record itself
+            return f"invalid value: {exc}"
         name = getattr(type_, "__name__", repr(type_))
         return f"invalid value for type {name}: {exc}"
     return f"{type(exc).__name__}: {exc}"
