@@ -18,6 +18,9 @@ collect_ignore = ["images"]
 
 IMAGES = Path(__file__).parent / "images"
 INSTANCES = IMAGES / "mathx" / "instances.json"
+FIX_OLD = "    return ordered[len(ordered) // 2]\n"
+FIX_NEW = ("    middle = len(ordered) // 2\n    if len(ordered) % 2 == 0:\n"
+           "        return (ordered[middle - 1] + ordered[middle]) / 2\n    return ordered[middle]\n")
 BUILD_HINT = "run `PY=.venv/bin/python; source dev/setup.d/docker.sh` from the repository root"
 
 
@@ -51,6 +54,12 @@ def instances_path(docker_client) -> str:
 
 
 @pytest.fixture(scope="session")
+def instances_file() -> Path:
+    """The mathx instance file, for tests that need no Docker."""
+    return INSTANCES
+
+
+@pytest.fixture(scope="session")
 def mathx_row() -> dict:
     return json.loads(INSTANCES.read_text())[0]
 
@@ -72,9 +81,22 @@ def make_env(instances_path):
         env.close()
 
 
-def own_containers(client) -> list:
-    """Containers this test process started and has not removed."""
+@pytest.fixture
+def own_containers(docker_client):
+    """A callable listing the containers this test process started and still has."""
     from envh_swebench.containers import LABEL, OWNER_LABEL, owner_token
 
-    return [c for c in client.containers.list(all=True, filters={"label": LABEL})
-            if c.labels.get(OWNER_LABEL) == owner_token()]
+    def listing() -> list:
+        return [c for c in docker_client.containers.list(all=True, filters={"label": LABEL})
+                if c.labels.get(OWNER_LABEL) == owner_token()]
+
+    return listing
+
+
+@pytest.fixture(scope="session")
+def fix_action():
+    """The editor call that applies the gold fix of envh__mathx-1."""
+    from envh import Action
+
+    return Action(tool="str_replace_editor", args={
+        "command": "str_replace", "path": "mathx/stats.py", "old_str": FIX_OLD, "new_str": FIX_NEW})

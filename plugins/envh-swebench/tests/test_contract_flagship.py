@@ -6,8 +6,6 @@ from __future__ import annotations
 import envh
 from envh import Action, TaskRef
 
-from test_contract_suite import FIX_NEW, FIX_OLD
-
 MESSAGE = "git hook: pre-commit hook 'verify-tests' failed. Run the test suite before submitting."
 CODE = (
     "def filter_action(action, state, memo):\n"
@@ -17,13 +15,12 @@ CODE = (
 TASK = TaskRef(suite="swebench", split="test", instance_id="envh__mathx-1")
 
 
-def test_submit_blocked_until_tests_ran(instances_path, docker_client):
+def test_submit_blocked_until_tests_ran(instances_path, docker_client, fix_action):
     spec = {"bridge": "swebench", "config": {"instances": instances_path},
             "layers": [{"kind": "contract", "id": "verify-tests", "code": CODE}]}
     with envh.make(spec) as env:
         env.reset(task=TASK, seed=0)
-        fix = env.step(Action(tool="str_replace_editor", args={
-            "command": "str_replace", "path": "mathx/stats.py", "old_str": FIX_OLD, "new_str": FIX_NEW}))
+        fix = env.step(fix_action)
         assert not fix.info.get("error")
 
         blocked = env.step(Action(tool="submit"))

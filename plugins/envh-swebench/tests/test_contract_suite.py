@@ -6,10 +6,6 @@ import pytest
 from envh import Action, TaskRef
 from envh.testing import BridgeContract
 
-FIX_OLD = "    return ordered[len(ordered) // 2]\n"
-FIX_NEW = ("    middle = len(ordered) // 2\n    if len(ordered) % 2 == 0:\n"
-           "        return (ordered[middle - 1] + ordered[middle]) / 2\n    return ordered[middle]\n")
-
 
 class TestSWEBenchContract(BridgeContract):
     @pytest.fixture
@@ -23,10 +19,9 @@ class TestSWEBenchContract(BridgeContract):
         return TaskRef(suite="swebench", split="test", instance_id="envh__mathx-1")
 
     @pytest.fixture
-    def sample_actions(self):
+    def sample_actions(self, fix_action):
         # Outputs must be deterministic across containers: no pytest timings here.
         return [Action(tool="bash", args={"command": "grep -n 'def median' -A6 mathx/stats.py"}),
-                Action(tool="str_replace_editor", args={
-                    "command": "str_replace", "path": "mathx/stats.py", "old_str": FIX_OLD, "new_str": FIX_NEW}),
+                fix_action,
                 Action(tool="bash", args={"command": "git diff --stat"}),
                 Action(tool="submit", args={})]

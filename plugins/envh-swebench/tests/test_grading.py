@@ -16,10 +16,7 @@ diff --git a/mathx/stats.py b/mathx/stats.py
          raise ValueError("mean() of an empty sequence")
 -    return sum(values) / len(values)
 +    return sum(values) // len(values)
- 
- 
- def median(values):
-"""
+""" + " \n \n def median(values):\n"  # context lines of blank source lines are a single space
 NOT_APPLICABLE = """\
 diff --git a/mathx/stats.py b/mathx/stats.py
 --- a/mathx/stats.py

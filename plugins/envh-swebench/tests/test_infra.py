@@ -9,10 +9,8 @@ import pytest
 from envh import Action, errors
 from envh_swebench.containers import LABEL, OWNER_LABEL, cleanup_orphans
 
-from conftest import own_containers
 
-
-def test_killed_container_is_an_infra_error_and_leaks_nothing(make_env, docker_client):
+def test_killed_container_is_an_infra_error_and_leaks_nothing(make_env, own_containers):
     env = make_env()
     env.reset()
     assert env.step(Action(tool="bash", args={"command": "true"})).observation.data["exit_code"] == 0
@@ -20,17 +18,17 @@ def test_killed_container_is_an_infra_error_and_leaks_nothing(make_env, docker_c
     with pytest.raises(errors.InfraError, match="exited"):
         env.step(Action(tool="bash", args={"command": "ls"}))
     env.close()
-    assert own_containers(docker_client) == []
+    assert own_containers() == []
 
 
-def test_missing_image_is_an_infra_error(instances_path, mathx_row, docker_client):
+def test_missing_image_is_an_infra_error(instances_path, mathx_row, own_containers):
     from envh_swebench.bridge import SWEBenchEnv
 
     env = SWEBenchEnv([{**mathx_row, "image": "envh-swebench-test/no-such-image:never"}])
     with pytest.raises(errors.InfraError, match="not present locally"):
         env.reset()
     env.close()
-    assert own_containers(docker_client) == []
+    assert own_containers() == []
 
 
 def test_resource_limits_labels_and_no_network(make_env, docker_client):

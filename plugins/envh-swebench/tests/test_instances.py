@@ -9,12 +9,10 @@ from envh import errors
 from envh_swebench.instances import Instance, default_image, host_arch, load_instances, patched_files
 from envh_swebench.state import is_test_command
 
-from conftest import INSTANCES
-
 
 @pytest.fixture
-def row():
-    return json.loads(INSTANCES.read_text())[0]
+def row(instances_file):
+    return json.loads(instances_file.read_text())[0]
 
 
 def test_json_jsonl_parquet_and_rows_agree(tmp_path, row):
@@ -31,8 +29,8 @@ def test_json_jsonl_parquet_and_rows_agree(tmp_path, row):
     assert list(load_instances(tmp_path / "one.json")) == ["envh__mathx-1"]
 
 
-def test_swebench_fields(row):
-    inst = load_instances(str(INSTANCES))["envh__mathx-1"]
+def test_swebench_fields(row, instances_file):
+    inst = load_instances(str(instances_file))["envh__mathx-1"]
     assert isinstance(inst, Instance)
     assert inst.fail_to_pass == ["tests/test_stats.py::test_median_even"]  # parsed from JSON text
     assert len(inst.pass_to_pass) == 3

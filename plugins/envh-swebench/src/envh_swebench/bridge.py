@@ -13,8 +13,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from envh import (Action, Bridge, EnvResponse, EvaluationResult, Observation, ResetResult, TaskRef,
-                  ToolSpec, errors)
+from envh import (
+    Action,
+    Bridge,
+    EnvResponse,
+    EvaluationResult,
+    Observation,
+    ResetResult,
+    TaskRef,
+    ToolSpec,
+    errors,
+)
 
 from . import runtime
 from .editor import TOOL_PARAMETERS, Editor, EditorError

@@ -1,5 +1,4 @@
 import pytest
-
 from mathx import mean, median
 
 
