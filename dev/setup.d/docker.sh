@@ -35,9 +35,11 @@ envh_docker_setup() {
     fi
   fi
 
-  # envh itself must come from this checkout, never from an index.
+  # envh itself must come from this checkout, never from an index; dev/setup.sh has
+  # usually installed both already, and then this costs one import.
   "$PY" -c "import envh" 2>/dev/null || "$PY" -m pip install -q -e core || return 1
-  "$PY" -m pip install -q -e plugins/envh-swebench || return 1
+  "$PY" -c "import envh_swebench.bridge, swebench.harness.grading" 2>/dev/null \
+    || "$PY" -m pip install -q -e plugins/envh-swebench || return 1
 
   bash plugins/envh-swebench/tests/images/build.sh || return 1
 }

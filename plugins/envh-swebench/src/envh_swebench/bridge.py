@@ -8,6 +8,7 @@ a fresh container with swebench's own parsers (see ``grading``).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -76,6 +77,7 @@ class SWEBenchEnv(Bridge):
         self._verdicts: dict[str | None, EvaluationResult] = {}
         self._restore: dict[str, Any] | None = None
         self.timings: dict[str, float] = {}
+        self._disposing: list[threading.Thread] = []
 
     # -- tasks ------------------------------------------------------------------------
     def tools(self) -> list[ToolSpec]:
@@ -96,7 +98,10 @@ class SWEBenchEnv(Bridge):
 
     # -- episode ----------------------------------------------------------------------
     def _reset(self, task: TaskRef | None, seed: int | None, options: dict[str, Any]) -> ResetResult:
-        self._close_box()
+        if self.box is not None:  # the last episode's container goes away in the background
+            self._disposing = [t for t in self._disposing if t.is_alive()]
+            self._disposing.append(runtime.dispose(self.box))
+            self.box = None
         inst = self.inst = self._instance(task)
         client = runtime.client(self.docker_url)
         restore, self._restore = self._restore, None
@@ -259,3 +264,6 @@ class SWEBenchEnv(Bridge):
 
     def close(self) -> None:
         self._close_box()
+        for thread in self._disposing:
+            thread.join()
+        self._disposing = []

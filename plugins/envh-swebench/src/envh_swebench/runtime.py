@@ -16,7 +16,7 @@ import docker.errors
 
 from .containers import Limits, Sandbox, cleanup_orphans, connect
 
-__all__ = ["Limits", "Sandbox", "client", "image_exists", "track", "untrack"]
+__all__ = ["Limits", "Sandbox", "client", "dispose", "image_exists", "track", "untrack"]
 
 _clients: dict[str | None, Any] = {}
 _open: set[Sandbox] = set()
@@ -49,6 +49,21 @@ def track(box: Sandbox) -> None:
 def untrack(box: Sandbox) -> None:
     with _lock:
         _open.discard(box)
+
+
+def dispose(box: Sandbox) -> threading.Thread:
+    """Close ``box`` in the background (removing a container takes ~0.3 s; the next
+    episode need not wait). Join the thread to wait for it."""
+
+    def run() -> None:
+        try:
+            box.close()
+        finally:
+            untrack(box)
+
+    thread = threading.Thread(target=run, name=f"dispose-{box.container.name}", daemon=True)
+    thread.start()
+    return thread
 
 
 @atexit.register
