@@ -32,7 +32,7 @@ class LLMDesigner:
     name = "llm"
 
     def __init__(self, arg: str | None = None, *, model: str | None = None, base_url: str | None = None,
-                 api_key: str | None = None, max_retries: int = 2, temperature: float = 0.2,
+                 api_key: str | None = None, max_retries: int = 3, temperature: float = 0.2,
                  timeout_s: float = 120.0, explain: bool = True) -> None:
         import openai
 
