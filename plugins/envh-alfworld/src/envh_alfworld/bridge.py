@@ -30,7 +30,6 @@ DO = ToolSpec(
         "command": {"type": "string", "maxLength": 200, "description": "the command text"}},
         "required": ["command"], "additionalProperties": False},
 )
-_BANNER = re.compile(r"^-= Welcome to TextWorld, ALFRED! =-\s*")
 _PUT = re.compile(r"^put (?P<o>.+?) (?:in|on|in/on|into|onto) (?P<r>.+)$")
 
 
@@ -92,7 +91,7 @@ class AlfworldEnv(Bridge):
             task = games[0].task
         game_file = data.game_file_for(self.root, task)
         self.engine.load(game_file)
-        intro = _BANNER.sub("", self.engine.reset()).strip()
+        intro = self.engine.reset().strip()
         self.task, self.goal = task, parse_goal(intro)
         self.task_type = _task_type(game_file)
         self.belief.reset(intro)

@@ -108,16 +108,19 @@ def precomplete_subgoal(state: dict[str, Any], subgoal: str | None = None,
 _TRUNCATE = '''import re
 
 def filter_observation(observation, state, memo):
-    keep = []
+    goal = []
     rest = []
     for line in observation.text.split("\\n"):
         if line.startswith("Your task is to:"):
-            keep.append(line)
+            goal.append(line)
         elif line.strip():
             rest.append(line.strip())
-    sentences = re.split(r"(?<=[.!?])\\s+", " ".join(rest))
+    # Sentences end at . ! ? (not inside the "-= ... ALFRED! =-" banner) or after the banner.
+    sentences = re.split(r"(?<=[.!?])\\s+(?!=-)|(?<==-)\\s+", " ".join(rest))
     short = " ".join(sentences[:LIMIT])
-    return "\\n".join(keep + [short]) if keep else short
+    if goal and observation.text.startswith("Your task is to:"):
+        return "\\n".join(goal + [short])
+    return "\\n\\n".join([short] + goal)
 '''
 
 _BLOCK_GOTO = '''def filter_action(action, state, memo):
@@ -136,9 +139,20 @@ _BLOCK_GOTO = '''def filter_action(action, state, memo):
 '''
 
 
+def truncate_room_description(sentences: int = 2) -> dict[str, Any]:
+    """Contract: cut the room description (the first observation, as ALFWorld prints it,
+    banner included) to its first ``sentences`` sentences. With 2 the list of receptacles
+    disappears: the agent must find places by name or by looking around."""
+    if sentences < 1:
+        raise ValueError("sentences must be >= 1")
+    code = _TRUNCATE.replace("LIMIT", str(int(sentences))).replace(
+        "    goal = []\n", "    if \"Welcome to TextWorld\" not in observation.text:\n        return None\n    goal = []\n", 1)
+    return {"kind": "contract", "code": code}
+
+
 def truncate_observation(sentences: int = 2) -> dict[str, Any]:
-    """Contract: keep the goal line and only the first ``sentences`` sentences of the game
-    text, so receptacle contents and the room list must be asked for (examine, look)."""
+    """Contract: keep the goal line and only the first ``sentences`` sentences of every game
+    text, so what an opened receptacle holds must be asked for (examine)."""
     if sentences < 1:
         raise ValueError("sentences must be >= 1")
     return {"kind": "contract", "code": _TRUNCATE.replace("LIMIT", str(int(sentences)))}
@@ -153,6 +167,7 @@ def block_unvisited_goto() -> dict[str, Any]:
 TEMPLATES: dict[str, str] = {
     "hide_target_in_closed_receptacle": "stage: hide the goal object in a closed receptacle",
     "precomplete_subgoal": "stage: clean/heat/cool/take/place one target object for the agent",
+    "truncate_room_description": "contract: cut the room description to its first N sentences",
     "truncate_observation": "contract: keep only the first N sentences of each game text",
     "block_unvisited_goto": "contract: no teleporting to unvisited receptacles out of order",
 }
