@@ -85,9 +85,10 @@ def test_open_never_touches_the_file_system(tmp_path) -> None:
     "def f():\n    return len({i: i for i in range(10**7)})\n",
     "def f():\n    n = 0\n    while True:\n        try:\n            n += 1\n        except Exception:\n            pass\n",
 ])
-def test_runaway_code_stops_at_the_time_limit(source: str) -> None:
-    with pytest.raises(ContractCodeError, match="time limit of 50 ms") as info:
+def test_runaway_code_stops_at_its_limit(source: str) -> None:
+    with pytest.raises(ContractCodeError, match="loop iterations and calls|time limit of 50 ms") as info:
         run(source)
+    assert "avoid unbounded loops" in str(info.value)
     assert info.value.hook == "f"
 
 

@@ -43,7 +43,7 @@ def _compile(schema: dict[str, Any]) -> Checker:
 
     def check(value: Any, where: str) -> str | None:
         if allowed and (not isinstance(value, allowed) or (no_bool and isinstance(value, bool))):
-            return f"{where} must be {' or '.join(names)}, got {type(value).__name__}"
+            return f"{where} must be {' or '.join(names)}, got {_json_type(value)}"
         if enum is not None and value not in enum:
             return f"{where} must be one of {enum}, got {value!r:.80}"
         if isinstance(value, str) and len(value) > max_len:
@@ -69,6 +69,16 @@ def _compile(schema: dict[str, Any]) -> Checker:
         return None
 
     return check
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of a value's type: what a policy knows, not our Python classes."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "boolean"
+    for name in ("integer", "number", "string", "array", "object"):
+        if isinstance(value, _TYPES[name]):
+            return name
+    return type(value).__name__
 
 
 def compile_tools(tools: list[ToolSpec]) -> dict[str, Checker]:
