@@ -1,9 +1,198 @@
-"""Rollout commands for the ``envh`` CLI (run, show, export)."""
+"""Rollout commands for the ``envh`` CLI: ``run`` (play episodes into a run directory,
+resumable), ``show`` (summarise a run) and ``export`` (Parquet or chat-messages JSONL)."""
 
 from __future__ import annotations
 
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
 import click
+
+from .. import errors
+
+
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    return Console(stderr=stderr)
+
+
+def _summary_table(title: str, summary: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title, show_header=False)
+    table.add_column("metric", style="bold")
+    table.add_column("value", justify="right")
+    table.add_row("episodes", str(summary["episodes"]))
+    table.add_row("success rate [Wilson 95%]", f"{summary['success_rate']:.3f} "
+                  f"[{summary['wilson_low']:.3f}, {summary['wilson_high']:.3f}]")
+    table.add_row("mean steps", f"{summary['mean_steps']:.2f}")
+    table.add_row("invalid steps", str(summary["invalid_steps"]))
+    for error_class, n in summary["errors"].items():
+        table.add_row(f"errors: {error_class}", str(n))
+    return table
+
+
+def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{pair!r}: expected KEY=VALUE", param_hint="--policy-option")
+        try:
+            out[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[name] = raw
+    return out
+
+
+@click.command("run")
+@click.argument("spec")
+@click.option("--task", "task_ids", multiple=True, help="Task instance id (ID or SPLIT/ID); repeatable.")
+@click.option("--tasks", "n_tasks", type=int, default=None, help="The first N tasks (of --split if given).")
+@click.option("--split", default=None, help="Tasks of this split.")
+@click.option("--policy", required=True, help="Policy spec: NAME or NAME:ARG (scripted:FILE, openai:MODEL, ...).")
+@click.option("--policy-option", "policy_options", multiple=True, help="KEY=VALUE (JSON value) for the policy.")
+@click.option("-k", "k", type=int, default=1, show_default=True, help="Rollouts per task.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of rollout 0 (rollout r: seed + r).")
+@click.option("--workers", type=int, default=None, help="Concurrent episodes (default: CPU count, max 8).")
+@click.option("--executor", default="pool", show_default=True, help="pool, ray, inline or a plugin's.")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Run directory.")
+@click.option("--resume", is_flag=True, help="Finish the run in --out: play only the missing episodes.")
+@click.option("--max-steps", type=int, default=100, show_default=True, help="Steps per episode.")
+@click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True, help="Seconds per episode.")
+@click.option("--retries", type=int, default=2, show_default=True, help="Retries of episodes lost with a worker.")
+@click.option("--memory-mb", type=int, default=None, help="Address-space limit per worker.")
+@click.option("--cpu-s", type=float, default=None, help="CPU seconds per episode.")
+@click.option("--pass-env", multiple=True, help="Secret variable the workers may see (e.g. OPENAI_API_KEY).")
+@click.option("--plugin", "plugins", multiple=True, help="Extra plugin module for the workers to register.")
+def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: str | None, policy: str,
+            policy_options: tuple[str, ...], k: int, seed: int, workers: int | None, executor: str, out: str,
+            resume: bool, max_steps: int, timeout_s: float, retries: int, memory_mb: int | None,
+            cpu_s: float | None, pass_env: tuple[str, ...], plugins: tuple[str, ...]) -> None:
+    """Play episodes of SPEC with a policy into the run directory --out."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..plugins import get_registry
+    from ..spec import parse_spec, spec_to_data
+    from . import plan as planning
+
+    reg = get_registry()
+    for module in plugins:  # the parent needs them too (inline executor, spec parsing)
+        if not reg.pm.has_plugin(module):
+            reg.register(importlib.import_module(module), name=module)
+    parsed = parse_spec(spec, reg)
+    data = spec_to_data(parsed, reg)
+    tasks = planning.select_tasks(data, reg, task_ids=task_ids, n_tasks=n_tasks, split=split)
+    requests = planning.build_plan(parsed, policy=policy, k=k, tasks=tasks, seed=seed, max_steps=max_steps,
+                                   timeout_s=timeout_s, policy_options=_options(policy_options), registry=reg)
+    config = {"spec": data, "spec_id": requests[0].spec_id if requests else None, "policy": policy,
+              "policy_options": _options(policy_options), "k": k, "seed": seed, "max_steps": max_steps,
+              "timeout_s": timeout_s, "executor": executor, "workers": workers,
+              "keys": sorted(r.key for r in requests)}
+    Path(out).mkdir(parents=True, exist_ok=True)
+    with planning.open_store(out) as store:
+        run_id, todo = planning.start_or_resume(store, config, requests, resume=resume, registry=reg)
+        options: dict[str, Any] = {"timeout_s": timeout_s, "retries": retries, "cpu_s": cpu_s,
+                                   "pass_env": list(pass_env), "plugins": list(plugins)}
+        if memory_mb is not None:
+            options["memory_mb"] = memory_mb
+        if executor == "pool":
+            options["log_path"] = str(Path(out) / "workers.log")
+        runner = reg.executor(executor).load()(workers, **options)
+        done = len(requests) - len(todo)
+        progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=_console(True))
+        counts = {"ok": 0, "failed": 0, "retried": 0}
+        try:
+            with progress:
+                bar = progress.add_task(f"run {run_id}", total=len(requests), completed=done, status="")
+
+                def on_result(t: Any) -> None:
+                    key = "retried" if not t.final else ("ok" if t.success else "failed")
+                    counts[key] += 1
+                    if t.final:
+                        progress.advance(bar)
+                    progress.update(bar, status=" ".join(f"{n} {c}" for c, n in counts.items()))
+
+                planning.play(runner, store, todo, on_result)
+        finally:
+            runner.close()
+        summary = planning.summarize(store.rows(run_id=run_id))
+    _console().print(_summary_table(f"run {run_id} · {out}", summary))
+
+
+@click.command("show")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable summary.")
+def show_cmd(run_dir: str, as_json: bool) -> None:
+    """Summarise the run in RUN_DIR: success rate, steps and errors, per task."""
+    from rich.table import Table
+
+    from . import plan as planning
+    from .store import run_dir_exists
+
+    if not run_dir_exists(run_dir):
+        raise errors.EnvhError(f"{run_dir} holds no run (no trajectories.sqlite); create one with `envh run`.")
+    with planning.open_store(run_dir) as store:
+        reports = []
+        for run_id in store.runs():
+            rows = store.rows(run_id=run_id)
+            manifest = store.manifest(run_id) or {}
+            planned = len(manifest.get("config", {}).get("keys", []))
+            reports.append({"run_id": run_id, "planned": planned, "manifest": manifest,
+                            "attempts_lost": len(store.rows(run_id=run_id, kind="attempt")),
+                            **planning.summarize(rows), "rows": rows})
+    if as_json:
+        click.echo(json.dumps([{k: v for k, v in r.items() if k != "rows"} for r in reports], indent=2,
+                              default=repr))
+        return
+    console = _console()
+    for report in reports:
+        cfg = report["manifest"].get("config", {})
+        console.print(f"[bold]run {report['run_id']}[/bold] policy {cfg.get('policy')} · spec "
+                      f"{str(cfg.get('spec_id'))[:12]} · {report['episodes']}/{report['planned']} episodes · "
+                      f"{report['attempts_lost']} lost attempt(s) retried")
+        console.print(_summary_table("summary", report))
+        per_task = Table(title="per task")
+        for col in ("task", "episodes", "successes", "mean steps", "errors"):
+            per_task.add_column(col)
+        by_task: dict[str, list[dict[str, Any]]] = {}
+        for row in report["rows"]:
+            by_task.setdefault(row["task"] or "default", []).append(row)
+        for task, rows in sorted(by_task.items()):
+            s = planning.summarize(rows)
+            errs = ", ".join(f"{c}:{n}" for c, n in s["errors"].items() if n) or "-"
+            per_task.add_row(task, str(s["episodes"]), str(s["successes"]), f"{s['mean_steps']:.1f}", errs)
+        console.print(per_task)
+
+
+@click.command("export")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["parquet", "messages"]), required=True)
+@click.option("-o", "--output", default=None, help="Output file (default: RUN_DIR/trajectories.{parquet,jsonl}).")
+@click.option("--all-attempts", is_flag=True, help="Include attempts lost with a worker (Parquet).")
+@click.option("--system", default=None, help="System prompt to put first in each conversation (messages).")
+def export_cmd(run_dir: str, fmt: str, output: str | None, all_attempts: bool, system: str | None) -> None:
+    """Export the trajectories in RUN_DIR as Parquet or chat-messages JSONL."""
+    from . import export
+    from .store import TrajectoryStore, run_dir_exists
+
+    if not run_dir_exists(run_dir):
+        raise errors.EnvhError(f"{run_dir} holds no run (no trajectories.sqlite).")
+    path = output or str(Path(run_dir) / ("trajectories.parquet" if fmt == "parquet" else "trajectories.jsonl"))
+    with TrajectoryStore(run_dir) as store:
+        trajectories = store.query(kind=None if all_attempts else "episode")
+        if fmt == "parquet":
+            n = export.write_parquet(trajectories, path)
+        else:
+            n = export.write_messages(trajectories, path, system=system)
+    click.echo(f"wrote {n} trajectories to {path}")
 
 
 def register(cli: click.Group) -> None:
     """Attach the rollout commands to the root group."""
+    for command in (run_cmd, show_cmd, export_cmd):
+        cli.add_command(command)
