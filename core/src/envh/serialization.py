@@ -36,7 +36,7 @@ def make_converter(registry: Registry | None = None) -> cattrs.Converter:
             raise KeyError("kind")
         kind = reg.component_kind(str(data["kind"]))
         spec_type = resolve(kind.spec_type)  # type: ignore[arg-type]
-        return conv.structure(data, spec_type)  # type: ignore[no-any-return]
+        return conv.structure(data, spec_type)  # type: ignore[no-any-return, arg-type]
 
     conv.register_structure_hook_func(lambda t: t is LayerSpec, structure_layer)
     conv.register_unstructure_hook_func(

@@ -13,35 +13,6 @@ from . import errors
 from .types import FrozenArgs, FrozenList
 
 
-class FrozenDict(Mapping[str, Any]):
-    """An immutable mapping; nested dicts and lists are frozen too."""
-
-    __slots__ = ("_d",)
-
-    def __init__(self, d: dict[str, Any]) -> None:
-        object.__setattr__(self, "_d", d)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._d[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._d)
-
-    def __len__(self) -> int:
-        return len(self._d)
-
-    def __repr__(self) -> str:
-        return f"FrozenDict({self._d!r})"
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise TypeError("env state is read-only")
-
-    def __eq__(self, other: object) -> bool:
-        return dict(self._d) == (dict(other) if isinstance(other, Mapping) else other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 

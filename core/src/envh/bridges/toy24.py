@@ -68,7 +68,9 @@ def parse_instance(instance_id: str) -> tuple[list[int], int]:
 
 def generate(n: int, seed: int = 0, size: int = 4, max_number: int = 13) -> list[str]:
     """``n`` distinct solvable puzzles, the same for the same seed."""
-    rng, out, seen = random.Random(seed), [], set()
+    rng = random.Random(seed)
+    out: list[str] = []
+    seen: set[str] = set()
     while len(out) < n:
         nums = sorted(rng.randint(1, max_number) for _ in range(size))
         key = ",".join(map(str, nums))
@@ -98,7 +100,7 @@ class Toy24Env(Bridge):
     def list_tasks(self, split: str | None = None) -> list[TaskRef]:
         if split is not None and split not in SPLITS:
             raise errors.UnknownNameError("Toy24 split", split, list(SPLITS))
-        out = []
+        out: list[TaskRef] = []
         for name in [split] if split else list(SPLITS):
             ids = generate(self.n_generated, self.generator_seed) if name == "generated" else CURATED[name]
             out += [TaskRef(suite="toy24", split=name, instance_id=i) for i in ids]

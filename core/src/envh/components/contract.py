@@ -58,11 +58,11 @@ class CodeContract(EnvHarness):
         names = {"Action": Action, "Block": Block, "Observation": Observation,
                  "EnvResponse": EnvResponse, "evolve": attrs.evolve}
         self.sandbox = Sandbox(code, names=names, time_limit=time_limit, allowed_functions=HOOKS)
-        self.fns = {h: self.sandbox.function(h) for h in HOOKS}
+        self.fns: dict[str, Any] = {h: self.sandbox.function(h) for h in HOOKS}
         if not any(self.fns.values()):
             raise errors.ContractCodeError(
                 "the code defines none of filter_action, modify_transition, filter_observation")
-        self._overrides = frozenset({"on_reset", *(h for h, f in self.fns.items() if f)})
+        self._overrides = frozenset({"on_reset", *(h for h, f in self.fns.items() if f)})  # type: ignore[misc]
         self.memo: dict[str, Any] = {}
 
     def on_reset(self, result: ResetResult) -> ResetResult:

@@ -30,6 +30,7 @@ def envh_bridges() -> list[BridgeInfo]:
     :return: ``BridgeInfo`` records; ``factory(**config)`` must return an
         ``envh.ActionableEnv`` (usually a subclass of ``envh.Bridge``).
     """
+    raise NotImplementedError
 
 
 @hookspec
@@ -41,6 +42,7 @@ def envh_component_kinds() -> list[ComponentKind]:
         ``envh.EnvHarness`` subclass. The built-in stage, contract, chain and budget kinds
         come through this same hook.
     """
+    raise NotImplementedError
 
 
 @hookspec
@@ -49,6 +51,7 @@ def envh_policies() -> list[PolicyInfo]:
 
     :return: ``PolicyInfo`` records; ``factory(arg, **options)`` returns a policy.
     """
+    raise NotImplementedError
 
 
 @hookspec
@@ -57,6 +60,7 @@ def envh_executors() -> list[ExecutorInfo]:
 
     :return: ``ExecutorInfo`` records; ``factory(**options)`` returns an executor.
     """
+    raise NotImplementedError
 
 
 @hookspec
@@ -65,6 +69,7 @@ def envh_designers() -> list[DesignerInfo]:
 
     :return: ``DesignerInfo`` records.
     """
+    raise NotImplementedError
 
 
 @hookspec
@@ -73,6 +78,7 @@ def envh_diagnosers() -> list[DiagnoserInfo]:
 
     :return: ``DiagnoserInfo`` records.
     """
+    raise NotImplementedError
 
 
 @hookspec
@@ -81,6 +87,7 @@ def envh_trainers() -> list[TrainerInfo]:
 
     :return: ``TrainerInfo`` records.
     """
+    raise NotImplementedError
 
 
 @hookspec
@@ -89,6 +96,7 @@ def envh_templates() -> list[TemplateInfo]:
 
     :return: ``TemplateInfo`` records; ``bridge`` restricts a template to one bridge.
     """
+    raise NotImplementedError
 
 
 @hookspec
@@ -97,6 +105,7 @@ def envh_register_commands(cli: click.Group) -> None:
 
     :param cli: the root ``click.Group``; add commands or groups to it.
     """
+    raise NotImplementedError
 
 
 @hookspec
