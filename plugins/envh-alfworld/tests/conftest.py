@@ -13,40 +13,9 @@ from pathlib import Path
 
 import pytest
 
-HAND_ROOMS: dict[str, dict] = {
-    "pick_and_place_simple": {
-        "name": "pick_and_place_simple-Mug-None-Desk-envh/hand", "task_type": "pick_and_place_simple",
-        "object": "Mug", "receptacle": "Desk",
-        "receptacles": {"CounterTop 1": {}, "Desk 1": {}, "Drawer 1": {"closed": True},
-                        "Drawer 2": {"closed": True}, "Shelf 1": {}},
-        "objects": {"Mug 1": "CounterTop 1", "Pen 1": "Drawer 1", "Book 1": "Shelf 1"}},
-    "look_at_obj_in_light": {
-        "name": "look_at_obj_in_light-Book-None-DeskLamp-envh/hand", "task_type": "look_at_obj_in_light",
-        "object": "Book", "toggle": "DeskLamp",
-        "receptacles": {"Bed 1": {}, "Drawer 1": {"closed": True}, "SideTable 1": {}, "Shelf 1": {}},
-        "objects": {"Book 1": "Shelf 1", "DeskLamp 1": "SideTable 1", "CellPhone 1": "Bed 1"}},
-    "pick_clean_then_place_in_recep": {
-        "name": "pick_clean_then_place_in_recep-Plate-None-DiningTable-envh/hand",
-        "task_type": "pick_clean_then_place_in_recep", "object": "Plate", "receptacle": "DiningTable",
-        "receptacles": {"Cabinet 1": {"closed": True}, "DiningTable 1": {}, "SinkBasin 1": {}, "CounterTop 1": {}},
-        "objects": {"Plate 1": "Cabinet 1", "Fork 1": "CounterTop 1"}},
-    "pick_heat_then_place_in_recep": {
-        "name": "pick_heat_then_place_in_recep-Potato-None-DiningTable-envh/hand",
-        "task_type": "pick_heat_then_place_in_recep", "object": "Potato", "receptacle": "DiningTable",
-        "receptacles": {"CounterTop 1": {}, "DiningTable 1": {}, "Microwave 1": {"closed": True},
-                        "Drawer 1": {"closed": True}},
-        "objects": {"Potato 1": "CounterTop 1", "Spoon 1": "Drawer 1"}},
-    "pick_cool_then_place_in_recep": {
-        "name": "pick_cool_then_place_in_recep-Tomato-None-CounterTop-envh/hand",
-        "task_type": "pick_cool_then_place_in_recep", "object": "Tomato", "receptacle": "CounterTop",
-        "receptacles": {"CounterTop 1": {}, "DiningTable 1": {}, "Fridge 1": {"closed": True}},
-        "objects": {"Tomato 1": "DiningTable 1", "Egg 1": "Fridge 1"}},
-    "pick_two_obj_and_place": {
-        "name": "pick_two_obj_and_place-Pen-None-Desk-envh/hand", "task_type": "pick_two_obj_and_place",
-        "object": "Pen", "receptacle": "Desk",
-        "receptacles": {"Desk 1": {}, "Drawer 1": {"closed": True}, "Shelf 1": {}, "Shelf 2": {}},
-        "objects": {"Pen 1": "Drawer 1", "Pen 2": "Shelf 2", "Pencil 1": "Shelf 1"}},
-}
+from envh_alfworld.examples import EXAMPLE_ROOMS
+
+HAND_ROOMS = EXAMPLE_ROOMS
 RANDOM_SEED = 100
 
 
@@ -74,6 +43,12 @@ def games_root(tmp_path_factory: pytest.TempPathFactory, _alfworld_installed: No
     rooms = [room_from_dict(r) for r in HAND_ROOMS.values()] + sample_rooms(RANDOM_SEED, 6)
     build_games(rooms, root)
     return root
+
+
+@pytest.fixture(scope="session")
+def hand_rooms() -> dict[str, dict]:
+    """The example room descriptions by task type."""
+    return EXAMPLE_ROOMS
 
 
 @pytest.fixture(scope="session")

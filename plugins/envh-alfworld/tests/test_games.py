@@ -7,12 +7,14 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import HAND_ROOMS, RANDOM_SEED
 
 from envh import Action
 from envh_alfworld.catalogue import TASK_TYPES
+from envh_alfworld.examples import EXAMPLE_ROOMS as HAND_ROOMS
 from envh_alfworld.rooms import RoomError, room_from_dict, room_to_dict
 from envh_alfworld.sampling import sample_room, sample_rooms
+
+RANDOM_SEED = 100  # as in conftest.py
 
 
 def do(command: str) -> Action:

@@ -41,17 +41,22 @@ def check(data_path: str | None, as_json: bool) -> None:
 @click.option("--seed", default=0, show_default=True, help="First seed for random rooms.")
 @click.option("--count", default=6, show_default=True, help="How many random rooms (cycling task types).")
 @click.option("--task-type", "task_types", multiple=True, help="Restrict random rooms to these task types.")
+@click.option("--examples", is_flag=True, help="Build the example room of each task type instead.")
 @click.option("--room", "room_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="A room description JSON file (an object, or a list of them); replaces random rooms.")
 def make_games(out: str, split: str, seed: int, count: int, task_types: tuple[str, ...],
-               room_files: tuple[str, ...]) -> None:
+               examples: bool, room_files: tuple[str, ...]) -> None:
     """Build ALFWorld games (traj_data.json, initial_state.pddl, game.tw-pddl) with alfworld-generate."""
     from envh_alfworld.builder import build_games
     from envh_alfworld.rooms import RoomError, room_from_dict
     from envh_alfworld.sampling import sample_rooms
 
     try:
-        if room_files:
+        if examples:
+            from envh_alfworld.examples import EXAMPLE_ROOMS
+
+            rooms = [room_from_dict(r) for r in EXAMPLE_ROOMS.values()]
+        elif room_files:
             rooms = []
             for path in room_files:
                 loaded = json.loads(Path(path).read_text())
@@ -60,6 +65,12 @@ def make_games(out: str, split: str, seed: int, count: int, task_types: tuple[st
             rooms = sample_rooms(seed, count, task_types or None)
     except (RoomError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
-    for game in build_games(rooms, out, split=split):
+    from envh_alfworld.builder import BuildError
+
+    try:
+        games = build_games(rooms, out, split=split)
+    except BuildError as exc:
+        raise click.ClickException(str(exc)) from exc
+    for game in games:
         click.echo(f"{game.task.split}/{game.task.instance_id}\t{game.task_type}\t{len(game.walkthrough)} steps")
     click.echo(f"Play them with ALFWORLD_DATA={Path(out).resolve()} (or bridge config data_path).")
