@@ -117,7 +117,10 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
             changed = new != obs
             obs = new
         info = dict(result.info)
-        info["envh"] = [*result.info.get("envh", ()), self._effect(observation=changed)]
+        effect = self._effect(observation=changed)
+        if changed:  # what this layer received, so a trajectory can show the base observation
+            effect["observation_before"] = {"text": result.observation.text, "data": result.observation.data}
+        info["envh"] = [*result.info.get("envh", ()), effect]
         self._last_obs = obs
         return ResetResult(observation=obs, info=info)
 
@@ -132,6 +135,7 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
         t_eff = o_eff = False
         state = LazyState(self.inner)  # one view per step, emptied after the inner step
         sent: Action | Block = action
+        received: Observation | None = None
         if "filter_action" in over:
             sent = self.filter_action(action, state)
             if sent is not action:
@@ -149,6 +153,7 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
                                info={"error": {"type": "blocked", "message": reason}})
         else:
             resp = self.inner.step(sent)  # type: ignore[arg-type]
+            received = resp.observation
             state._data = None
             if "modify_transition" in over:
                 new = self.modify_transition(sent, resp, state)  # type: ignore[arg-type]
@@ -175,6 +180,9 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
             effect["reason"] = sent.reason  # type: ignore[union-attr]
         elif a_eff == "rewritten":
             effect["sent"] = {"tool": sent.tool, "args": dict(sent.args)}  # type: ignore[union-attr]
+        if received is not None and obs is not received and obs != received:
+            # what this layer received, so a trajectory can show the base observation
+            effect["observation_before"] = {"text": received.text, "data": received.data}
         effects.append(effect)
         self._last_obs = obs
         if obs is not resp.observation:
