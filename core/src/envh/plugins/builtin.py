@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .hookspecs import hookimpl
-from .records import BridgeInfo, ComponentKind, ExecutorInfo
+from .records import BridgeInfo, ComponentKind, ExecutorInfo, PolicyInfo
 
 
 @hookimpl
@@ -38,4 +38,21 @@ def envh_executors() -> list[ExecutorInfo]:
                      description="Warm worker processes: scrubbed env, rlimits, timeouts, retries"),
         ExecutorInfo(name="ray", factory=f"{x}.ray:RayExecutor",
                      description="Warm Ray actors on a (local or remote) Ray cluster"),
+    ]
+
+
+@hookimpl
+def envh_policies() -> list[PolicyInfo]:
+    p = "envh.rollout.policies"
+    return [
+        PolicyInfo(name="scripted", factory=f"{p}.scripted:ScriptedPolicy",
+                   description="A fixed list of actions (scripted:FILE, JSON or YAML): tests, replays"),
+        PolicyInfo(name="random", factory=f"{p}.random_calls:RandomPolicy",
+                   description="Random schema-valid tool calls, seeded (random:SEED): fuzzing"),
+        PolicyInfo(name="human", factory=f"{p}.human:HumanPolicy",
+                   description="A person at the terminal"),
+        PolicyInfo(name="openai", factory=f"{p}.openai:OpenAIPolicy",
+                   description="Any OpenAI-compatible chat endpoint (openai:MODEL, base_url=...)"),
+        PolicyInfo(name="local", factory=f"{p}.local:LocalPolicy",
+                   description="A local causal LM through transformers (local:smollm2, local:PATH)"),
     ]
