@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -78,19 +79,27 @@ class Fuzz:
 
 
 class Sleepy:
-    """Sleeps ``seconds`` in every act. With ``pid_file`` it writes its pid first and
-    sleeps only while that file does not exist yet (so a retried episode runs fast)."""
+    """Sleeps ``seconds`` in every act, then stops. With ``pid_file`` it writes its pid
+    first and sleeps only while that file does not exist yet (a retried episode runs
+    fast); ``hang`` blocks the episode timer's signal; ``burn`` spins the CPU instead."""
 
     policy_id = "test-sleepy"
 
-    def __init__(self, arg=None, seconds=0.5, pid_file=None, **options):
+    def __init__(self, arg=None, seconds=0.5, pid_file=None, hang=False, burn=False, **options):
         self.seconds, self.pid_file = float(arg or seconds), pid_file
+        self.hang, self.burn = hang, burn
 
     def start(self, *, task, tools, observation):
         pass
 
     def act(self, observation, tools):
-        if self.pid_file is None:
+        if self.hang:  # ignore the episode timer, like code stuck in C
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        if self.burn:
+            end = time.monotonic() + self.seconds
+            while time.monotonic() < end:
+                sum(range(1000))
+        elif self.pid_file is None:
             time.sleep(self.seconds)
         elif not Path(self.pid_file).exists():
             Path(self.pid_file).write_text(str(os.getpid()))

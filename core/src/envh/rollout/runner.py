@@ -201,13 +201,14 @@ class _Episode:
         return Trajectory(**self.fields, steps=tuple(self.steps), duration_s=time.monotonic() - t_start)
 
 
-def run_episode(request: EpisodeRequest, warm: Warm | None = None) -> Trajectory:
+def run_episode(request: EpisodeRequest, warm: Warm | None = None, *, registry: Any = None) -> Trajectory:
     """Play one episode. With ``warm`` the env and policy stay open for the next episode
-    (reset in place); without it both are closed before returning. Never raises for a
-    failure of the env, the policy or the time limit."""
+    (reset in place); without it both are built from ``registry`` (default: the
+    process-wide one) and closed before returning. Never raises for a failure of the
+    env, the policy or the time limit."""
     t_start = time.monotonic()
     own = warm is None
-    warm = warm or Warm()
+    warm = warm or Warm(registry)
     episode = _Episode(request, warm)
     try:
         with _alarm(request.timeout_s):
