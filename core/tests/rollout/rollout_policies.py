@@ -50,10 +50,11 @@ class Fuzz:
 
     def __init__(self, arg=None, **options):
         self.policy_id = f"test-fuzz:{arg}"
-        self.rng = random.Random(int(arg or 0))
+        self.seed = int(arg or 0)
+        self.rng = random.Random(self.seed)
 
     def start(self, *, task, tools, observation):
-        pass
+        self.rng = random.Random(f"{self.seed}:{task}")  # the same episode wherever it runs
 
     def act(self, observation, tools):
         rng = self.rng
