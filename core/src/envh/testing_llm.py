@@ -5,7 +5,7 @@ the real ``openai`` SDK makes real HTTP requests to ``/v1/chat/completions``, an
 server answers from a script of ``Reply`` records, in order or matched by a key. A reply
 can be a function call, plain text, malformed output, an HTTP error (to exercise retries)
 or a slow answer (to exercise timeouts). Every request received is recorded in
-``server.requests``. ``/v1/embeddings`` answers deterministic hashed vectors and
+``server.requests`` (path, JSON body, lower-cased headers, arrival time). ``/v1/embeddings`` answers deterministic hashed vectors and
 ``/v1/models`` lists the configured model.
 
 Usage in a third party's tests (``envh.testing`` exposes the fixture)::
@@ -132,7 +132,8 @@ class LLMReplayServer:
         handler = type("Handler", (_Handler,), {"replay": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="llm-replay", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="llm-replay",
+                                        daemon=True)
         self._thread.start()
         return self
 
@@ -230,7 +231,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": {"type": "invalid_request_error", "message": f"bad JSON: {exc}"}})
             return
         with self.replay._lock:
-            self.replay.requests.append({"path": self.path, "body": body, "time": time.time()})
+            self.replay.requests.append({"path": self.path, "body": body, "time": time.time(),
+                                         "headers": {k.lower(): v for k, v in self.headers.items()}})
         if self.path.rstrip("/").endswith("/chat/completions"):
             if body.get("stream"):
                 self._send(400, {"error": {"type": "invalid_request_error",

@@ -174,7 +174,7 @@ class ChatPolicy:
         elif self.lenient and calls.find_call(text, tools):
             body = calls.find_call(text, tools) or ""
         else:
-            want = "a tool call" if self._format == "tools" else "an <action>...</action> block"
+            want = "tool call" if self._format == "tools" else "<action>...</action> block"
             raise calls.ParseError(f"no {want} in the reply")
         if not body:
             raise calls.ParseError("the <action> block is empty")
