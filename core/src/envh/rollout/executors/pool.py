@@ -159,7 +159,7 @@ class PoolExecutor:
         reason = why or describe_exit(code)
         if not was_ready:
             self.deaths_at_start += 1
-            if self.deaths_at_start > 3 * self.workers:
+            if self.deaths_at_start > 2 * self.workers:
                 raise errors.InfraError(
                     f"Pool workers keep dying at start-up (last: pid {pid} {reason}). Check that "
                     f"the plugins {self.config['plugins']} import, and the workers' log.")
