@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envh import DesignerInfo, DiagnoserInfo, TemplateInfo, hookimpl
+from envh import DesignerInfo, DiagnoserInfo, PolicyInfo, TemplateInfo, hookimpl
 
 
 @hookimpl
@@ -44,6 +44,14 @@ def envh_templates() -> list[TemplateInfo]:
 @hookimpl
 def envh_register_commands(cli: Any) -> None:
     from .cli import pool_cmd, rig_cmd
+    from .skills.cli import skills_group
 
     cli.add_command(rig_cmd)
     cli.add_command(pool_cmd)
+    cli.add_command(skills_group)
+
+
+@hookimpl
+def envh_policies() -> list[PolicyInfo]:
+    return [PolicyInfo(name="skills", factory="envh_rigger.skills.policy:SkilledPolicy",
+                       description="skills:POLICY: a chat policy with skills retrieved from bank=DIR")]

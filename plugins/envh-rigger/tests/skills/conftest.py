@@ -1,5 +1,5 @@
-"""Fixtures for the skills tests: real Toy24 episodes in a real trajectory store, the real
-offline embedder, and a local OpenAI-compatible HTTP server.
+"""Fixtures for the skills tests: real Toy24 episodes in a real trajectory store and the
+real offline embedder. (LLM endpoints come from envh.testing's ``llm_replay_server``.)
 
 Episodes are played by the real episode runner on the real Toy24 bridge; the only test
 double is the policy, which follows a fixed script so the trajectories are known.
@@ -7,10 +7,6 @@ double is the policy, which follows a fixed script so the trajectories are known
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -105,39 +101,18 @@ def embedder() -> Any:
     return emb
 
 
-Handler = Callable[[str, dict[str, Any]], tuple[int, dict[str, Any]]]
+@pytest.fixture
+def replay() -> Any:
+    """envh's local OpenAI-compatible replay server (chat completions and embeddings)."""
+    from envh.testing_llm import LLMReplayServer
+
+    with LLMReplayServer() as server:
+        yield server
 
 
 @pytest.fixture
-def http_server() -> Iterator[Callable[[Handler], tuple[str, list[dict[str, Any]]]]]:
-    """Start a local HTTP server whose POST answers come from ``handler(path, body)``;
-    returns its base URL and the list of request bodies it received."""
-    servers: list[ThreadingHTTPServer] = []
+def play() -> Any:
+    """The ``record`` helper and the WIN / LOSE scripts, for tests that build their own runs."""
+    import types
 
-    def start(handler: Handler) -> tuple[str, list[dict[str, Any]]]:
-        seen: list[dict[str, Any]] = []
-
-        class Endpoint(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                seen.append(body)
-                status, payload = handler(self.path, body)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Endpoint)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}/v1", seen
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    return types.SimpleNamespace(record=record, WIN=WIN, LOSE=LOSE)

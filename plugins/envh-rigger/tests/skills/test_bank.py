@@ -34,7 +34,7 @@ def test_round_trip_keeps_items_vectors_and_provenance(tmp_path: Path, embedder:
     assert loaded.items == bank.items
     assert loaded.embedder_name == embedder.name and loaded.info == {"note": "built in a test"}
     np.testing.assert_array_equal(loaded.vectors, bank.vectors)
-    assert loaded.vectors.shape == (3, 384) and loaded.vectors.dtype == np.float32
+    assert loaded.vectors.shape == (3, 2, 384) and loaded.vectors.dtype == np.float32
     # saving again leaves no temporary files behind
     loaded.save(tmp_path / "bank")
     assert sorted(p.name for p in (tmp_path / "bank").iterdir()) == sorted([ITEMS, VECTORS, META])

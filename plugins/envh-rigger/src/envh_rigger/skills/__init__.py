@@ -11,17 +11,28 @@ Typical use::
 Nothing heavy is imported here: the offline embedder loads its model on first use.
 """
 
-from .bank import SkillBank, dedupe, merge_items
-from .build import build_bank
-from .embed import Embedder, MiniLMEmbedder, OpenAIEmbedder, make_embedder
-from .episodes import read_episodes, view_of
-from .induce import InductionCase, Inducer, cases_from, induce_all, make_inducer
-from .records import EpisodeView, MemoryItem, Provenance, SkillError, StepView
-from .retrieve import Retrieved, mmr, render_skills_block, retrieve, skills_for
+from __future__ import annotations
 
-__all__ = [
-    "Embedder", "EpisodeView", "InductionCase", "Inducer", "MemoryItem", "MiniLMEmbedder",
-    "OpenAIEmbedder", "Provenance", "Retrieved", "SkillBank", "SkillError", "StepView", "build_bank",
-    "cases_from", "dedupe", "induce_all", "make_embedder", "make_inducer", "merge_items", "mmr",
-    "read_episodes", "render_skills_block", "retrieve", "skills_for", "view_of",
-]
+import importlib
+from typing import Any
+
+# name -> submodule: resolved on first access, so `envh --help` never imports numpy.
+_EXPORTS = {
+    "SkillBank": "bank", "dedupe": "bank", "merge_items": "bank", "build_bank": "build",
+    "Embedder": "embed", "MiniLMEmbedder": "embed", "OpenAIEmbedder": "embed", "make_embedder": "embed",
+    "read_episodes": "episodes", "view_of": "episodes", "InductionCase": "induce", "Inducer": "induce",
+    "cases_from": "induce", "induce_all": "induce", "make_inducer": "induce", "SkilledPolicy": "policy",
+    "EpisodeView": "records", "MemoryItem": "records", "Provenance": "records", "SkillError": "records",
+    "StepView": "records", "Retrieved": "retrieval", "mmr": "retrieval", "render_skills_block": "retrieval",
+    "retrieve": "retrieval", "skills_for": "retrieval",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

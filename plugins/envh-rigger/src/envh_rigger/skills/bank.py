@@ -1,6 +1,8 @@
 """The skills bank on disk: ``items.jsonl`` + ``embeddings.npy`` + ``meta.json``.
 
-Row i of the embeddings is item i's ``embedding_text()``. Each file is written to a
+``embeddings.npy`` has shape ``(n, 2, dim)``: for item i, ``[i, 0]`` embeds its
+``key_text()`` (what retrieval matches) and ``[i, 1]`` its ``lesson_text()`` (what dedupe
+compares), so a lesson learned on two tasks merges even though its keys differ. Each file is written to a
 temporary sibling, fsynced and renamed into place, and ``meta.json`` (written last) names
 the item count and a digest of both files: a bank killed mid-save either still loads as
 the previous version or fails loudly on load, never silently mixing rows.
@@ -24,7 +26,7 @@ from .records import MemoryItem, SkillError, item_from_data, item_to_data
 
 ITEMS, VECTORS, META = "items.jsonl", "embeddings.npy", "meta.json"
 FORMAT = 1
-DEFAULT_MERGE_THRESHOLD = 0.88
+DEFAULT_MERGE_THRESHOLD = 0.9
 
 
 def _atomic_write(path: Path, payload: bytes) -> None:
@@ -64,19 +66,30 @@ def merge_items(keep: MemoryItem, other: MemoryItem) -> MemoryItem:
 class SkillBank:
     """Memory items and their embeddings, in memory; ``save``/``load`` move it to disk.
 
-    ``add`` embeds new items and merges each into an existing item whose cosine
-    similarity reaches ``merge_threshold`` (near-duplicates strengthen one item instead
-    of crowding retrieval).
+    ``add`` embeds new items and merges each into an existing item whose lesson has a
+    cosine similarity of at least ``merge_threshold`` (near-duplicates strengthen one
+    item instead of crowding retrieval).
     """
 
     embedder_name: str
     items: list[MemoryItem] = attrs.field(factory=list)
-    vectors: np.ndarray = attrs.field(factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    vectors: np.ndarray = attrs.field(factory=lambda: np.zeros((0, 2, 0), dtype=np.float32))
     merge_threshold: float = DEFAULT_MERGE_THRESHOLD
     info: dict[str, Any] = attrs.field(factory=dict)
+    digest: str = ""  # of the saved files; names the bank in policy ids
 
     def __len__(self) -> int:
         return len(self.items)
+
+    @property
+    def keys(self) -> np.ndarray:
+        """``(n, dim)`` unit vectors retrieval compares a query with."""
+        return self.vectors[:, 0, :]
+
+    @property
+    def lessons(self) -> np.ndarray:
+        """``(n, dim)`` unit vectors dedupe compares."""
+        return self.vectors[:, 1, :]
 
     def add(self, new: Iterable[MemoryItem], embedder: Embedder) -> dict[str, int]:
         """Embed and insert ``new``; returns counts of ``added`` and ``merged`` items."""
@@ -84,18 +97,19 @@ class SkillBank:
         batch = list(new)
         if not batch:
             return {"added": 0, "merged": 0}
-        vecs = embedder.embed([it.embedding_text() for it in batch])
+        flat = embedder.embed([t for it in batch for t in (it.key_text(), it.lesson_text())])
+        vecs = flat.reshape(len(batch), 2, flat.shape[1])
         added = merged = 0
         for item, vec in zip(batch, vecs, strict=True):
             if len(self.items):
-                sims = self.vectors @ vec
+                sims = self.lessons @ vec[1]
                 best = int(np.argmax(sims))
                 if float(sims[best]) >= self.merge_threshold:
                     self.items[best] = merge_items(self.items[best], item)
                     merged += 1
                     continue
             self.items.append(item)
-            self.vectors = vec[None, :] if not self.vectors.size else np.vstack([self.vectors, vec])
+            self.vectors = vec[None] if not self.vectors.size else np.concatenate([self.vectors, vec[None]])
             added += 1
         return {"added": added, "merged": merged}
 
@@ -111,13 +125,13 @@ class SkillBank:
         root.mkdir(parents=True, exist_ok=True)
         lines = "".join(json.dumps(item_to_data(it), ensure_ascii=False, sort_keys=True) + "\n"
                         for it in self.items).encode()
-        npy = _npy_bytes(self.vectors if self.items else np.zeros((0, 0), dtype=np.float32))
+        npy = _npy_bytes(self.vectors if self.items else np.zeros((0, 2, 0), dtype=np.float32))
         _atomic_write(root / ITEMS, lines)
         _atomic_write(root / VECTORS, npy)
+        self.digest = hashlib.sha256(lines + npy).hexdigest()
         meta = {"format": FORMAT, "embedder": self.embedder_name, "count": len(self.items),
-                "dim": int(self.vectors.shape[1]) if self.items else 0,
-                "merge_threshold": self.merge_threshold,
-                "digest": hashlib.sha256(lines + npy).hexdigest(), "info": self.info}
+                "dim": int(self.vectors.shape[2]) if self.items else 0,
+                "merge_threshold": self.merge_threshold, "digest": self.digest, "info": self.info}
         _atomic_write(root / META, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
         return root
 
@@ -138,11 +152,11 @@ class SkillBank:
         items = [item_from_data(json.loads(line), where=f"{ITEMS}:{n}")
                  for n, line in enumerate(lines.decode().splitlines(), start=1) if line.strip()]
         vectors = np.load(root / VECTORS, allow_pickle=False).astype(np.float32)
-        if len(items) != meta["count"] or (items and vectors.shape[0] != len(items)):
-            raise SkillError(f"Skills bank {root}: {len(items)} items but {vectors.shape[0]} vectors")
+        if len(items) != meta["count"] or vectors.ndim != 3 or (items and vectors.shape[:2] != (len(items), 2)):
+            raise SkillError(f"Skills bank {root}: {len(items)} items but vectors of shape {vectors.shape}")
         return cls(embedder_name=meta["embedder"], items=items, vectors=vectors,
                    merge_threshold=float(meta.get("merge_threshold", DEFAULT_MERGE_THRESHOLD)),
-                   info=dict(meta.get("info") or {}))
+                   info=dict(meta.get("info") or {}), digest=meta["digest"])
 
 
 def dedupe(items: list[MemoryItem], embedder: Embedder,

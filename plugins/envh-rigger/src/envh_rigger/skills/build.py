@@ -25,13 +25,10 @@ CHOICES = ("all", "baseline", "accepted")
 
 def pool_spec_ids(run_dir: str | Path) -> tuple[set[str], set[str]] | None:
     """(accepted, rejected) spec ids of a rig run's pool, or ``None`` without a pool."""
-    try:
-        from envh_rigger.pool import HarnessPool
-    except ImportError:
-        return None
-    try:
-        pool = HarnessPool.open(str(run_dir))
-    except Exception:  # noqa: BLE001 - a plain run dir has no pool; anything else surfaces later
+    from ..pool import HarnessPool
+
+    pool = HarnessPool.open(run_dir)
+    if not any((pool.root / sub).is_dir() for sub in ("entries", "rejected", "specs")):
         return None
     accepted = {e["spec_id"] for e in pool.entries() if e.get("spec_id")}
     rejected = {e["spec_id"] for e in pool.rejected() if e.get("spec_id")}

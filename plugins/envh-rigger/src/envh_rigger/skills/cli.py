@@ -6,8 +6,9 @@ import json
 
 import click
 
-from .build import CHOICES
-from .embed import DEFAULT_EMBEDDER
+# kept in step with build.CHOICES and embed.DEFAULT_EMBEDDER (not imported: numpy stays unloaded)
+CHOICES = ("all", "baseline", "accepted")
+DEFAULT_EMBEDDER = "minilm"
 
 _endpoint = [
     click.option("--base-url", default=None, envvar="ENVH_SKILLS_BASE_URL",
@@ -38,7 +39,7 @@ def skills_group() -> None:
               help="Which episodes: all, the static env's (baseline) or the accepted reshaped envs'.")
 @click.option("--append", is_flag=True, help="Grow an existing bank instead of rebuilding it.")
 @click.option("--merge-threshold", type=float, default=None,
-              help="Cosine similarity at which two items merge (default 0.88).")
+              help="Cosine similarity at which two items merge (default 0.9).")
 @endpoint_options
 def induce_cmd(directory: str, out: str | None, inducer: str, which: str, append: bool,
                merge_threshold: float | None, base_url: str | None, api_key_env: str,
@@ -73,7 +74,7 @@ def show_cmd(bank: str, query: str | None, k: int, block: bool, as_json: bool,
     from .bank import SkillBank
     from .embed import make_embedder
     from .records import item_to_data
-    from .retrieve import Retrieved, render_skills_block, retrieve
+    from .retrieval import Retrieved, render_skills_block, retrieve
 
     loaded = SkillBank.load(bank)
     if query is None:

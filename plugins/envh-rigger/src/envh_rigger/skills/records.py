@@ -59,9 +59,13 @@ class MemoryItem:
         """How many episode groups taught this item (grows when near-duplicates merge)."""
         return max(1, len(self.provenance))
 
-    def embedding_text(self) -> str:
-        """The text embedded for dedupe and retrieval: what the item is about."""
+    def key_text(self) -> str:
+        """What retrieval matches a query against: the lesson's name and when it applies."""
         return f"{self.title}. {self.when_to_use}"
+
+    def lesson_text(self) -> str:
+        """What dedupe compares: the lesson itself (two tasks can teach the same one)."""
+        return f"{self.title}. {self.content}"
 
 
 @attrs.frozen(kw_only=True)

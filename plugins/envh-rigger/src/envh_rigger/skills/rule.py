@@ -14,10 +14,9 @@ from __future__ import annotations
 from collections import Counter
 
 import attrs
-
-from .induce import InductionCase, abstract_action, goal_summary, render_action, tool_index
 from envh import ToolSpec
 
+from .induce import InductionCase, abstract_action, goal_summary, render_action, tool_index
 from .records import EpisodeView, MemoryItem
 
 MAX_NGRAM = 3
