@@ -65,12 +65,14 @@ def test_blocked_and_rewritten_actions_are_told_apart(registry):
 
 def test_unparseable_outputs_are_invalid_steps_and_the_episode_goes_on(registry):
     spec = {"bridge": "toy24"}
-    t = run_episode(request(registry, spec, policy="fuzz:0", max_steps=60))
+    played = [run_episode(request(registry, spec, policy=f"fuzz:{seed}", max_steps=60)) for seed in range(10)]
+    t = max(played, key=lambda t: t.invalid_steps)
     invalid = [s for s in t.steps if s.proposed is None]
     assert invalid and t.invalid_steps == len(invalid)
     assert all(s.invalid and s.observation.text.startswith("Error: your output") for s in invalid)
     assert all(s.executed is None and s.error["type"] == "invalid_output" for s in invalid)
     assert t.error_class is None and t.verdict is not None
+    assert any(s.index > invalid[0].index for s in t.steps)  # it went on after the invalid step
 
 
 def test_max_steps_ends_the_episode_with_a_verdict(registry):
