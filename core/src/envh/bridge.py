@@ -99,6 +99,8 @@ class Bridge(ActionableEnv):
         task = TaskRef(**state["task"]) if state.get("task") else None
         self.reset(task=task, seed=state.get("seed"), options=state.get("options"))
         mark = state.get("replay_mark")
+        if mark:
+            self.notify_replay_start()
         for i, raw in enumerate(state.get("actions", [])):
             if i == mark:
                 self.notify_replay_complete()

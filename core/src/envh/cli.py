@@ -72,7 +72,13 @@ def tasks_cmd(bridge: str, split: str | None, config_json: str) -> None:
     """List the tasks a bridge offers."""
     from .spec import make
 
-    with make({"bridge": bridge, "config": json.loads(config_json)}) as env:
+    try:
+        config = json.loads(config_json)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not valid JSON: {exc}", param_hint="--config") from exc
+    if not isinstance(config, dict):
+        raise click.BadParameter("must be a JSON object", param_hint="--config")
+    with make({"bridge": bridge, "config": config}) as env:
         for task in env.list_tasks(split):
             click.echo(f"{task.split}\t{task.instance_id}")
 
@@ -95,13 +101,17 @@ def spec_group() -> None:
 
 @spec_group.command("check")
 @click.argument("path")
-def spec_check(path: str) -> None:
-    """Validate a spec file and build its stack once."""
+@click.option("--task", "task_id", default=None, help="Reset to this task (default: the bridge's default).")
+@click.option("--no-reset", is_flag=True, help="Only build the stack; do not reset it.")
+def spec_check(path: str, task_id: str | None, no_reset: bool) -> None:
+    """Validate a spec file, build its stack and reset it once (stages replay)."""
+    from .play import resolve_task
     from .spec import make, parse_spec, spec_id
 
     parsed = parse_spec(path)
-    with make(parsed):
-        pass
+    with make(parsed) as env:
+        if not no_reset:
+            env.reset(task=resolve_task(env, task_id), seed=0)
     click.echo(f"ok: {len(parsed.layers)} layer(s) on bridge {parsed.bridge!r}; id {spec_id(parsed)}")
 
 

@@ -71,6 +71,10 @@ class ActionableEnv(abc.ABC):
     def list_tasks(self, split: str | None = None) -> list[TaskRef]:
         """The tasks this env can reset to, optionally for one split."""
 
+    def notify_replay_start(self) -> None:
+        """A Stage replay begins: steps until ``notify_replay_complete`` set up the start
+        state and are not the policy's; budgets and guards must not charge them."""
+
     def notify_replay_complete(self) -> None:
         """A Stage replay ended: step budgets and repetition guards restart from here."""
 

@@ -21,6 +21,7 @@ from .types import Action, Block, EnvResponse, EvaluationResult, Observation, Re
 
 _VERDICT_COMPOSER = object()  # only envh.components.chain holds this key
 _HOOKS = ("on_reset", "filter_action", "modify_transition", "filter_observation")
+_STEP_HOOKS = frozenset(_HOOKS[1:])
 
 
 class _Sealed:
@@ -95,6 +96,9 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
     def load_layer_state(self, data: Any) -> None:
         """Restore what ``layer_state`` returned."""
 
+    def on_replay_start(self) -> None:
+        """A stage replay below or at this layer begins: stop charging budgets here."""
+
     def on_replay_complete(self) -> None:
         """A stage replay below or at this layer finished: rewind counters here."""
 
@@ -131,6 +135,17 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
         ``info["envh"]`` in place rather than copying it at every level of the stack.
         """
         over = self._overrides if type(action) is Action else self._overrides & {"filter_observation"}
+        if not over & _STEP_HOOKS:  # a layer that acts only at reset (stage): just record it
+            resp = self.inner.step(action)
+            info = resp.info
+            effects = info.get("envh")
+            if effects is None:
+                effects = info["envh"] = []
+            effects.append({"layer": self.layer_id, "kind": self.kind, "action": "passed",
+                            "transition": False, "observation": False})
+            if "error" not in info:
+                self._last_obs = resp.observation
+            return resp
         a_eff: str = "passed"
         t_eff = o_eff = False
         state = LazyState(self.inner)  # one view per step, emptied after the inner step
@@ -184,7 +199,8 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
             # what this layer received, so a trajectory can show the base observation
             effect["observation_before"] = {"text": received.text, "data": received.data}
         effects.append(effect)
-        self._last_obs = obs
+        if "error" not in info:  # a refused action changes nothing: observe() keeps the state's view
+            self._last_obs = obs
         if obs is not resp.observation:
             resp = EnvResponse(observation=obs, reward=resp.reward, terminated=resp.terminated,
                                truncated=resp.truncated, info=info)
@@ -212,6 +228,10 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
 
     def list_tasks(self, split: str | None = None) -> list[TaskRef]:
         return self.inner.list_tasks(split)
+
+    def notify_replay_start(self) -> None:
+        self.on_replay_start()
+        self.inner.notify_replay_start()
 
     def notify_replay_complete(self) -> None:
         self.on_replay_complete()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
@@ -26,6 +25,8 @@ class BudgetSpec(LayerSpec):
 
 
 class Budget(EnvHarness):
+    """Counts the policy's steps (not a stage's replay) and truncates at the limits."""
+
     kind = "budget"
 
     def __init__(self, inner: ActionableEnv, *, max_steps: int | None = None,
@@ -35,34 +36,55 @@ class Budget(EnvHarness):
         self.steps = 0
         self.repeats = 0
         self.last_text: str | None = None
+        self.replaying = False
 
     def on_reset(self, result: ResetResult) -> ResetResult:
         self.steps, self.repeats, self.last_text = 0, 0, result.observation.text
         return result
 
-    def on_replay_complete(self) -> None:
-        self.steps, self.repeats = 0, 0
+    def on_replay_start(self) -> None:
+        self.replaying = True
 
-    def modify_transition(self, action: Action, response: EnvResponse,
-                          state: Mapping[str, Any]) -> EnvResponse:
-        self.steps += 1
-        text = response.observation.text
-        self.repeats = self.repeats + 1 if text == self.last_text else 0
-        self.last_text = text
-        reason = None
-        if self.max_steps is not None and self.steps >= self.max_steps:
-            reason = f"step budget of {self.max_steps} used"
-        elif self.max_repeats is not None and self.repeats + 1 >= self.max_repeats:
-            reason = f"the same observation {self.max_repeats} times in a row"
-        if reason is None or response.terminated or response.truncated:
-            return response
-        return attrs.evolve(response, truncated=True, info={**response.info, "truncated_by": reason})
+    def on_replay_complete(self) -> None:
+        self.steps, self.repeats, self.replaying = 0, 0, False
+
+    def step(self, action: Action) -> EnvResponse:
+        # a dedicated step: a budget only counts and truncates, so it skips the generic
+        # hook machinery (it sits on every stack and must cost next to nothing)
+        resp = self.inner.step(action)
+        info = resp.info
+        truncated = False
+        if not self.replaying:
+            self.steps += 1
+            text = resp.observation.text
+            self.repeats = self.repeats + 1 if text == self.last_text else 0
+            self.last_text = text
+            reason = None
+            if self.max_steps is not None and self.steps >= self.max_steps:
+                reason = f"step budget of {self.max_steps} used"
+            elif self.max_repeats is not None and self.repeats + 1 >= self.max_repeats:
+                reason = f"the same observation {self.max_repeats} times in a row"
+            if reason is not None and not (resp.terminated or resp.truncated):
+                info["truncated_by"] = reason
+                resp = EnvResponse(observation=resp.observation, reward=resp.reward,
+                                   terminated=False, truncated=True, info=info)
+                truncated = True
+        effects = info.get("envh")
+        if effects is None:
+            effects = info["envh"] = []
+        effects.append({"layer": self.layer_id, "kind": self.kind, "action": "passed",
+                        "transition": truncated, "observation": False})
+        if "error" not in info:
+            self._last_obs = resp.observation
+        return resp
 
     def layer_state(self) -> Any:
-        return {"steps": self.steps, "repeats": self.repeats, "last_text": self.last_text}
+        return {"steps": self.steps, "repeats": self.repeats, "last_text": self.last_text,
+                "replaying": self.replaying}
 
     def load_layer_state(self, data: Any) -> None:
         self.steps, self.repeats, self.last_text = data["steps"], data["repeats"], data["last_text"]
+        self.replaying = bool(data.get("replaying", False))
 
 
 def build(spec: BudgetSpec, inner: ActionableEnv, ctx: BuildContext) -> Budget:

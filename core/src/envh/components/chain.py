@@ -139,6 +139,9 @@ class Chain(EnvHarness, _composes_verdicts=_VERDICT_COMPOSER):
                     "legs": {"type": "array", "description": "each leg's state (null before it starts)",
                              "items": [leg.env_state_schema() for leg in self.legs]}}}
 
+    def notify_replay_start(self) -> None:
+        self.legs[self.current].notify_replay_start()
+
     def notify_replay_complete(self) -> None:
         self.legs[self.current].notify_replay_complete()
 

@@ -34,6 +34,7 @@ class Stage(EnvHarness):
 
     def on_reset(self, result: ResetResult) -> ResetResult:
         obs = result.observation
+        self.inner.notify_replay_start()
         for i, action in enumerate(self.actions):
             resp = self.inner.step(action)
             err = resp.info.get("error")
