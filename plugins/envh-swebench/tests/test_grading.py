@@ -63,10 +63,10 @@ def test_patch_that_does_not_apply(instances_path, docker_client):
     assert verdict.metrics["patch_successfully_applied"] is False
 
 
-def test_swebench_row_feeds_make_test_spec(instances_path):
+def test_swebench_row_feeds_make_test_spec(instances_file):
     from swebench.harness.utils import make_test_spec
 
-    inst = load_instances(instances_path)["envh__mathx-1"]
+    inst = load_instances(instances_file)["envh__mathx-1"]
     spec = make_test_spec(swebench_row(inst))
     assert spec.log_parser == "parse_log_pytest" and spec.eval_type == "pass_and_fail"
     assert ">>>>> Start Test Output" in spec.eval_script and "tests/test_stats.py" in spec.eval_script

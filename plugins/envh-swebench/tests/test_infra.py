@@ -21,6 +21,16 @@ def test_killed_container_is_an_infra_error_and_leaks_nothing(make_env, own_cont
     assert own_containers() == []
 
 
+def test_unreachable_daemon_is_an_infra_error(instances_file, tmp_path):
+    from envh_swebench.bridge import SWEBenchEnv
+
+    env = SWEBenchEnv(str(instances_file), docker_url=f"unix://{tmp_path}/no-docker.sock")
+    assert [t.instance_id for t in env.list_tasks()] == ["envh__mathx-1"]  # no daemon needed
+    with pytest.raises(errors.InfraError, match="Cannot reach the Docker daemon"):
+        env.reset()
+    env.close()
+
+
 def test_missing_image_is_an_infra_error(instances_path, mathx_row, own_containers):
     from envh_swebench.bridge import SWEBenchEnv
 

@@ -50,13 +50,34 @@ def _owner_alive(token: str) -> bool:
     return _start_time(int(pid)) == started != ""
 
 
+def _probe_unix_socket(url: str) -> None:
+    """Fail fast, without leaking a socket, when a unix daemon socket does not answer
+    (the SDK's unix transport leaves its socket open when the connect fails)."""
+    if not url.startswith(("unix://", "http+unix://")):
+        return
+    path = url.split("://", 1)[1]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(5)
+        probe.connect(path)
+
+
 def connect(base_url: str | None = None, timeout: float = 120) -> docker.DockerClient:
     """A client for the daemon at ``base_url`` (default: the environment's DOCKER_HOST)."""
+    client = None
+    url = base_url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    try:
+        _probe_unix_socket(url)
+    except OSError as exc:
+        raise errors.InfraError(
+            f"Cannot reach the Docker daemon at {url}: {exc}. Start dockerd "
+            "(dev/setup.d/docker.sh does) or set docker_url.") from exc
     try:
         client = (docker.DockerClient(base_url=base_url, timeout=timeout) if base_url
                   else docker.from_env(timeout=timeout))
         client.ping()
     except docker.errors.DockerException as exc:
+        if client is not None:
+            client.close()
         raise errors.InfraError(
             f"Cannot reach the Docker daemon ({base_url or os.environ.get('DOCKER_HOST', 'default socket')}): "
             f"{exc}. Start dockerd (dev/setup.d/docker.sh does) or set docker_url.") from exc
