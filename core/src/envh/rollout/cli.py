@@ -64,7 +64,8 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.option("--max-steps", type=int, default=100, show_default=True, help="Steps per episode.")
 @click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True, help="Seconds per episode.")
 @click.option("--retries", type=int, default=2, show_default=True, help="Retries of episodes lost with a worker.")
-@click.option("--memory-mb", type=int, default=None, help="Address-space limit per worker.")
+@click.option("--memory-mb", type=int, default=None,
+              help="Address-space limit per worker (pool default 16384; 0: none).")
 @click.option("--cpu-s", type=float, default=None, help="CPU seconds per episode.")
 @click.option("--pass-env", multiple=True, help="Secret variable the workers may see (e.g. OPENAI_API_KEY).")
 @click.option("--plugin", "plugins", multiple=True, help="Extra plugin module for the workers to register.")

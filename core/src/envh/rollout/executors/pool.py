@@ -64,12 +64,13 @@ class _Worker:
 
 class PoolExecutor:
     """Run episodes in ``workers`` warm processes. Options: ``timeout_s`` (per episode,
-    when the request sets none), ``grace_s``, ``retries``, ``memory_mb``, ``cpu_s``,
+    when the request sets none), ``grace_s``, ``retries``, ``memory_mb`` (address space
+    per worker, 16 GiB unless set; 0 lifts it), ``cpu_s``,
     ``pass_env`` (names, or True for everything), ``plugins`` / ``entry_points`` (what
     the workers load), ``log_path`` (workers' stderr)."""
 
     def __init__(self, workers: int | None = None, *, timeout_s: float | None = None, grace_s: float = 5.0,
-                 retries: int = 2, memory_mb: int | None = None, cpu_s: float | None = None,
+                 retries: int = 2, memory_mb: int | None = 16384, cpu_s: float | None = None,
                  pass_env: Iterable[str] | bool = (), plugins: Iterable[str] = (), entry_points: bool = True,
                  log_path: str | None = None, python: str | None = None) -> None:
         self.workers = int(workers or default_workers())
