@@ -95,3 +95,14 @@ def test_submit_captures_the_diff_and_ends_the_episode(make_env):
     after = bash(env, "ls")
     assert after.info["error"]["type"] == "episode_over"
     assert not env.evaluate().success
+
+
+def test_evaluate_before_submit_grades_the_tree_without_touching_it(make_env, fix_action):
+    env = make_env()
+    env.reset()
+    env.step(fix_action)
+    before = bash(env, "git status --porcelain").observation.text
+    verdict = env.evaluate()
+    assert verdict.success and verdict.metrics["submitted"] is False
+    assert bash(env, "git status --porcelain").observation.text == before == " M mathx/stats.py\n"
+    assert not env.get_env_state()["submitted"]

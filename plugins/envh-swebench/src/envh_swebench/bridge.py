@@ -185,8 +185,13 @@ class SWEBenchEnv(Bridge):
         return self._respond(EnvResponse(observation=Observation(text=text, data=data), info=info))
 
     def _diff(self, box: runtime.Sandbox, inst: Instance) -> str:
-        res = box.run(f"git add -A && git -c core.fileMode=false diff --cached --binary {inst.base_commit}",
-                      timeout=120, limit=50_000_000)
+        """The working tree against the base commit, new files included. Staged through a
+        scratch index, so neither submit nor evaluate changes what `git status` shows."""
+        res = box.run(
+            'idx="$(mktemp)"; cp "$(git rev-parse --git-dir)/index" "$idx" 2>/dev/null; '
+            'GIT_INDEX_FILE="$idx" git add -A && GIT_INDEX_FILE="$idx" git -c core.fileMode=false '
+            f'diff --cached --binary {inst.base_commit}; code=$?; rm -f "$idx"; exit $code',
+            timeout=120, limit=50_000_000)
         if res["exit_code"] != 0:
             raise box._infra(f"capturing the diff failed: {res['output'][-500:]}")
         return str(res["output"])
