@@ -16,7 +16,7 @@ envh_docker_setup() {
     echo "docker.sh: installing ${need[*]}"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null || return 1
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      "${need[@]}" ca-certificates iptables >/dev/null || return 1
+      "${need[@]}" ca-certificates iptables debian-archive-keyring xz-utils >/dev/null || return 1
   fi
 
   if ! docker info >/dev/null 2>&1; then
