@@ -1,8 +1,8 @@
 """Fixtures for the skills tests: real Toy24 episodes in a real trajectory store and the
 real offline embedder. (LLM endpoints come from envh.testing's ``llm_replay_server``.)
 
-Episodes are played by the real episode runner on the real Toy24 bridge; the only test
-double is the policy, which follows a fixed script so the trajectories are known.
+Episodes are played by the real episode runner on the real Toy24 bridge with envh's
+``scripted`` policy, so the trajectories are known.
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from envh import Action, Observation, PolicyInfo, TaskRef, ToolSpec, hookimpl, make_plugin_manager, spec_id
-from envh.rollout.policy import PolicyStep
+from envh import TaskRef, make_plugin_manager, spec_id
 from envh.rollout.runner import run_episode
 from envh.rollout.store import TrajectoryStore
 from envh.rollout.trajectory import EpisodeRequest
@@ -27,30 +26,6 @@ LOSE = [{"tool": "combine", "args": {"i": 0, "j": 1, "op": "add"}},
         {"tool": "combine", "args": {"i": 0, "j": 1, "op": "add"}}, {"tool": "stop"}]
 
 
-class ScriptPolicy:
-    """Plays ``actions`` (tool/args dicts) in order, then ``stop()``."""
-
-    def __init__(self, arg: str | None = None, *, actions: list[dict[str, Any]] = ()) -> None:
-        self.actions, self.policy_id, self._next = list(actions), f"script:{arg or ''}", 0
-
-    def start(self, *, task: TaskRef | None, tools: list[ToolSpec], observation: Observation) -> None:
-        self._next = 0
-
-    def act(self, observation: Observation, tools: list[ToolSpec]) -> PolicyStep:
-        step = self.actions[self._next] if self._next < len(self.actions) else {"tool": "stop"}
-        self._next += 1
-        return PolicyStep(action=Action(tool=step["tool"], args=dict(step.get("args", {}))))
-
-    def close(self) -> None:
-        pass
-
-
-class ScriptPlugin:
-    @hookimpl
-    def envh_policies(self) -> list[PolicyInfo]:
-        return [PolicyInfo(name="script", factory=ScriptPolicy)]
-
-
 def toy_spec(layers: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], str]:
     spec = {"bridge": "toy24", "config": {}, "layers": layers or []}
     return spec, spec_id(spec)
@@ -59,7 +34,7 @@ def toy_spec(layers: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any]
 def record(store_dir: Path, episodes: list[tuple[str, list[dict[str, Any]]]], *, run_id: str = "run",
            spec: dict[str, Any] | None = None) -> list[str]:
     """Play ``(instance_id, actions)`` episodes on Toy24 into the store at ``store_dir``."""
-    registry = make_plugin_manager(entry_points=False, plugins=[ScriptPlugin()])
+    registry = make_plugin_manager(entry_points=False)
     spec_data, sid = (spec, spec_id(spec)) if spec else toy_spec()
     warm = Warm(registry)
     keys = []
@@ -71,7 +46,7 @@ def record(store_dir: Path, episodes: list[tuple[str, list[dict[str, Any]]]], *,
             key = f"{instance}#{start + n}"
             req = EpisodeRequest(key=key, spec=spec_data, spec_id=sid, run_id=run_id, seed=0,
                                  task=TaskRef(suite="toy24", split="easy", instance_id=instance),
-                                 policy="script", policy_options={"actions": actions}, max_steps=20)
+                                 policy="scripted", policy_options={"actions": actions, "when_done": "stop"}, max_steps=20)
             traj = run_episode(req, warm)
             assert traj.error_class is None, traj.error
             store.append(traj)
