@@ -7,8 +7,12 @@ SWE-bench paper) and answers one JSON line on stdout. This saves a runtime ``exe
 (a new runc process, ~40 ms) per step. It uses only the standard library and runs on
 any Python 3.6+ (f-strings, no walrus), because it executes with the image's interpreter, not the host's.
 
-Request:  {"cmd": str, "cwd": str, "timeout": float, "limit": int, "env": {..}}
-Response: {"exit_code": int, "output": str, "timed_out": bool, "dropped": int}
+Request:  {"cmd": str, "cwd": str, "timeout": float, "limit": int, "env": {..},
+           "post": str | null}
+Response: {"exit_code": int, "output": str, "timed_out": bool, "dropped": int,
+           "post_output": str | null}
+``post`` is a bookkeeping command run right after ``cmd`` (the bridge's ``git status``),
+saving a round trip per step.
 """
 
 import json
@@ -77,7 +81,13 @@ def run(req):
     if dropped:
         out += f"\n[... {dropped} bytes of output truncated ...]\n"
     out += tail.decode("utf-8", "replace")
-    return {"exit_code": code, "output": out, "timed_out": timed_out, "dropped": dropped}
+    reply = {"exit_code": code, "output": out, "timed_out": timed_out, "dropped": dropped,
+             "post_output": None}
+    if req.get("post"):
+        post = run({"cmd": req["post"], "cwd": req.get("cwd"), "env": req.get("env"),
+                    "timeout": 60, "limit": 1_000_000})
+        reply["post_output"] = post["output"] if post["exit_code"] == 0 else None
+    return reply
 
 
 def main():

@@ -157,7 +157,8 @@ class SWEBenchEnv(Bridge):
         return self._submit(box, state, inst)
 
     def _bash(self, box: runtime.Sandbox, state: EpisodeState, inst: Instance, command: str) -> EnvResponse:
-        res = box.run(f"{self.command_prefix}{command}", timeout=self.command_timeout, limit=self.output_limit)
+        res = box.run(f"{self.command_prefix}{command}", timeout=self.command_timeout, limit=self.output_limit,
+                      post="git status --porcelain --untracked-files=all" if self.track_files else None)
         code, text = res["exit_code"], res["output"] or "(no output)\n"
         if res["timed_out"]:
             text += f"\n[command timed out after {self.command_timeout:g} s and was killed]"
@@ -166,9 +167,8 @@ class SWEBenchEnv(Bridge):
         if is_test_command(command, inst.test_cmd):
             state.tests_run, state.test_runs = True, state.test_runs + 1
             state.last_test_command, state.last_test_exit_code = command, code
-        if self.track_files:
-            status = box.run("git status --porcelain --untracked-files=all", timeout=60, limit=200_000)
-            state.touch(changed_paths(status["output"]))
+        if res.get("post_output"):
+            state.touch(changed_paths(res["post_output"]))
         # A non-zero exit is information (a failing test run is useful), not a mistake;
         # a command that could not run or ran out of time is the policy's error.
         error = None

@@ -145,11 +145,12 @@ class Sandbox:
         return box
 
     # -- commands ---------------------------------------------------------------------
-    def run(self, command: str, *, timeout: float, limit: int,
-            env: dict[str, str] | None = None, cwd: str | None = None) -> dict[str, Any]:
-        """Run ``bash -c command``; returns exit_code, output, timed_out, dropped."""
+    def run(self, command: str, *, timeout: float, limit: int, env: dict[str, str] | None = None,
+            cwd: str | None = None, post: str | None = None) -> dict[str, Any]:
+        """Run ``bash -c command``; returns exit_code, output, timed_out, dropped, and
+        post_output: the output of ``post`` run right after (None if it failed)."""
         request = {"cmd": command, "cwd": cwd or self.workdir, "timeout": timeout,
-                   "limit": limit, "env": env or {}}
+                   "limit": limit, "env": env or {}, "post": post}
         try:
             if self.session is None:
                 self.session = RunnerSession.open(self.client, self.container.id)
@@ -174,8 +175,13 @@ class Sandbox:
             out = (raw[:half].decode("utf-8", "replace")
                    + f"\n[... {dropped} bytes of output truncated ...]\n"
                    + raw[-half:].decode("utf-8", "replace"))
-        return {"exit_code": res.exit_code, "output": out, "timed_out": res.exit_code == 137,
-                "dropped": dropped}
+        reply = {"exit_code": res.exit_code, "output": out, "timed_out": res.exit_code == 137,
+                 "dropped": dropped, "post_output": None}
+        if req.get("post"):
+            after = self.container.exec_run(["bash", "-c", req["post"]], workdir=req["cwd"])
+            if after.exit_code == 0:
+                reply["post_output"] = (after.output or b"").decode("utf-8", "replace")
+        return reply
 
     # -- files (archives, no exec) ----------------------------------------------------
     def read_file(self, path: str) -> tuple[bytes, int]:
