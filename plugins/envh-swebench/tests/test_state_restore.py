@@ -55,3 +55,13 @@ def test_snapshot_restore_skips_the_replay(make_env, docker_client):
                 docker_client.images.remove(image, force=True)
             except docker.errors.NotFound:
                 pass
+
+
+def test_missing_snapshot_image_falls_back_to_replay(make_env, docker_client):
+    env, other = make_env(snapshot=True), make_env()
+    _play(env)
+    saved = json.loads(json.dumps(env.save_state()))
+    docker_client.images.remove(saved["snapshot"]["image"], force=True)
+    assert other.from_state(saved) == env.observe()
+    assert other.get_env_state() == env.get_env_state()
+    assert other.box.container.image.id != saved["snapshot"]["image"]  # the instance image

@@ -9,6 +9,7 @@ the next run's start-up collects those.
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 from typing import Any
 
@@ -18,19 +19,21 @@ from .containers import Limits, Sandbox, cleanup_orphans, connect
 
 __all__ = ["Limits", "Sandbox", "client", "dispose", "image_exists", "track", "untrack"]
 
-_clients: dict[str | None, Any] = {}
+_clients: dict[tuple[int, str | None], Any] = {}
 _open: set[Sandbox] = set()
 _lock = threading.Lock()
 
 
 def client(base_url: str | None = None) -> Any:
-    """The shared client for ``base_url``; the first call cleans up orphans."""
+    """The shared client for ``base_url``; the first call cleans up orphans. Keyed by
+    pid too: a forked worker must not share its parent's connection pool."""
+    key = (os.getpid(), base_url)
     with _lock:
-        if base_url not in _clients:
+        if key not in _clients:
             c = connect(base_url)
             cleanup_orphans(c)
-            _clients[base_url] = c
-        return _clients[base_url]
+            _clients[key] = c
+        return _clients[key]
 
 
 def image_exists(c: Any, image: str) -> bool:
