@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from envh_alfworld.examples import EXAMPLE_ROOMS
 
 HAND_ROOMS = EXAMPLE_ROOMS

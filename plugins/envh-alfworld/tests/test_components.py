@@ -3,9 +3,8 @@ all on the real engine through ``envh.make`` specs."""
 
 from __future__ import annotations
 
-import pytest
-
 import envh
+import pytest
 from envh import Action, errors
 from envh_alfworld import templates
 

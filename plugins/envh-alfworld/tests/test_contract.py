@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from envh import Action, TaskRef
 from envh.testing import BridgeContract
 

@@ -7,10 +7,9 @@ import json
 import subprocess
 import sys
 
+import envh
 import pytest
 from click.testing import CliRunner
-
-import envh
 from envh import Action, TaskRef, errors
 from envh_alfworld.belief import BeliefTracker, parse_list
 from envh_alfworld.catalogue import TASK_TYPES
@@ -88,7 +87,6 @@ def test_make_games_command(tmp_path):
 def test_plugin_registers_bridge_and_commands():
     """A fresh registry holding only this plugin: the bridge resolves, the group is added."""
     import click
-
     from envh_alfworld import hooks
 
     registry = envh.make_plugin_manager(entry_points=False, plugins=[hooks])

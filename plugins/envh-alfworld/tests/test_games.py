@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from envh import Action
 from envh_alfworld.catalogue import TASK_TYPES
 from envh_alfworld.examples import EXAMPLE_ROOMS as HAND_ROOMS

@@ -12,9 +12,18 @@ import re
 from typing import Any
 
 import attrs
+from envh import (
+    Action,
+    Bridge,
+    EnvResponse,
+    EvaluationResult,
+    Observation,
+    ResetResult,
+    TaskRef,
+    ToolSpec,
+    errors,
+)
 
-from envh import (Action, Bridge, EnvResponse, EvaluationResult, Observation, ResetResult, TaskRef,
-                  ToolSpec, errors)
 from envh_alfworld import data
 from envh_alfworld.belief import BeliefTracker, parse_goal
 from envh_alfworld.engine import TextEngine

@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import attrs
-
 from envh import TaskRef, errors
+
 from envh_alfworld import data
 from envh_alfworld.problem import render_problem, render_traj_data
 from envh_alfworld.rooms import Room, room_to_dict

@@ -15,7 +15,6 @@ from collections import Counter
 from pathlib import Path
 
 import attrs
-
 from envh import TaskRef, errors
 
 SUITE = "alfworld"

@@ -21,9 +21,10 @@ _START = "loc_bar_start"
 def entity_ids(room: Room) -> dict[str, str]:
     """Map every instance name ("Drawer 2") to its PDDL id, preserving the game's numbering."""
     by_kind: dict[str, list[int]] = defaultdict(list)
-    for thing in (*room.receptacles, *room.objects):
-        kind, num = thing.name.rsplit(" ", 1)
-        by_kind[kind].append(int(num))
+    names = [r.name for r in room.receptacles] + [i.name for i in room.objects]
+    for name in names:
+        kind, number = name.rsplit(" ", 1)
+        by_kind[kind].append(int(number))
     ids: dict[str, str] = {}
     for kind, nums in by_kind.items():
         # alfworld.agents.utils.misc.Demangler pops numbers from the end of [1..n] while

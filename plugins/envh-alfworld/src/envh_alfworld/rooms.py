@@ -117,12 +117,12 @@ def validate_room(room: Room) -> None:
     if goal.task_type not in TASK_TYPES:
         raise RoomError(f"Unknown task_type {goal.task_type!r}. Choose one of: {', '.join(TASK_TYPES)}")
     seen: set[str] = set()
-    for thing in (*room.receptacles, *room.objects):
-        if not _INSTANCE.match(thing.name):
-            raise RoomError(f"Instance name {thing.name!r} must look like 'Drawer 1' (Class, space, number)")
-        if thing.name in seen:
-            raise RoomError(f"Instance {thing.name!r} appears twice")
-        seen.add(thing.name)
+    for name in [r.name for r in room.receptacles] + [i.name for i in room.objects]:
+        if not _INSTANCE.match(name):
+            raise RoomError(f"Instance name {name!r} must look like 'Drawer 1' (Class, space, number)")
+        if name in seen:
+            raise RoomError(f"Instance {name!r} appears twice")
+        seen.add(name)
     receps = {r.name: r for r in room.receptacles}
     for r in room.receptacles:
         if r.kind not in catalogue.RECEPTACLES:

@@ -78,7 +78,9 @@ def world_view(engine_env: Any) -> dict[str, Any]:
         pddl = pddl._wrapped_env
     names = {k: info.name.strip() for k, info in pddl._entity_infos.items()}
     objects: dict[str, str | None] = {}
-    openable, opened, states = set(), set(), {}
+    openable: set[str] = set()
+    opened: set[str] = set()
+    states: dict[str, list[str]] = {}
     for fact in pddl._pddl_state.facts:
         args = [names.get(a.name, a.name) for a in fact.arguments]
         if fact.name == "inreceptacle":
