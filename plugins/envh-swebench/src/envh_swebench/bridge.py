@@ -67,7 +67,9 @@ class SWEBenchEnv(Bridge):
         self.limits = runtime.Limits(cpus=cpus, memory=memory, pids=pids, network=network)
         self.command_timeout, self.eval_timeout, self.output_limit = command_timeout, eval_timeout, output_limit
         self.reward_on_submit, self.snapshot, self.track_files = reward_on_submit, snapshot, track_files
-        self.command_prefix = command_prefix
+        self.command_prefix_config = command_prefix
+        self.command_prefix = command_prefix or ""
+        self._prefixes: dict[str, str] = {}  # image -> detected prefix
         self.box: runtime.Sandbox | None = None
         self.editor: Editor | None = None
         self.inst: Instance | None = None
@@ -109,10 +111,12 @@ class SWEBenchEnv(Bridge):
         self.box = runtime.Sandbox.start(client, restore["image"] if restore else inst.image,
                                          workdir=inst.workdir, limits=self.limits, instance_id=inst.instance_id)
         runtime.track(self.box)
-        if self.command_prefix is None:  # SWE-bench images keep the repo's env in conda
-            probe = self.box.run("test -f /opt/miniconda3/bin/activate", timeout=30, limit=100)
-            self.command_prefix = ("source /opt/miniconda3/bin/activate testbed >/dev/null 2>&1; "
-                                   if probe["exit_code"] == 0 else "")
+        if self.command_prefix_config is None:  # SWE-bench images keep the repo's env in conda
+            if inst.image not in self._prefixes:
+                probe = self.box.run("test -f /opt/miniconda3/bin/activate", timeout=30, limit=100)
+                self._prefixes[inst.image] = ("source /opt/miniconda3/bin/activate testbed >/dev/null 2>&1; "
+                                              if probe["exit_code"] == 0 else "")
+            self.command_prefix = self._prefixes[inst.image]
         self.timings = {"start_to_first_observation": time.perf_counter() - t0}
         self.editor = Editor(self.box)
         self.state = EpisodeState(instance_id=inst.instance_id, repo=inst.repo,
@@ -193,7 +197,7 @@ class SWEBenchEnv(Bridge):
             f'diff --cached --binary {inst.base_commit}; code=$?; rm -f "$idx"; exit $code',
             timeout=120, limit=50_000_000)
         if res["exit_code"] != 0:
-            raise box._infra(f"capturing the diff failed: {res['output'][-500:]}")
+            raise box.infra_error(f"capturing the diff failed: {res['output'][-500:]}")
         return str(res["output"])
 
     def _submit(self, box: runtime.Sandbox, state: EpisodeState, inst: Instance) -> EnvResponse:

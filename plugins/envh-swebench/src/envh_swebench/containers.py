@@ -161,7 +161,7 @@ class Sandbox:
             if self.session is not None:
                 self.session.close()
                 self.session = None
-            raise self._infra(f"command failed to run: {exc!r}") from exc
+            raise self.infra_error(f"command failed to run: {exc!r}") from exc
 
     def _exec_fallback(self, req: dict[str, Any]) -> dict[str, Any]:
         """No Python in the image: one runtime exec per command, ``timeout`` kills it."""
@@ -192,7 +192,7 @@ class Sandbox:
         except docker.errors.NotFound as exc:
             raise FileNotFoundError(path) from exc
         except docker.errors.DockerException as exc:
-            raise self._infra(f"reading {path} failed: {exc}") from exc
+            raise self.infra_error(f"reading {path} failed: {exc}") from exc
         if stat.get("mode", 0) & (1 << 31):  # os.ModeDir in Go's FileMode
             raise IsADirectoryError(path)
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
@@ -215,9 +215,9 @@ class Sandbox:
         except docker.errors.NotFound as exc:
             raise FileNotFoundError(directory) from exc
         except docker.errors.DockerException as exc:
-            raise self._infra(f"writing {path} failed: {exc}") from exc
+            raise self.infra_error(f"writing {path} failed: {exc}") from exc
         if not ok:
-            raise self._infra(f"writing {path} failed")
+            raise self.infra_error(f"writing {path} failed")
 
     # -- lifecycle --------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
@@ -227,7 +227,7 @@ class Sandbox:
             return {"Status": "removed"}
         return dict(self.container.attrs.get("State", {}))
 
-    def _infra(self, what: str) -> errors.InfraError:
+    def infra_error(self, what: str) -> errors.InfraError:
         state = self.status()
         return errors.InfraError(
             f"Container {self.container.name} ({state.get('Status', '?')}, exit code "
@@ -239,7 +239,7 @@ class Sandbox:
             image = self.container.commit(repository=repository, tag=uuid.uuid4().hex[:12],
                                           conf={"Labels": {LABEL: "snapshot"}})
         except docker.errors.DockerException as exc:
-            raise self._infra(f"docker commit failed: {exc}") from exc
+            raise self.infra_error(f"docker commit failed: {exc}") from exc
         return str(image.id)
 
     def close(self) -> None:

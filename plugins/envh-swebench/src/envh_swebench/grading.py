@@ -84,7 +84,7 @@ def grade(client: Any, inst: Instance, patch: str | None, *, limits: Limits,
                 log.append(f"{constants.TESTS_TIMEOUT}\n\nTimeout error: {int(timeout)} seconds exceeded.")
             state = box.status()
             if state.get("OOMKilled") or state.get("Status") != "running":
-                raise box._infra("the evaluation container stopped while the tests ran")
+                raise box.infra_error("the evaluation container stopped while the tests ran")
     finally:
         box.close()
     with tempfile.TemporaryDirectory(prefix="envh-swebench-eval-") as tmp:
