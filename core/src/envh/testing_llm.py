@@ -204,6 +204,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, payload: Any, delay_s: float = 0.0) -> None:
         if delay_s and self.replay._stopping.wait(delay_s):
+            self.close_connection = True  # stopping: drop the connection, the client sees an error
             return
         data = json.dumps(payload).encode()
         try:
