@@ -70,3 +70,20 @@ def test_swebench_row_feeds_make_test_spec(instances_file):
     spec = make_test_spec(swebench_row(inst))
     assert spec.log_parser == "parse_log_pytest" and spec.eval_type == "pass_and_fail"
     assert ">>>>> Start Test Output" in spec.eval_script and "tests/test_stats.py" in spec.eval_script
+
+
+def test_given_eval_script_is_used(mathx_row, docker_client, instances_path):
+    from envh_swebench.instances import Instance
+
+    generated = Instance.from_row(mathx_row).eval_script()
+    inst = Instance.from_row({**mathx_row, "eval_script": generated.replace("-rA", "-rA -v")})
+    verdict = grade(docker_client, inst, mathx_row["patch"], limits=Limits(), timeout=120)
+    assert verdict.success
+
+
+def test_tests_that_time_out_do_not_resolve(mathx_row, docker_client, instances_path):
+    from envh_swebench.instances import Instance
+
+    inst = Instance.from_row({**mathx_row, "test_cmd": "sleep 30; python3 -m pytest -rA"})
+    verdict = grade(docker_client, inst, mathx_row["patch"], limits=Limits(), timeout=2)
+    assert not verdict.success and verdict.metrics["tests_timed_out"] is True
