@@ -73,3 +73,18 @@ def test_abstraction_keeps_enums_and_verbs_and_drops_ids() -> None:
     action = Action(tool="t", args={"mode": "b", "n": 3, "text": "Open drawer 4", "flag": True})
     assert abstract_action(action, tools) == 't(mode="b", text="open …", flag=True)'
     assert abstract_action(None, tools) == "<unparsable output>"
+
+
+def test_only_final_policy_attributable_episodes_are_read(toy_run: Path) -> None:
+    from envh import spec_id
+    from envh.rollout.runner import infra_failure
+    from envh.rollout.store import TrajectoryStore
+    from envh.rollout.trajectory import EpisodeRequest
+
+    spec = {"bridge": "toy24", "config": {}, "layers": []}
+    req = EpisodeRequest(key="crashed", spec=spec, spec_id=spec_id(spec), run_id="run", policy="scripted")
+    with TrajectoryStore(toy_run) as store:
+        store.append(infra_failure(req, "worker killed", final=False))
+        store.append(infra_failure(req, "worker killed again", final=True))
+    views = list(read_episodes(toy_run))
+    assert len(views) == 5 and not any(v.trajectory_id.endswith("crashed") for v in views)

@@ -51,7 +51,8 @@ class InductionCase:
 class Inducer(Protocol):
     """Writes memory items for one case. ``name`` goes into each item's provenance."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def induce(self, case: InductionCase) -> list[MemoryItem]:
         """Zero or more items; never raises for bad evidence (an empty list instead)."""
@@ -137,5 +138,5 @@ def make_inducer(spec: str = "rule", **options: Any) -> Inducer:
         from .llm import LLMInducer
 
         return LLMInducer(arg, **{k: v for k, v in options.items()
-                                  if k in ("base_url", "api_key_env", "max_retries", "temperature")})
+                                  if k in ("base_url", "api_key_env", "max_retries", "temperature", "json_mode")})
     raise SkillError(f"Unknown inducer {spec!r}. Choose one of: rule, llm:MODEL")

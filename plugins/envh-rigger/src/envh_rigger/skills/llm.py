@@ -100,6 +100,7 @@ class LLMInducer:
     api_key_env: str = "OPENAI_API_KEY"
     max_retries: int = 2
     temperature: float = 0.0
+    json_mode: bool = True  # response_format=json_object; turn off for endpoints without it
     stats: dict[str, int] = attrs.field(
         factory=lambda: {"calls": 0, "retries": 0, "gave_up": 0, "prompt_tokens": 0, "completion_tokens": 0})
     _client: Any = None
@@ -120,9 +121,9 @@ class LLMInducer:
         from openai import APIError
 
         try:
+            extra = {"response_format": {"type": "json_object"}} if self.json_mode else {}
             resp = self._get_client().chat.completions.create(
-                model=self.model, messages=messages, temperature=self.temperature,
-                response_format={"type": "json_object"})
+                model=self.model, messages=messages, temperature=self.temperature, **extra)
         except APIError as exc:  # the endpoint is down or refuses: no case can succeed
             raise SkillError(f"Inducer model {self.model!r} at {self.base_url or 'default endpoint'} "
                              f"failed: {exc!r}") from exc
