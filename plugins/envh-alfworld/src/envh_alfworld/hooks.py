@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from envh import BridgeInfo, hookimpl
+from envh import BridgeInfo, TemplateInfo, hookimpl
 
 if TYPE_CHECKING:
     import click
@@ -18,6 +18,23 @@ def envh_bridges() -> list[BridgeInfo]:
     return [BridgeInfo(
         name="alfworld", factory="envh_alfworld.bridge:AlfworldEnv",
         description="ALFWorld household text games on the TextWorld engine (tool: do(command))")]
+
+
+@hookimpl
+def envh_templates() -> list[TemplateInfo]:
+    d = "envh_alfworld.design"
+    return [
+        TemplateInfo(name="alfworld.hide-target", factory=f"{d}:HideTarget", bridge="alfworld",
+                     description="pressure: hide the goal object in a closed receptacle (stage)"),
+        TemplateInfo(name="alfworld.truncate-room", factory=f"{d}:TruncateRoom", bridge="alfworld",
+                     description="pressure: cut the room description to its first sentences (contract)"),
+        TemplateInfo(name="alfworld.block-teleport", factory=f"{d}:BlockTeleport", bridge="alfworld",
+                     description="pressure: no go-to unvisited receptacles out of order (contract)"),
+        TemplateInfo(name="alfworld.precomplete-subgoal", factory=f"{d}:PrecompleteSubgoal", bridge="alfworld",
+                     description="scaffold: take/clean/heat/cool/place for the agent (stage)"),
+        TemplateInfo(name="alfworld.reveal-target", factory=f"{d}:RevealTarget", bridge="alfworld",
+                     description="scaffold: say where the goal object lies (contract)"),
+    ]
 
 
 @hookimpl

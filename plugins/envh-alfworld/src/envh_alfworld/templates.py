@@ -4,8 +4,8 @@ Stage templates read the env state right after reset (``env.get_env_state()``; i
 ``world`` part is ground truth) and return ``{"kind": "stage", "actions": [...]}`` whose
 commands the engine accepts in order. Contract templates return
 ``{"kind": "contract", "code": ...}`` with sandbox-safe code. Put them in a spec's
-``layers`` (innermost first). Until a template hook exists in the designer plugin, these
-functions are the interface; ``TEMPLATES`` lists them with one-line descriptions.
+``layers`` (innermost first). ``envh_alfworld.design`` wraps them for the template designer
+(the ``envh_templates`` hook); ``TEMPLATES`` lists them with one-line descriptions.
 """
 
 from __future__ import annotations
@@ -164,10 +164,25 @@ def block_unvisited_goto() -> dict[str, Any]:
     return {"kind": "contract", "code": _BLOCK_GOTO}
 
 
+_REVEAL = '''def filter_observation(observation, state, memo):
+    where = state["world"]["objects"].get(TARGET)
+    hint = "you are carrying it" if where is None else "it is in/on the " + where
+    return observation.text + "\\n(Hint: " + TARGET + ": " + hint + ".)"
+'''
+
+
+def reveal_target(obj: str) -> dict[str, Any]:
+    """Contract (scaffold): end every observation with where ``obj`` lies (ground truth)."""
+    if not re.fullmatch(r"[a-z]+ \d+", obj):
+        raise ValueError(f"Not an ALFWorld object name: {obj!r}")
+    return {"kind": "contract", "code": _REVEAL.replace("TARGET", repr(obj))}
+
+
 TEMPLATES: dict[str, str] = {
     "hide_target_in_closed_receptacle": "stage: hide the goal object in a closed receptacle",
     "precomplete_subgoal": "stage: clean/heat/cool/take/place one target object for the agent",
     "truncate_room_description": "contract: cut the room description to its first N sentences",
     "truncate_observation": "contract: keep only the first N sentences of each game text",
     "block_unvisited_goto": "contract: no teleporting to unvisited receptacles out of order",
+    "reveal_target": "contract: append where the goal object lies to every observation",
 }
