@@ -38,8 +38,10 @@ def test_repeated_rejections_become_an_avoid_item(toy_run: Path) -> None:
     items = make_inducer("rule").induce(_cases(toy_run)["1,3,8"])  # type: ignore[arg-type]
     avoid = [it for it in items if it.title.startswith("Avoid")]
     assert len(avoid) == 1
-    assert "rejected 2 time(s)" in avoid[0].content
-    assert "positions must be two different integers" in avoid[0].content
+    assert avoid[0].title == "Avoid invalid combine(): positions must be two different integers in N..N; got i=N, j=N."
+    assert avoid[0].content.startswith('2 combine() call(s) were rejected in a failed episode, e.g. '
+                                       'combine(i=7, j=0, op="add")')
+    assert "positions must be two different integers in 0..2" in avoid[0].content
     assert avoid[0].provenance[0].method == "failure"
 
 

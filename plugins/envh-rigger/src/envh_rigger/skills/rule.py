@@ -3,25 +3,27 @@
 - Contrast (shortest success vs longest failure): action n-grams (n ≤ 3, in the
   schema-abstracted form of ``abstract_action``) that the success used and the failure
   never did become a "do this" item, with the winning plan spelled out.
-- Failures: an action rejected (invalid, blocked or an env error) two or more times
-  becomes an "avoid" item carrying the reason the env gave; an identical action repeated
-  three or more times becomes a "don't loop" item.
+- Failures: calls of one tool rejected (invalid, blocked or an env error) two or more
+  times for the same reason become an "avoid" item carrying that reason; an identical
+  action repeated three or more times becomes a "don't loop" item.
 - A single success: its plan, abstracted and concrete.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import attrs
 from envh import ToolSpec
 
 from .induce import InductionCase, abstract_action, goal_summary, render_action, tool_index
-from .records import EpisodeView, MemoryItem
+from .records import EpisodeView, MemoryItem, StepView
 
 MAX_NGRAM = 3
 MIN_REJECTIONS = 2
 MIN_REPEATS = 3
+_DIGITS = re.compile(r"\d+")
 
 
 def _ngrams(seq: list[str], n: int) -> list[tuple[str, ...]]:
@@ -91,19 +93,23 @@ class RuleInducer:
 
     def _pitfalls(self, lose: EpisodeView, tools: dict[str, ToolSpec], when: str) -> list[MemoryItem]:
         items: list[MemoryItem] = []
-        rejected: dict[str, list[str]] = {}
+        # Group rejections by tool and by the env's reason with numbers masked: the lesson
+        # is "calls like this fail because ...", whatever the numbers were this time.
+        rejected: dict[tuple[str, str], list[StepView]] = {}
         for step in lose.steps:
             if step.rejected:
-                rejected.setdefault(abstract_action(step.action, tools), []).append(step.rejected)
-        for shape, reasons in sorted(rejected.items(), key=lambda kv: -len(kv[1])):
-            if len(reasons) < MIN_REJECTIONS:
+                tool = step.action.tool if step.action is not None else "<unparsable output>"
+                rejected.setdefault((tool, _DIGITS.sub("N", _trim(step.rejected, 120))), []).append(step)
+        for (tool, reason), steps in sorted(rejected.items(), key=lambda kv: -len(kv[1])):
+            if len(steps) < MIN_REJECTIONS:
                 continue
-            reason, _ = Counter(reasons).most_common(1)[0]
+            name = f"{tool}()" if steps[0].action is not None else tool
             items.append(MemoryItem(
-                title=f"Avoid {shape}: it was rejected", when_to_use=when,
-                content=(f"{shape} was rejected {len(reasons)} time(s) in a failed episode; the "
-                         f"environment said: {_trim(reason)!r}. Read the tool's arguments and the "
-                         "current state before retrying it.")))
+                title=f"Avoid invalid {name}: {_trim(reason, 70)}", when_to_use=when,
+                content=(f"{len(steps)} {name} call(s) were rejected in a failed episode, e.g. "
+                         f"{render_action(steps[0].action)}; the environment said: "
+                         f"{_trim(steps[0].rejected or '')!r}. Check the tool's arguments against the "
+                         "current state before calling it.")))
         repeats = Counter(render_action(s.action) for s in lose.steps if s.action is not None)
         for call, count in repeats.most_common(2):
             if count >= MIN_REPEATS:
