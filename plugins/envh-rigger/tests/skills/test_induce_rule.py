@@ -41,7 +41,7 @@ def test_repeated_rejections_become_an_avoid_item(toy_run: Path) -> None:
     assert avoid[0].title == "Avoid invalid combine(): positions must be two different integers in N..N; got i=N, j=N."
     assert avoid[0].content.startswith('2 combine() call(s) were rejected in a failed episode, e.g. '
                                        'combine(i=7, j=0, op="add")')
-    assert "positions must be two different integers in 0..2" in avoid[0].content
+    assert "positions must be two different integers in 0..1" in avoid[0].content  # after one combine
     assert avoid[0].provenance[0].method == "failure"
 
 
