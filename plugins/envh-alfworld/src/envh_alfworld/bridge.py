@@ -66,6 +66,7 @@ class AlfworldEnv(Bridge):
         self.root = data.data_root(data_path)
         self.split, self.task_types = split, list(task_types) if task_types else None
         self.max_steps, self.max_repeats, self.show_admissible = max_steps, max_repeats, show_admissible
+        self._games: dict[str, list[data.GameInfo]] = {}
         self.engine = TextEngine()
         self.belief = BeliefTracker()
         self.task: TaskRef | None = None
@@ -77,10 +78,14 @@ class AlfworldEnv(Bridge):
         self._obs = Observation(text="", data={})
 
     # -- tasks ---------------------------------------------------------------------------
-    def list_games(self, split: str | None = None) -> list[data.GameInfo]:
-        """Playable games with their task types (``list_tasks`` without the types)."""
+    def list_games(self, split: str | None = None, *, refresh: bool = False) -> list[data.GameInfo]:
+        """Playable games with their task types (``list_tasks`` without the types). The
+        scan (which reads every game file, as alfworld does) is cached per split."""
         splits = [split] if split else list(data.SPLITS)
-        games = [g for s in splits for g in data.discover(self.root, s)]
+        for s in splits:
+            if refresh or s not in self._games:
+                self._games[s] = data.discover(self.root, s)
+        games = [g for s in splits for g in self._games[s]]
         if self.task_types:
             games = [g for g in games if g.task_type in self.task_types]
         return games
