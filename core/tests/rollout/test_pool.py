@@ -134,3 +134,13 @@ def test_workers_that_cannot_start_are_reported(registry, worker_env):
     with PoolExecutor(1, plugins=["no_such_module_anywhere"], entry_points=False, retries=0) as pool:
         with pytest.raises(envh.errors.InfraError, match="dying at start-up"):
             list(pool.run([req(registry, f"x{i}", "solver") for i in range(3)]))
+
+
+def test_stopping_early_leaves_no_stale_episode_behind(registry, worker_env):
+    with PoolExecutor(2, **worker_env) as pool:
+        first = pool.run([req(registry, "quick", "solver"), req(registry, "slow", "sleepy:5"),
+                          *(req(registry, f"q{i}", "solver") for i in range(3))])
+        next(first)
+        first.close()
+        out = list(pool.run([req(registry, f"n{i}", "solver") for i in range(4)]))
+    assert sorted(t.key for t in out) == ["n0", "n1", "n2", "n3"]

@@ -105,6 +105,13 @@ class PoolExecutor:
     # -- running -------------------------------------------------------------------------
     def run(self, requests: Iterable[EpisodeRequest]) -> Iterator[Trajectory]:
         queue = collections.deque(with_timeout(r, self.timeout_s) for r in requests)
+        try:
+            yield from self._loop(queue)
+        finally:  # the caller stopped early: episodes still playing must not leak into the next run
+            for worker in [w for w in self.pool if w.request is not None]:
+                self._retire(worker)
+
+    def _loop(self, queue: collections.deque[EpisodeRequest]) -> Iterator[Trajectory]:
         while queue or any(w.request is not None for w in self.pool):
             while queue and len(self.pool) < self.workers:
                 self._spawn()

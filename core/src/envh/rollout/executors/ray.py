@@ -100,7 +100,8 @@ class RayExecutor:
         return actor
 
     def _retire(self, actor: Any) -> None:
-        self.actors.remove(actor)
+        if actor in self.actors:
+            self.actors.remove(actor)
         try:
             self.ray.kill(actor, no_restart=True)
         except Exception:  # noqa: BLE001 - the actor may already be gone
@@ -113,6 +114,15 @@ class RayExecutor:
         ray = self.ray
         queue = collections.deque(with_timeout(r, self.timeout_s) for r in requests)
         inflight: dict[Any, tuple[Any, EpisodeRequest, float]] = {}
+        try:
+            yield from self._loop(queue, inflight)
+        finally:  # the caller stopped early: episodes still playing must not leak into the next run
+            for actor, _, _ in inflight.values():
+                self._retire(actor)
+
+    def _loop(self, queue: collections.deque[EpisodeRequest],
+              inflight: dict[Any, tuple[Any, EpisodeRequest, float]]) -> Iterator[Trajectory]:
+        ray = self.ray
         while queue or inflight:
             while queue and len(self.actors) < self.workers:
                 self._spawn()
