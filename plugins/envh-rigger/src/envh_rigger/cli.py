@@ -16,18 +16,23 @@ DEFAULT_POLICY = "local:smollm2"
 @click.command("rig")
 @click.argument("spec", default="toy24")
 @click.option("--tasks", default=None,
-              help="Comma-separated task ids (SPLIT/ID or ID), or 'split:NAME[:N]'. "
-                   "Default: the spec's default tasks.")
+              help="';'-separated task ids (SPLIT/ID or ID), or 'split:NAME[:N]'. "
+                   "Default for toy24: split:medium:3.")
 @click.option("--policy", default=DEFAULT_POLICY, show_default=True, help="Policy NAME[:ARG].")
+@click.option("--policy-option", "policy_options", multiple=True,
+              help="KEY=VALUE (JSON value) for the policy; repeatable. A local model samples at "
+                   "temperature 0.8 unless told otherwise (a band needs varied rollouts).")
+@click.option("--designer-option", "designer_options", multiple=True,
+              help="KEY=VALUE (JSON value) for the designer, e.g. base_url=... for llm.")
 @click.option("--designer", default="template", show_default=True, help="template | llm:MODEL")
 @click.option("--target", default="sr:0.4-0.6", show_default=True,
               help="sr:LO-HI | steps:LO-HI | beats-baseline:D | weakness:\"...\"")
 @click.option("-k", "k", default=5, show_default=True, help="Rollouts per observation batch.")
-@click.option("--k-max", default=15, show_default=True, help="Most rollouts one validation may use.")
+@click.option("--k-max", default=10, show_default=True, help="Most rollouts one validation may use.")
 @click.option("--rounds", default=5, show_default=True, help="Design rounds per task.")
 @click.option("--out", "out", default="runs/rig", show_default=True, help="Output directory.")
 @click.option("--resume", is_flag=True, help="Continue the run in --out without redoing work.")
-@click.option("--coevolve", is_flag=True, help="Stack accepted candidates and keep designing on top.")
+@click.option("--coevolve", is_flag=True, help="Stack accepted candidates, re-observe, design on top if out of target.")
 @click.option("--base-pool", default=None, help="Start each task from its accepted spec in this pool.")
 @click.option("--max-rollouts", type=int, default=None, help="Budget: total rollouts.")
 @click.option("--max-tokens", type=int, default=None, help="Budget: total LLM tokens.")
@@ -35,7 +40,8 @@ DEFAULT_POLICY = "local:smollm2"
 @click.option("--max-seconds", type=float, default=None, help="Budget: wall-clock seconds.")
 @click.option("--prices", default=None, help="JSON price table {model: [in_per_1M, out_per_1M]}.")
 @click.option("--seed", default=0, show_default=True)
-def rig_cmd(spec: str, tasks: str | None, policy: str, designer: str, target: str, k: int,
+def rig_cmd(spec: str, tasks: str | None, policy: str, policy_options: tuple[str, ...],
+            designer_options: tuple[str, ...], designer: str, target: str, k: int,
             k_max: int, rounds: int, out: str, resume: bool, coevolve: bool, base_pool: str | None,
             max_rollouts: int | None, max_tokens: int | None, max_dollars: float | None,
             max_seconds: float | None, prices: str | None, seed: int) -> None:
@@ -43,13 +49,30 @@ def rig_cmd(spec: str, tasks: str | None, policy: str, designer: str, target: st
     from .budget import Budget
     from .run import RigConfig, rig
 
+    popts = _options(policy_options)
+    if policy.split(":")[0] == "local":
+        popts.setdefault("temperature", 0.8)
     config = RigConfig(
-        spec=spec, tasks=tasks, policy=policy, designer=designer, target=target, k=k, k_max=k_max,
+        spec=spec, tasks=tasks, policy=policy, policy_options=popts,
+        designer_options=_options(designer_options), designer=designer, target=target, k=k, k_max=k_max,
         rounds=rounds, out=out, resume=resume, coevolve=coevolve, base_pool=base_pool, seed=seed,
         budget=Budget(max_rollouts=max_rollouts, max_tokens=max_tokens, max_dollars=max_dollars,
                       max_seconds=max_seconds, prices=json.loads(prices) if prices else None))
     summary = rig(config, echo=click.echo)
     click.echo(f"report: {summary['report']}")
+
+
+def _options(pairs: tuple[str, ...]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE")
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
 
 
 @click.command("pool")

@@ -19,6 +19,33 @@ from envh.rollout.trajectory import EpisodeRequest, Trajectory, trajectory_from_
 from envh.rollout.warm import Warm, package_versions
 
 RUN_ID = "rig"
+EPISODE_SEED = "episode_seed"
+
+
+class EpisodeSeededWarm(Warm):
+    """Warm policies whose sampling seed follows the episode's seed.
+
+    A policy with an integer ``seed`` attribute (local, random) derives its sampling from
+    it at ``start``; the loop needs K *different* rollouts of one task, so the request's
+    ``episode_seed`` option is added to the policy's own seed instead of building (and
+    loading a model for) one policy per seed.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._base_seed: dict[int, int] = {}
+
+    def policy(self, spec: str, options: dict[str, Any]) -> Any:
+        rest = {k: v for k, v in options.items() if k != EPISODE_SEED}
+        policy = super().policy(spec, rest)
+        if isinstance(getattr(policy, "seed", None), int) and EPISODE_SEED in options:
+            base = self._base_seed.setdefault(id(policy), policy.seed)
+            policy.seed = base + int(options[EPISODE_SEED])
+        return policy
+
+    def drop_policy(self, spec: str, options: dict[str, Any]) -> None:
+        self._base_seed.clear()
+        super().drop_policy(spec, {k: v for k, v in options.items() if k != EPISODE_SEED})
 
 
 class Rollouts:
@@ -32,7 +59,7 @@ class Rollouts:
         self.registry = registry
         self.policy, self.policy_options = policy, dict(policy_options or {})
         self.max_steps, self.timeout_s = max_steps, timeout_s
-        self.warm = Warm(registry)
+        self.warm = EpisodeSeededWarm(registry)
         self.on_episode = on_episode
         if RUN_ID not in self.store.runs():
             self.store.create_run(RUN_ID, build_manifest(
@@ -62,7 +89,7 @@ class Rollouts:
             if traj is None:
                 request = EpisodeRequest(
                     key=key, spec=spec, spec_id=sid, task=task, seed=seed, policy=self.policy,
-                    policy_options=self.policy_options, run_id=RUN_ID, max_steps=self.max_steps,
+                    policy_options={**self.policy_options, EPISODE_SEED: seed}, run_id=RUN_ID, max_steps=self.max_steps,
                     timeout_s=self.timeout_s)
                 traj = run_episode(request, self.warm)
                 self.store.append(traj)
