@@ -31,7 +31,7 @@ class LocalPolicy(ChatPolicy):
     :param seed: base seed of the sampling.
     :param threads: torch CPU threads (default: torch's choice).
     Other keywords go to ``ChatPolicy``; here ``action_format`` defaults to ``text``,
-    ``think`` to False, ``compact`` and ``lenient`` to True and ``max_turns`` to 4.
+    ``think`` to False, ``compact`` and ``lenient`` to True and ``max_turns`` to 2.
     """
 
     kind = "local"
@@ -41,7 +41,7 @@ class LocalPolicy(ChatPolicy):
                  dtype: str | None = None, max_new_tokens: int = 48, temperature: float = 0.0, top_p: float = 1.0,
                  seed: int = 0, threads: int | None = None, **chat: Any) -> None:
         for key, value in {"action_format": "text", "think": False, "compact": True, "lenient": True,
-                           "max_turns": 4}.items():
+                           "max_turns": 2}.items():
             chat.setdefault(key, value)
         super().__init__(**chat)
         import torch  # lazily: importing envh must stay cheap
