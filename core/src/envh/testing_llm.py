@@ -169,7 +169,7 @@ class LLMReplayServer:
 
     def _completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
-        calls = [{"id": c.get("id") or f"call_{self._served}_{n}", "type": "function",
+        calls: list[dict[str, Any]] = [{"id": c.get("id") or f"call_{self._served}_{n}", "type": "function",
                   "function": {"name": c["name"], "arguments": c["arguments"] if isinstance(c["arguments"], str)
                                else json.dumps(c["arguments"])}}
                  for n, c in enumerate(reply.tool_calls)]

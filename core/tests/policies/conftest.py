@@ -6,7 +6,6 @@ from typing import Any
 
 import attrs
 import pytest
-
 from envh import Action, EnvResponse, Observation, ResetResult, TaskRef, ToolSpec
 from envh.bridge import Bridge
 from envh.bridges.toy24 import Toy24Env

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from envh import Action
 from envh.bridges.toy24 import TOOLS
 from envh.rollout.policies.calls import ParseError, find_call, normalise_command, parse_call

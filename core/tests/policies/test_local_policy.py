@@ -13,7 +13,6 @@ import importlib.util
 import os
 
 import pytest
-
 from envh import TaskRef
 from envh.rollout.warm import resolve_policy
 from envh.validation import compile_tools

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
-
 import envh
+import pytest
 from envh import TaskRef
 from envh.errors import PolicyError
 from envh.rollout.policies.openai import OpenAIPolicy

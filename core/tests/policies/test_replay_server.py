@@ -8,7 +8,6 @@ import time
 
 import openai
 import pytest
-
 from envh.testing_llm import LLMReplayServer, error_reply, load_replies, slow, text_reply, tool_reply
 
 MESSAGES = [{"role": "user", "content": "hello"}]

@@ -6,9 +6,8 @@ import io
 import json
 import random
 
-import pytest
-
 import envh
+import pytest
 from envh import Action, TaskRef, ToolSpec
 from envh.errors import PolicyError
 from envh.rollout.policies.human import HumanPolicy, parse_line

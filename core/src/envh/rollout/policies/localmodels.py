@@ -117,7 +117,7 @@ def load(name: str, device: str, dtype: str) -> tuple[Any, Any]:
             folder = model_dir(name)
             tokenizer = AutoTokenizer.from_pretrained(str(folder))
             model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=getattr(torch, dtype))
-            model.to(device).eval()
+            model.to(device).eval()  # type: ignore[arg-type]
             _loaded[key] = (model, tokenizer)
         return _loaded[key]
 

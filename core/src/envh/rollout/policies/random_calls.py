@@ -49,7 +49,7 @@ def sample(schema: dict[str, Any], rng: random.Random, *, int_range: tuple[int, 
     if kind == "array":
         lo = schema.get("minItems", 0)
         n = rng.randint(lo, max(lo, min(schema.get("maxItems", lo + 3), lo + 3)))
-        items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+        items: dict[str, Any] = schema["items"] if isinstance(schema.get("items"), dict) else {}
         return [sample(items, rng, int_range=int_range, depth=depth + 1) for _ in range(n)]
     if kind == "object":
         props = schema.get("properties") or {}
@@ -64,7 +64,7 @@ def sample(schema: dict[str, Any], rng: random.Random, *, int_range: tuple[int, 
 def break_schema(tools: list[ToolSpec], rng: random.Random) -> Action:
     """A call that violates the schema: an unknown tool, a wrong type, an unknown argument."""
     tool = rng.choice(tools)
-    props = list(((tool.parameters or {}).get("properties") or {}))
+    props = list((tool.parameters or {}).get("properties") or {})
     choice = rng.randrange(3)
     if choice == 0 or not props:
         return Action(tool=tool.name + "_" + "".join(rng.choices(string.ascii_lowercase, k=4)))
