@@ -186,3 +186,33 @@ def test_keyed_replies_and_the_registry(llm_replay_server, toy24):
     body = json.dumps(llm_replay_server.chat_requests[-1])
     assert "[0] 2, [1] 3, [2] 4" in body
     policy.close()
+
+
+def _request(policy_options, **kw):
+    from envh.rollout.trajectory import EpisodeRequest
+
+    spec = {"bridge": "toy24", "layers": []}
+    return EpisodeRequest(key="k#0", spec=envh.spec_to_data(envh.parse_spec(spec)), spec_id=envh.spec_id(spec),
+                          task=EASY, seed=0, policy="openai:replay-model", policy_options=policy_options, **kw)
+
+
+def test_through_the_episode_runner(llm_replay_server):
+    from envh.rollout.runner import run_episode
+    from envh.rollout.trajectory import trajectory_from_json, trajectory_to_json
+
+    llm_replay_server.add(error_reply(500), text_reply("no idea"), *SOLUTION[3:])
+    t = run_episode(_request({"base_url": llm_replay_server.base_url, "backoff_s": 0.01}))
+    assert t.success and t.error_class is None and t.invalid_steps == 1
+    assert t.policy_id.startswith("openai:replay-model")
+    assert t.usage["total_tokens"] > 0 and t.steps[1].raw["response"]["choices"][0]["message"]["tool_calls"]
+    assert trajectory_from_json(trajectory_to_json(t)) == t
+
+
+def test_an_endpoint_that_keeps_timing_out_fails_only_its_episode(llm_replay_server):
+    from envh.rollout.runner import run_episode
+
+    llm_replay_server.add(*[slow(tool_reply("stop"), 5.0)] * 2, *SOLUTION[3:])
+    options = {"base_url": llm_replay_server.base_url, "timeout": 0.2, "retries": 1, "backoff_s": 0.01}
+    failed = run_episode(_request(options))
+    assert failed.error_class == "policy_error" and "APITimeoutError" in failed.error
+    assert run_episode(_request(options)).success  # the next episode is unaffected
