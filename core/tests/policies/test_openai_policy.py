@@ -216,3 +216,13 @@ def test_an_endpoint_that_keeps_timing_out_fails_only_its_episode(llm_replay_ser
     failed = run_episode(_request(options))
     assert failed.error_class == "policy_error" and "APITimeoutError" in failed.error
     assert run_episode(_request(options)).success  # the next episode is unaffected
+
+
+def test_tool_call_tags_in_text_are_parsed(llm_replay_server, toy24, play):
+    # servers without a tool-call parser hand the model's <tool_call> JSON back as text
+    llm_replay_server.add(text_reply('<tool_call>{"name": "combine", "arguments": {"i": 0, "j": 1, "op": "mul"}}'
+                                     "</tool_call>"),
+                          text_reply('<tool_call>{"name": "combine", "arguments": {"i": 0, "j": 1, "op": "mul"}}'
+                                     "</tool_call>"),
+                          tool_reply("stop"))
+    assert play(toy24, make(llm_replay_server), EASY).success

@@ -29,7 +29,8 @@ class LocalPolicy(ChatPolicy):
     :param temperature: 0 is greedy; above 0 samples with a per-step seed.
     :param top_p: nucleus sampling (when sampling).
     :param seed: base seed of the sampling.
-    :param threads: torch CPU threads (default: torch's choice).
+    :param threads: torch CPU threads (default: torch's choice, one per core; in a process
+        pool pass ``threads=1``, or every worker starts a thread per core).
     Other keywords go to ``ChatPolicy``; here ``action_format`` defaults to ``text``,
     ``think`` to False, ``compact`` and ``lenient`` to True and ``max_turns`` to 2.
     """

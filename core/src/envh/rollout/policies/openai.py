@@ -51,7 +51,9 @@ class OpenAIPolicy(ChatPolicy):
             if base_url is None:
                 raise errors.PolicyError(
                     f"The openai policy reads its API key from ${api_key_env}, which is not set. "
-                    "Export it, pass api_key_env=NAME, or give a base_url for a keyless local server.")
+                    "Export it, pass api_key_env=NAME, or give a base_url for a keyless local server. "
+                    "Worker processes drop *_API_KEY variables unless the executor gets "
+                    f"pass_env=[{api_key_env!r}].")
             key = "EMPTY"
         self.base_url, self.temperature, self.max_tokens, self.seed = base_url, temperature, max_tokens, seed
         self.timeout, self.retries, self.backoff_s, self.max_backoff_s = timeout, retries, backoff_s, max_backoff_s
