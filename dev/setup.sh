@@ -8,6 +8,16 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off
 
+# Build tools first: some plugin dependencies ship as sdists (ALFWorld's planner, jericho).
+missing=()
+for tool in gcc g++ cmake make; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "envh setup: apt-get install ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    gcc g++ cmake make libc6-dev python3-venv >/dev/null
+fi
+
 if [ ! -x .venv/bin/python ]; then
   echo "envh setup: creating .venv"
   python3 -m venv .venv

@@ -141,3 +141,12 @@ def test_a_replay_longer_than_an_inner_budget_is_not_truncated() -> None:
     env = Stage(Budget(Toy24Env(), max_steps=2, max_repeats=2), [Action(tool="reset")] * 3)
     env.reset(task=TASKS[0])
     assert not env.step(ADD).truncated
+
+
+def test_a_stage_can_show_the_reset_observation() -> None:
+    spec = {"bridge": "toy24", "layers": [{"kind": "stage", "observation": "reset", "actions": [
+        {"tool": "combine", "args": {"i": 0, "j": 1, "op": "mul"}}]}]}
+    with envh.make(spec) as env:
+        first = env.reset(task=TASKS[0])
+        assert "[0] 2, [1] 3, [2] 4" in first.observation.text
+        assert env.get_env_state()["numbers"] == ["4", "6"]

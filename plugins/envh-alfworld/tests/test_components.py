@@ -183,3 +183,14 @@ def test_stage_with_a_bad_command_is_a_replay_error(games_root, built):
     bad = {"kind": "stage", "actions": [{"tool": "do", "args": {"command": "take unicorn 1 from desk 1"}}]}
     with envh.make(spec(games_root, bad)) as env, pytest.raises(errors.ReplayError):
         env.reset(task=built["pick_and_place_simple"].task)
+
+
+def test_a_replay_longer_than_the_bridge_budget_is_not_truncated(games_root, built):
+    """Budgets pause between notify_replay_start and notify_replay_complete, so a stage
+    may replay more steps than the policy will be allowed."""
+    game = built["pick_and_place_simple"]
+    stage = {"kind": "stage", "actions": [{"tool": "do", "args": {"command": "look"}}] * 4}
+    with envh.make(spec(games_root, stage, max_repeats=3, max_steps=3)) as env:
+        env.reset(task=game.task, seed=0)
+        assert (env.get_env_state()["steps"], env.get_env_state()["repeats"]) == (0, 0)
+        assert [env.step(do("inventory")).truncated for _ in range(3)] == [False, False, True]

@@ -15,10 +15,13 @@ from ..types import Action, ResetResult
 
 @attrs.frozen(kw_only=True)
 class StageSpec(LayerSpec):
-    """Replay ``actions`` through the inner env after every reset."""
+    """Replay ``actions`` through the inner env after every reset. ``observation``: what
+    the policy sees first — the answer to the last replayed action (``last``), or the
+    reset observation (``reset``: e.g. keep ALFWorld's room description)."""
 
     kind: Literal["stage"] = "stage"
     actions: tuple[Action, ...] = ()
+    observation: Literal["last", "reset"] = "last"
 
 
 class Stage(EnvHarness):
@@ -28,9 +31,10 @@ class Stage(EnvHarness):
     kind = "stage"
 
     def __init__(self, inner: ActionableEnv, actions: tuple[Action, ...] | list[Action], *,
-                 layer_id: str | None = None) -> None:
+                 observation: str = "last", layer_id: str | None = None) -> None:
         super().__init__(inner, layer_id=layer_id)
         self.actions = tuple(actions)
+        self.show = observation
 
     def on_reset(self, result: ResetResult) -> ResetResult:
         obs = result.observation
@@ -46,10 +50,12 @@ class Stage(EnvHarness):
                                          "the episode ended during the replay")
             obs = resp.observation
         self.inner.notify_replay_complete()
+        if self.show == "reset":
+            obs = result.observation
         info: dict[str, Any] = dict(result.info)
         info["stage"] = [*result.info.get("stage", ()), {"layer": self.layer_id, "replayed": len(self.actions)}]
         return ResetResult(observation=obs, info=info)
 
 
 def build(spec: StageSpec, inner: ActionableEnv, ctx: BuildContext) -> Stage:
-    return Stage(inner, spec.actions, layer_id=spec.id or f"{ctx.index}:stage")
+    return Stage(inner, spec.actions, observation=spec.observation, layer_id=spec.id or f"{ctx.index}:stage")

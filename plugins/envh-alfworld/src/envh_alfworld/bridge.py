@@ -53,6 +53,7 @@ class AlfworldEnv(Bridge):
     :param show_admissible: append the admissible commands to the observation text.
     """
 
+    _replaying = False  # between notify_replay_start and _complete: budgets are paused
     name = "alfworld"
 
     def __init__(self, data_path: str | None = None, split: str = "train",
@@ -110,7 +111,7 @@ class AlfworldEnv(Bridge):
         self.task_type = _task_type(game_file)
         self.belief.reset(intro)
         self.steps = self.repeats = 0
-        self.last_command, self.truncated = None, False
+        self.last_command, self.truncated, self._replaying = None, False, False
         self._obs = self._observation(intro, with_goal=False)
         return ResetResult(observation=self._obs, info={"task": str(task), "task_type": self.task_type,
                                                           "game_file": game_file})
@@ -139,7 +140,7 @@ class AlfworldEnv(Bridge):
         self._obs = self._observation(feedback)
         self.repeats = self.repeats + 1 if self._obs.text == previous else 0
         won = self.engine.won
-        if not won:
+        if not won and not self._replaying:
             if self.max_steps is not None and self.steps >= self.max_steps:
                 self.truncated, info["truncated_by"] = True, f"step budget of {self.max_steps} used"
             elif self.max_repeats is not None and self.repeats + 1 >= self.max_repeats:
@@ -156,10 +157,14 @@ class AlfworldEnv(Bridge):
                                             "admissible_commands": list(self.engine.admissible),
                                             "feedback": feedback})
 
+    def notify_replay_start(self) -> None:
+        self._replaying = True
+
     def notify_replay_complete(self) -> None:
         super().notify_replay_complete()
         self.steps = self.repeats = 0
         self.truncated = False
+        self._replaying = False
 
     def observe(self) -> Observation:
         return attrs.evolve(self._obs, data=dict(self._obs.data))
