@@ -110,15 +110,20 @@ class LLMReplayServer:
         with self._lock:
             return [r["body"] for r in self.requests if r["path"].endswith("/chat/completions")]
 
-    def _choose(self, body: dict[str, Any]) -> Reply | None:
+    def _choose(self, body: dict[str, Any]) -> tuple[Reply | None, int]:
+        """The reply for ``body`` and its serial number (1-based) among the replies served."""
         key = self.key(body)
         with self._lock:
             hit = self._keyed.get(key)
             if hit is None:
                 hit = next((v for k, v in self._keyed.items() if k and k in key), None)
             if hit is not None:
-                return hit.pop(0) if len(hit) > 1 else hit[0]
-            return self._queue.pop(0) if self._queue else None
+                reply: Reply | None = hit.pop(0) if len(hit) > 1 else hit[0]
+            else:
+                reply = self._queue.pop(0) if self._queue else None
+            if reply is not None:
+                self._served += 1
+            return reply, self._served
 
     # -- lifecycle ---------------------------------------------------------------------
     @property
@@ -154,22 +159,21 @@ class LLMReplayServer:
 
     # -- answers -----------------------------------------------------------------------
     def _chat(self, body: dict[str, Any]) -> tuple[int, Any, float]:
-        reply = self._choose(body)
+        reply, serial = self._choose(body)
         if reply is None:
             return 400, {"error": {"type": "invalid_request_error", "message": (
-                f"LLMReplayServer has no recorded reply left for chat request #{self._served + 1} "
+                f"LLMReplayServer has no recorded reply left for chat request #{serial + 1} "
                 f"(last message: {last_message_text(body)[:200]!r}); add more with server.add(...)")}}, 0.0
-        self._served += 1
         if reply.status != 200:
             message = reply.error or f"replayed HTTP {reply.status}"
             return reply.status, reply.body or {"error": {"type": "server_error", "message": message}}, reply.delay_s
         if reply.body is not None:
             return 200, reply.body, reply.delay_s
-        return 200, self._completion(body, reply), reply.delay_s
+        return 200, self._completion(body, reply, serial), reply.delay_s
 
-    def _completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    def _completion(self, body: dict[str, Any], reply: Reply, serial: int) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
-        calls: list[dict[str, Any]] = [{"id": c.get("id") or f"call_{self._served}_{n}", "type": "function",
+        calls: list[dict[str, Any]] = [{"id": c.get("id") or f"call_{serial}_{n}", "type": "function",
                   "function": {"name": c["name"], "arguments": c["arguments"] if isinstance(c["arguments"], str)
                                else json.dumps(c["arguments"])}}
                  for n, c in enumerate(reply.tool_calls)]
@@ -179,7 +183,7 @@ class LLMReplayServer:
         completion = len((reply.content or "").split()) + sum(len(c["function"]["arguments"]) // 4 for c in calls)
         usage = reply.usage or {"prompt_tokens": prompt, "completion_tokens": completion,
                                 "total_tokens": prompt + completion}
-        return {"id": f"chatcmpl-replay-{self._served}", "object": "chat.completion", "created": int(time.time()),
+        return {"id": f"chatcmpl-replay-{serial}", "object": "chat.completion", "created": int(time.time()),
                 "model": body.get("model") or self.model,
                 "choices": [{"index": 0, "message": message, "logprobs": None,
                              "finish_reason": reply.finish_reason or ("tool_calls" if calls else "stop")}],
@@ -217,7 +221,9 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up (a timeout test); nothing to answer
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
-        self.replay.requests.append({"path": self.path, "body": None, "time": time.time()})
+        with self.replay._lock:
+            self.replay.requests.append({"path": self.path, "body": None, "time": time.time(),
+                                         "headers": {k.lower(): v for k, v in self.headers.items()}})
         if self.path.rstrip("/").endswith("/models"):
             self._send(200, {"object": "list", "data": [
                 {"id": self.replay.model, "object": "model", "created": 0, "owned_by": "envh"}]})
