@@ -53,6 +53,7 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
 
     kind: ClassVar[str] = "harness"
     _overrides: ClassVar[frozenset[str]] = frozenset()
+    _passive: ClassVar[bool] = True  # no step hooks: the layer acts only at reset
 
     def __init_subclass__(cls, _composes_verdicts: object = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -65,6 +66,7 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
             type.__setattr__(cls, "evaluate", _Sealed(cls.__dict__["evaluate"]))
         cls._overrides = frozenset(
             h for h in _HOOKS if getattr(cls, h) is not getattr(EnvHarness, h))
+        cls._passive = not cls._overrides & _STEP_HOOKS
 
     def __init__(self, inner: ActionableEnv, *, layer_id: str | None = None) -> None:
         self.inner = inner
@@ -134,8 +136,7 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
         The response's ``info`` dict belongs to the caller: layers append their effect to
         ``info["envh"]`` in place rather than copying it at every level of the stack.
         """
-        over = self._overrides if type(action) is Action else self._overrides & {"filter_observation"}
-        if not over & _STEP_HOOKS:  # a layer that acts only at reset (stage): just record it
+        if self._passive:  # a layer that acts only at reset (stage): just record it
             resp = self.inner.step(action)
             info = resp.info
             effects = info.get("envh")
@@ -146,6 +147,7 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
             if "error" not in info:
                 self._last_obs = resp.observation
             return resp
+        over = self._overrides if type(action) is Action else self._overrides & {"filter_observation"}
         a_eff: str = "passed"
         t_eff = o_eff = False
         state = LazyState(self.inner)  # one view per step, emptied after the inner step

@@ -254,17 +254,28 @@ class Sandbox:
             _check_top_level(tree, set(allowed_functions))
         tree = ast.fix_missing_locations(_Instrument().visit(tree))
         code = compile(tree, FILENAME, "exec")
-        deadline, monotonic = self._deadline, time.monotonic
+        deadline, monotonic, limit = self._deadline, time.monotonic, time_limit
+
+        def over_limit(n: int) -> bool:
+            # every 256 points: the operation count, then the wall clock, whose deadline is
+            # set on the first check so calls without loops never read the clock at all
+            if n < 0:
+                return True
+            now = monotonic()
+            if deadline[0] == 0.0:
+                deadline[0] = now + limit
+                return False
+            return now > deadline[0]
 
         def tick() -> None:
             n = fuel[0] = fuel[0] - 1
-            if not n & 255 and (n < 0 or monotonic() > deadline[0]):
+            if not n & 255 and over_limit(n):
                 raise _Timeout(n < 0)
 
         def guarded(it: Any) -> Iterator[Any]:
             for item in it:
                 n = fuel[0] = fuel[0] - 1
-                if not n & 255 and (n < 0 or monotonic() > deadline[0]):
+                if not n & 255 and over_limit(n):
                     raise _Timeout(n < 0)
                 yield item
 
@@ -273,11 +284,9 @@ class Sandbox:
         self.namespace: dict[str, Any] = {
             "__builtins__": safe, "__name__": "contract", _TICK: tick, _ITER: guarded,
             _MUL: _mul, _POW: _pow, _LSHIFT: _lshift, **(names or {})}
-        limit = time_limit
-
         def call(fn: Callable[..., Any], hook: str, *args: Any) -> Any:
             fuel[0] = max_ops
-            deadline[0] = monotonic() + limit
+            deadline[0] = 0.0
             try:
                 out = fn(*args)
             except BaseException as exc:  # noqa: BLE001 - translated into a typed error

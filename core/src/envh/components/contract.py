@@ -26,6 +26,7 @@ from ..harness import EnvHarness
 from ..plugins.records import resolve
 from ..sandbox import Sandbox
 from ..spec import BuildContext, LayerSpec
+from ..stateview import LazyState
 from ..types import Action, Block, EnvResponse, Observation, ResetResult
 
 HOOKS = ("filter_action", "modify_transition", "filter_observation")
@@ -64,6 +65,77 @@ class CodeContract(EnvHarness):
                 "the code defines none of filter_action, modify_transition, filter_observation")
         self._overrides = frozenset({"on_reset", *(h for h, f in self.fns.items() if f)})  # type: ignore[misc]
         self.memo: dict[str, Any] = {}
+        # a hook that never reads its state parameter is handed None: no state is fetched
+        self._needs_state = any(f is not None and _reads_param(f, 2 if h == "modify_transition" else 1)
+                                for h, f in self.fns.items())
+
+    def step(self, action: Action) -> EnvResponse:
+        """The generic harness step with the three sandboxed hooks inlined: this layer sits
+        on hot paths and its cost is measured (bench/step_overhead.py)."""
+        if type(action) is not Action:
+            return super().step(action)
+        call, memo, fns = self.sandbox.call_function, self.memo, self.fns
+        state = LazyState(self.inner) if self._needs_state else None
+        a_eff, sent, t_eff, o_eff = "passed", action, False, False
+        fa = fns["filter_action"]
+        if fa is not None:
+            out = call(fa, "filter_action", action, state, memo)
+            if out is not None and out is not action:
+                if type(out) is Block:
+                    a_eff = "blocked"
+                elif type(out) is Action:
+                    if out != action:
+                        a_eff, sent = "rewritten", out
+                else:
+                    raise errors.ContractCodeError(
+                        f"must return Action, Block or None; got {type(out).__name__}", hook="filter_action")
+        if a_eff == "blocked":
+            resp = EnvResponse(observation=Observation(text=f"Action blocked: {out.reason}"),
+                               info={"error": {"type": "blocked", "message": out.reason}})
+            received = None
+        else:
+            resp = self.inner.step(sent)
+            received = resp.observation
+            if state is not None:
+                state._data = None
+            if fns["modify_transition"] is not None:
+                new = self.modify_transition(sent, resp, state)  # type: ignore[arg-type]
+                if new is not resp:
+                    t_eff, resp = new != resp, new
+        obs = resp.observation
+        fo = fns["filter_observation"]
+        if fo is not None:
+            new_obs = call(fo, "filter_observation", obs, state, memo)
+            if new_obs is not None and new_obs is not obs:
+                if type(new_obs) is str:
+                    o_eff = new_obs != obs.text
+                    new_obs = Observation(text=new_obs, data=obs.data)
+                elif isinstance(new_obs, Observation):
+                    o_eff = new_obs != obs
+                else:
+                    raise errors.ContractCodeError(
+                        f"must return Observation, str or None; got {type(new_obs).__name__}",
+                        hook="filter_observation")
+                obs = new_obs
+        info = resp.info
+        effects = info.get("envh")
+        if effects is None:
+            effects = info["envh"] = []
+        effect = {"layer": self.layer_id, "kind": self.kind, "action": a_eff,
+                  "transition": t_eff, "observation": o_eff}
+        if a_eff == "blocked":
+            effect["reason"] = out.reason
+        elif a_eff == "rewritten":
+            effect["sent"] = {"tool": sent.tool, "args": dict(sent.args)}
+        if received is not None and o_eff and (not t_eff or obs != received):
+            effect["observation_before"] = {"text": received.text, "data": received.data}
+        effects.append(effect)
+        if "error" not in info:
+            self._last_obs = obs
+        if obs is not resp.observation:
+            resp = EnvResponse(observation=obs, reward=resp.reward, terminated=resp.terminated,
+                               truncated=resp.truncated, info=info)
+        return resp
 
     def on_reset(self, result: ResetResult) -> ResetResult:
         self.memo = {}
@@ -125,6 +197,19 @@ class CodeContract(EnvHarness):
 
     def load_layer_state(self, data: Any) -> None:
         self.memo = dict(data or {})
+
+
+def _reads_param(fn: Any, position: int) -> bool:
+    """Does ``fn`` (or a closure inside it) ever read its positional parameter?"""
+    import dis
+
+    code = fn.__code__
+    if position >= code.co_argcount:
+        return False
+    name = code.co_varnames[position]
+    if name in code.co_cellvars:
+        return True
+    return any(i.argval == name and i.opname.startswith("LOAD") for i in dis.get_instructions(code))
 
 
 def build(spec: ContractSpec, inner: ActionableEnv, ctx: BuildContext) -> EnvHarness:
