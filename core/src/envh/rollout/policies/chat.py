@@ -47,7 +47,8 @@ class ChatPolicy:
     :param action_format: ``tools``, ``text`` or ``auto`` (text for single-tool text envs
         or when observations carry admissible commands, tools otherwise).
     :param system_prompt: replaces the default first paragraph of the system message.
-    :param skills: memory items for the system prompt, or a callable returning them for
+    :param skills: memory items (a list, or one rendered block) for the system prompt, or a
+        callable returning them for
         the current observation (the rigger's skill retrieval plugs in here).
     :param think: ask for ``<think>…</think>`` before the action (text format).
     :param compact: one line per tool, no descriptions (for small models).

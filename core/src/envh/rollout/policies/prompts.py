@@ -18,7 +18,7 @@ from .calls import example_call, text_tool
 DEFAULT_INTRO = ("You are an agent acting in an environment. Each turn you see an observation "
                  "and answer with exactly one action.")
 
-Skills = list[str] | Callable[[Observation], "str | list[str] | None"] | None
+Skills = str | list[str] | Callable[[Observation], "str | list[str] | None"] | None
 
 
 def to_openai_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
