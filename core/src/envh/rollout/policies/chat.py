@@ -48,8 +48,7 @@ class ChatPolicy:
         or when observations carry admissible commands, tools otherwise).
     :param system_prompt: replaces the default first paragraph of the system message.
     :param skills: memory items (a list, or one rendered block) for the system prompt, or a
-        callable returning them for
-        the current observation (the rigger's skill retrieval plugs in here).
+        callable returning them for the current observation (skill retrieval plugs in here).
     :param think: ask for ``<think>…</think>`` before the action (text format).
     :param compact: one line per tool, no descriptions (for small models).
     :param lenient: also accept a bare ``tool(...)`` call without ``<action>`` tags.
