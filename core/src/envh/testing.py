@@ -28,6 +28,7 @@ import pytest
 
 from .env import ActionableEnv
 from .harness import EnvHarness
+from .testing_llm import llm_replay_server  # noqa: F401  (a pytest fixture offered to third parties)
 from .types import Action, EnvResponse, EvaluationResult, Observation, ResetResult, TaskRef, ToolSpec
 
 HUGE = "x" * 1_000_000

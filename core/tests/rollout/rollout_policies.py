@@ -26,7 +26,7 @@ class Solver:
     def __init__(self, arg=None, **options):
         self.options = options
 
-    def start(self, *, task, tools, observation):
+    def start(self, *, task, tools, observation, seed=None):
         pass
 
     def act(self, observation, tools):
@@ -53,7 +53,7 @@ class Fuzz:
         self.seed = int(arg or 0)
         self.rng = random.Random(self.seed)
 
-    def start(self, *, task, tools, observation):
+    def start(self, *, task, tools, observation, seed=None):
         self.rng = random.Random(f"{self.seed}:{task}")  # the same episode wherever it runs
 
     def act(self, observation, tools):
@@ -90,7 +90,7 @@ class Sleepy:
         self.seconds, self.pid_file = float(arg or seconds), pid_file
         self.hang, self.burn = hang, burn
 
-    def start(self, *, task, tools, observation):
+    def start(self, *, task, tools, observation, seed=None):
         pass
 
     def act(self, observation, tools):
@@ -119,7 +119,7 @@ class Env:
     def __init__(self, arg=None, **options):
         self.names = (arg or "").split(",")
 
-    def start(self, *, task, tools, observation):
+    def start(self, *, task, tools, observation, seed=None):
         pass
 
     def act(self, observation, tools):

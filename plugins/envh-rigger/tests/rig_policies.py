@@ -35,7 +35,7 @@ class Coin:
         self.lucky = False
         self.delay = float(delay)
 
-    def start(self, *, task, tools, observation):
+    def start(self, *, task, tools, observation, seed=None):
         self.episodes += 1
         self.lucky = self.episodes % 2 == 0
 
@@ -60,7 +60,7 @@ class Solver:
     def __init__(self, arg=None, **options):
         pass
 
-    def start(self, *, task, tools, observation):
+    def start(self, *, task, tools, observation, seed=None):
         pass
 
     def act(self, observation, tools):

@@ -27,8 +27,11 @@ class Policy(Protocol):
 
     policy_id: str
 
-    def start(self, *, task: TaskRef | None, tools: list[ToolSpec], observation: Observation) -> None:
-        """A new episode begins (clear conversation history)."""
+    def start(self, *, task: TaskRef | None, tools: list[ToolSpec], observation: Observation,
+              seed: int | None = None) -> None:
+        """A new episode begins (clear conversation history). ``seed`` is the episode's
+        seed: policies that sample derive their randomness from it, so an episode is
+        reproducible whichever worker runs it and in whatever order."""
 
     def act(self, observation: Observation, tools: list[ToolSpec]) -> PolicyStep:
         """The next action for ``observation``."""

@@ -140,7 +140,7 @@ class _Episode:
         f["reset_effects"] = jsonable(result.info.get("envh", []))
         f["initial_base_observation"] = base_observation(obs, f["reset_effects"])
         try:
-            policy.start(task=req.task, tools=tools, observation=obs)
+            policy.start(task=req.task, tools=tools, observation=obs, seed=req.seed)
         except Exception as exc:  # noqa: BLE001
             warm.drop_policy(req.policy, req.policy_options)
             return self.fail("policy_error", f"policy.start() failed: {describe(exc)}")

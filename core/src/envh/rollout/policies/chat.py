@@ -74,7 +74,9 @@ class ChatPolicy:
         self._last_invalid: str | None = None
 
     # -- the Policy protocol -------------------------------------------------------------
-    def start(self, *, task: TaskRef | None, tools: list[ToolSpec], observation: Observation) -> None:
+    def start(self, *, task: TaskRef | None, tools: list[ToolSpec], observation: Observation,
+              seed: int | None = None) -> None:
+        self._episode_seed = seed
         self._format = self.choose_format(tools, observation)
         self._turns, self._pending_call, self._last_invalid = [], None, None
 

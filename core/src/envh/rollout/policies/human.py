@@ -73,7 +73,8 @@ class HumanPolicy:
         for tool in tools:
             self._print(f"  {signature(tool)}  {tool.description}")
 
-    def start(self, *, task: TaskRef | None, tools: list[ToolSpec], observation: Observation) -> None:
+    def start(self, *, task: TaskRef | None, tools: list[ToolSpec], observation: Observation,
+              seed: int | None = None) -> None:
         self._print(f"=== New episode: {task or 'default task'} ===")
         self._help(tools)
 

@@ -61,9 +61,11 @@ class LocalPolicy(ChatPolicy):
         self.policy_id = describe("local", self.model_name, format=self.action_format,
                                   temperature=temperature, seed=seed if temperature > 0 else None)
 
-    def start(self, *, task: TaskRef | None, tools: list[ToolSpec], observation: Observation) -> None:
-        super().start(task=task, tools=tools, observation=observation)
-        self._episode_seed = int.from_bytes(hashlib.sha256(f"{self.seed}|{task}".encode()).digest()[:4], "big")
+    def start(self, *, task: TaskRef | None, tools: list[ToolSpec], observation: Observation,
+              seed: int | None = None) -> None:
+        super().start(task=task, tools=tools, observation=observation, seed=seed)
+        self._episode_seed = int.from_bytes(
+            hashlib.sha256(f"{self.seed}|{task}|{seed}".encode()).digest()[:4], "big")
         self._calls = 0
 
     def _prompt_ids(self, messages: list[dict[str, Any]], prefill: str) -> Any:

@@ -68,8 +68,9 @@ class OpenAIPolicy(ChatPolicy):
         req: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
         if self.max_tokens is not None:
             req["max_tokens"] = self.max_tokens
-        if self.seed is not None:
-            req["seed"] = self.seed
+        if self.seed is not None:  # per episode, so K rollouts of a task are K samples
+            episode = getattr(self, "_episode_seed", None)
+            req["seed"] = self.seed if episode is None else self.seed + int(episode)
         if tools:
             req["tools"] = tools
         if self.extra_body:

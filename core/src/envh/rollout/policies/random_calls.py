@@ -92,10 +92,12 @@ class RandomPolicy:
         self._episodes: dict[str, int] = {}
         self._rng = random.Random(self.seed)
 
-    def start(self, *, task: TaskRef | None, tools: list[ToolSpec], observation: Observation) -> None:
+    def start(self, *, task: TaskRef | None, tools: list[ToolSpec], observation: Observation,
+              seed: int | None = None) -> None:
         key = str(task)
         count = self._episodes[key] = self._episodes.get(key, -1) + 1
-        digest = hashlib.sha256(f"{self.seed}|{key}|{count}".encode()).digest()
+        # the episode seed when the runner gives one; else how often this task was played
+        digest = hashlib.sha256(f"{self.seed}|{key}|{count if seed is None else 's' + str(seed)}".encode()).digest()
         self._rng = random.Random(int.from_bytes(digest[:8], "big"))
 
     def act(self, observation: Observation, tools: list[ToolSpec]) -> PolicyStep:

@@ -76,7 +76,8 @@ class ScriptedPolicy:
         self._index = 0
         self._last: Entry | None = None
 
-    def start(self, *, task: TaskRef | None, tools: list[ToolSpec], observation: Observation) -> None:
+    def start(self, *, task: TaskRef | None, tools: list[ToolSpec], observation: Observation,
+              seed: int | None = None) -> None:
         self._index, self._last = 0, None
         if callable(self.script) or isinstance(self.script, list):
             self._episode = None if callable(self.script) else list(self.script)

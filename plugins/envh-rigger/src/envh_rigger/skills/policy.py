@@ -49,11 +49,12 @@ class SkilledPolicy:
         self.policy_id = f"skills[{self.bank.digest[:12]},k={k}]+{self.inner.policy_id}"
         self.retrieved: list[Retrieved] = []
 
-    def start(self, *, task: TaskRef | None, tools: list[ToolSpec], observation: Observation) -> None:
+    def start(self, *, task: TaskRef | None, tools: list[ToolSpec], observation: Observation,
+              seed: int | None = None) -> None:
         self.retrieved = retrieve(self.bank, observation.text, self.embedder, k=self.k, lam=self.lam,
                                   min_score=self.min_score)
         self.inner.skills = render_skills_block(self.retrieved, max_chars=self.max_chars) or None
-        self.inner.start(task=task, tools=tools, observation=observation)
+        self.inner.start(task=task, tools=tools, observation=observation, seed=seed)
 
     def act(self, observation: Observation, tools: list[ToolSpec]) -> Any:
         return self.inner.act(observation, tools)
