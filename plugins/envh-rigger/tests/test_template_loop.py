@@ -78,12 +78,62 @@ def test_cli_rig_and_pool(registry, tmp_path):
     registry.register_commands(cli)
     runner = CliRunner()
     out = tmp_path / "cli"
+    # the coin policy lives in this test's registry only: play it in this process
     res = runner.invoke(cli, ["rig", "toy24", "--policy", "coin", "--tasks", "medium/1,2,6,6",
-                              "--out", str(out)])
+                              "--out", str(out), "--workers", "1"])
     assert res.exit_code == 0, res.output
     assert "report:" in res.output
     res = runner.invoke(cli, ["pool", str(out), "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)[0]["task"] == "toy24/medium/1,2,6,6"
-    again = runner.invoke(cli, ["rig", "toy24", "--policy", "coin", "--out", str(out)])
+    again = runner.invoke(cli, ["rig", "toy24", "--policy", "coin", "--out", str(out), "--workers", "1"])
     assert again.exit_code == 2 and "--resume" in again.output
+
+
+def test_rollouts_play_in_a_worker_pool(tmp_path):
+    """With workers > 1 a batch of rollouts runs in the process pool; every episode is
+    stored once, with its own seed, and reading them back replays nothing."""
+    import envh
+    from envh import TaskRef
+    from envh_rigger.rollouts import Rollouts
+
+    task = TaskRef(suite="toy24", split="medium", instance_id="1,2,6,6")
+    spec = {"bridge": "toy24", "layers": [{"kind": "budget", "max_steps": 4}]}
+    first = Rollouts(tmp_path / "p", policy="random", registry=envh.make_plugin_manager(), workers=2)
+    try:
+        trajs = first.run(spec, task, [0, 1, 2, 3], "observe")
+        assert [t.seed for t in trajs] == [0, 1, 2, 3] and first.played == 4
+        assert all(t.error_class is None for t in trajs)
+        assert len({tuple(str(s.proposed) for s in t.steps) for t in trajs}) > 1, "seeds must differ"
+    finally:
+        first.close()
+    again = Rollouts(tmp_path / "p", policy="random", registry=envh.make_plugin_manager(), workers=2)
+    try:
+        assert [t.key for t in again.run(spec, task, [0, 1, 2, 3], "observe")] == [t.key for t in trajs]
+        assert again.played == 0
+    finally:
+        again.close()
+
+
+def test_replay_plan_autostop_scaffolds_a_policy_that_never_stops():
+    import envh
+    from envh import Action, TaskRef
+    from envh_rigger.toy24_templates import ReplayPlanAutoStop
+
+    task = TaskRef(suite="toy24", split="medium", instance_id="1,2,6,6")
+    template, base = ReplayPlanAutoStop(), {"bridge": "toy24"}
+    with envh.make(base) as env:
+        env.reset(task=task, seed=0)
+        mags = template.magnitudes(env, task)
+        full = template.instantiate(env, task, mags[-1])
+        none = template.instantiate(env, task, 0)
+    assert mags[0] == 0 and [layer["kind"] for layer in full] == ["stage", "contract"]
+    combine = Action(tool="combine", args={"i": 0, "j": 1, "op": "add"})
+    with envh.make({**base, "layers": full}) as env:  # plan done: the next action becomes stop
+        env.reset(task=task, seed=0)
+        resp = env.step(combine)
+        assert resp.terminated and env.evaluate().success
+        assert resp.info["envh"][-1]["action"] == "rewritten"
+    with envh.make({**base, "layers": none}) as env:  # no stage: the policy must reach 24 itself
+        env.reset(task=task, seed=0)
+        assert not env.step(combine).terminated and not env.evaluate().success

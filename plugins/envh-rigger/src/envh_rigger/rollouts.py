@@ -2,13 +2,15 @@
 
 Each episode has a key naming its task, spec id, phase and seed. A key already in the
 store is read back instead of replayed, so a resumed run redoes no finished episode
-(even halfway through a validation). Episodes run in this process with warm envs and
-policies; a failure of env or policy is a trajectory with an error class, never a crash.
+(even halfway through a validation). Episodes run in this process (``workers=1``) or in
+a pool of warm worker processes; either way a failure of env or policy is a trajectory
+with an error class, never a crash. Each episode's seed reaches the policy's ``start``,
+so K rollouts of one task are K different samples.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,33 +21,6 @@ from envh.rollout.trajectory import EpisodeRequest, Trajectory, trajectory_from_
 from envh.rollout.warm import Warm, package_versions
 
 RUN_ID = "rig"
-EPISODE_SEED = "episode_seed"
-
-
-class EpisodeSeededWarm(Warm):
-    """Warm policies whose sampling seed follows the episode's seed.
-
-    A policy with an integer ``seed`` attribute (local, random) derives its sampling from
-    it at ``start``; the loop needs K *different* rollouts of one task, so the request's
-    ``episode_seed`` option is added to the policy's own seed instead of building (and
-    loading a model for) one policy per seed.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._base_seed: dict[int, int] = {}
-
-    def policy(self, spec: str, options: dict[str, Any]) -> Any:
-        rest = {k: v for k, v in options.items() if k != EPISODE_SEED}
-        policy = super().policy(spec, rest)
-        if isinstance(getattr(policy, "seed", None), int) and EPISODE_SEED in options:
-            base = self._base_seed.setdefault(id(policy), policy.seed)
-            policy.seed = base + int(options[EPISODE_SEED])
-        return policy
-
-    def drop_policy(self, spec: str, options: dict[str, Any]) -> None:
-        self._base_seed.clear()
-        super().drop_policy(spec, {k: v for k, v in options.items() if k != EPISODE_SEED})
 
 
 class Rollouts:
@@ -54,12 +29,17 @@ class Rollouts:
     def __init__(self, out: str | Path, *, policy: str, registry: Registry,
                  policy_options: dict[str, Any] | None = None, max_steps: int = 30,
                  timeout_s: float | None = 300.0, config: dict[str, Any] | None = None,
-                 on_episode: Callable[[Trajectory], None] | None = None) -> None:
+                 on_episode: Callable[[Trajectory], None] | None = None, workers: int = 1) -> None:
         self.store = TrajectoryStore(out)
         self.registry = registry
         self.policy, self.policy_options = policy, dict(policy_options or {})
         self.max_steps, self.timeout_s = max_steps, timeout_s
-        self.warm = EpisodeSeededWarm(registry)
+        self.warm = Warm(registry)
+        self.workers = max(1, int(workers))
+        self.out = Path(out)
+        self._pool: Any = None
+        if self.workers > 1 and policy.split(":")[0] == "local":
+            self.policy_options.setdefault("threads", 1)  # one torch thread per worker process
         self.on_episode = on_episode
         if RUN_ID not in self.store.runs():
             self.store.create_run(RUN_ID, build_manifest(
@@ -82,23 +62,37 @@ class Rollouts:
     def run(self, spec: dict[str, Any], task: TaskRef, seeds: Sequence[int], phase: str) -> list[Trajectory]:
         """Episodes of ``spec`` on ``task`` for ``seeds`` (read back when already stored)."""
         sid = spec_id(spec, self.registry)
-        out = []
-        for seed in seeds:
-            key = self.key(task, sid, phase, seed)
+        found: dict[str, Trajectory] = {}
+        todo: list[EpisodeRequest] = []
+        keys = [self.key(task, sid, phase, seed) for seed in seeds]
+        for key, seed in zip(keys, seeds, strict=True):
             traj = self.cached(key)
-            if traj is None:
-                request = EpisodeRequest(
+            if traj is not None:
+                found[key] = traj
+            elif key not in {r.key for r in todo}:
+                todo.append(EpisodeRequest(
                     key=key, spec=spec, spec_id=sid, task=task, seed=seed, policy=self.policy,
-                    policy_options={**self.policy_options, EPISODE_SEED: seed}, run_id=RUN_ID, max_steps=self.max_steps,
-                    timeout_s=self.timeout_s)
-                traj = run_episode(request, self.warm)
-                self.store.append(traj)
-                self._done.add(key)
-                self.played += 1
-                if self.on_episode is not None:
-                    self.on_episode(traj)
-            out.append(traj)
-        return out
+                    policy_options=dict(self.policy_options), run_id=RUN_ID, max_steps=self.max_steps,
+                    timeout_s=self.timeout_s))
+        for traj in self._play(todo):
+            self.store.append(traj)
+            self._done.add(traj.key)
+            self.played += 1
+            found[traj.key] = traj
+            if self.on_episode is not None:
+                self.on_episode(traj)
+        return [found[key] for key in keys]
+
+    def _play(self, requests: list[EpisodeRequest]) -> Iterator[Trajectory]:
+        if self.workers == 1 or len(requests) < 2:
+            for request in requests:
+                yield run_episode(request, self.warm)
+            return
+        if self._pool is None:
+            from envh.rollout.executors.pool import PoolExecutor
+
+            self._pool = PoolExecutor(workers=self.workers, log_path=str(self.out / "workers.log"))
+        yield from self._pool.run(requests)
 
     def count(self, phase_prefix: str | None = None) -> int:
         """Stored episodes of this run (all phases, or those whose phase starts with ...)."""
@@ -107,5 +101,7 @@ class Rollouts:
         return sum(1 for k in self._done if k.split("|")[2].startswith(phase_prefix))
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
         self.warm.close()  # problems closing a warm env do not change stored results
         self.store.close()

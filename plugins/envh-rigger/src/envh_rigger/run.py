@@ -50,6 +50,7 @@ class RigConfig:
     base_pool: str | None = None
     seed: int = 0
     max_steps: int = 30
+    workers: int = 1
     budget: Budget = attrs.field(factory=Budget)
 
 
@@ -113,7 +114,7 @@ def rig(config: RigConfig, *, registry: Registry | None = None,
     usage = Usage()
     usage.load(journal.last_usage())
     rollouts = Rollouts(out, policy=config.policy, registry=reg, policy_options=config.policy_options,
-                        max_steps=config.max_steps, config=_config_data(config))
+                        max_steps=config.max_steps, config=_config_data(config), workers=config.workers)
     run = LoopRun(registry=reg, rollouts=rollouts, journal=journal, pool=HarnessPool(out / "pool"),
                   designer=designer, designer_name=config.designer, policy=config.policy, target=target,
                   validator=SequentialValidator(k_max=config.k_max), budget=config.budget, usage=usage,

@@ -2,6 +2,9 @@
 
 * ``ReplayPlan`` (scaffold): a stage replaying the first n combine steps of the solver's
   plan, so the policy starts closer to 24.
+* ``ReplayPlanAutoStop`` (scaffold): for policies that never call ``stop()``: a contract that
+  turns the next action into ``stop`` once a number equals the target, plus a stage of the
+  first n plan steps (n from 0).
 * ``BlockOperator`` (pressure): a contract blocking operators that one known solution
   does not use, so the task stays solvable.
 * ``HideNumber`` (pressure): a contract hiding the first n numbers of the observation.
@@ -38,6 +41,33 @@ class ReplayPlan:
         actions = [a for a in _plan(env) if a.tool == "combine"][: int(magnitude)]
         return [{"kind": "stage", "id": f"replay-plan-{magnitude}",
                  "actions": [{"tool": a.tool, "args": dict(a.args)} for a in actions]}]
+
+
+AUTO_STOP_CODE = '''
+def filter_action(action, state, memo):
+    if state["reached_target"] and action.tool != "stop":
+        return Action(tool="stop", args={})
+    return None
+'''
+
+
+class ReplayPlanAutoStop:
+    """Stop automatically at the target, after a stage of the plan's first n steps."""
+
+    name = "toy24.replay-plan-autostop"
+    direction = "scaffold"
+
+    def magnitudes(self, env: ActionableEnv, task: TaskRef) -> list[int]:
+        combines = [a for a in _plan(env) if a.tool == "combine"]
+        return list(range(0, len(combines) + 1))
+
+    def instantiate(self, env: ActionableEnv, task: TaskRef, magnitude: Any) -> list[dict[str, Any]]:
+        actions = [a for a in _plan(env) if a.tool == "combine"][: int(magnitude)]
+        layers: list[dict[str, Any]] = [{"kind": "contract", "id": "auto-stop", "code": AUTO_STOP_CODE}]
+        if actions:
+            layers.insert(0, {"kind": "stage", "id": f"replay-plan-autostop-{magnitude}",
+                              "actions": [{"tool": a.tool, "args": dict(a.args)} for a in actions]})
+        return layers
 
 
 BLOCK_CODE = '''BLOCKED = {blocked!r}
