@@ -17,7 +17,7 @@ DEFAULT_POLICY = "local:smollm2"
 @click.argument("spec", default="toy24")
 @click.option("--tasks", default=None,
               help="';'-separated task ids (SPLIT/ID or ID), or 'split:NAME[:N]'. "
-                   "Default for toy24: split:medium:3.")
+                   "Default for toy24: split:medium:2.")
 @click.option("--policy", default=DEFAULT_POLICY, show_default=True, help="Policy NAME[:ARG].")
 @click.option("--policy-option", "policy_options", multiple=True,
               help="KEY=VALUE (JSON value) for the policy; repeatable. A local model samples at "
@@ -40,13 +40,16 @@ DEFAULT_POLICY = "local:smollm2"
 @click.option("--max-seconds", type=float, default=None, help="Budget: wall-clock seconds.")
 @click.option("--prices", default=None, help="JSON price table {model: [in_per_1M, out_per_1M]}.")
 @click.option("--seed", default=0, show_default=True)
+@click.option("--max-steps", type=int, default=None,
+              help="Policy turns per episode, invalid ones included (default: 12 on toy24, else 30).")
 @click.option("--workers", default=2, show_default=True,
               help="Worker processes playing a batch of rollouts at once (1: in this process).")
 def rig_cmd(spec: str, tasks: str | None, policy: str, policy_options: tuple[str, ...],
             designer_options: tuple[str, ...], designer: str, target: str, k: int,
             k_max: int, rounds: int, out: str, resume: bool, coevolve: bool, base_pool: str | None,
             max_rollouts: int | None, max_tokens: int | None, max_dollars: float | None,
-            max_seconds: float | None, prices: str | None, seed: int, workers: int) -> None:
+            max_seconds: float | None, prices: str | None, seed: int, max_steps: int | None,
+            workers: int) -> None:
     """Reshape SPEC (a spec file or a bridge name) until POLICY lands in TARGET."""
     from .budget import Budget
     from .run import RigConfig, rig
@@ -58,7 +61,7 @@ def rig_cmd(spec: str, tasks: str | None, policy: str, policy_options: tuple[str
         spec=spec, tasks=tasks, policy=policy, policy_options=popts,
         designer_options=_options(designer_options), designer=designer, target=target, k=k, k_max=k_max,
         rounds=rounds, out=out, resume=resume, coevolve=coevolve, base_pool=base_pool, seed=seed,
-        workers=workers,
+        workers=workers, max_steps=max_steps,
         budget=Budget(max_rollouts=max_rollouts, max_tokens=max_tokens, max_dollars=max_dollars,
                       max_seconds=max_seconds, prices=json.loads(prices) if prices else None))
     summary = rig(config, echo=click.echo)

@@ -26,7 +26,8 @@ from .rollouts import Rollouts
 from .stats import SequentialValidator
 from .targets import parse_target
 
-DEFAULT_TASKS = {"toy24": "split:medium:3"}
+DEFAULT_TASKS = {"toy24": "split:medium:2"}
+DEFAULT_MAX_STEPS = {"toy24": 12}  # the shipped spec's budget is 6 env steps; invalid turns count here
 CONFIG_FILE = "rig.json"
 
 
@@ -49,9 +50,24 @@ class RigConfig:
     coevolve: bool = False
     base_pool: str | None = None
     seed: int = 0
-    max_steps: int = 30
+    max_steps: int | None = None  # policy turns per episode, invalid ones included
     workers: int = 1
     budget: Budget = attrs.field(factory=Budget)
+
+
+def _progress(echo: Callable[[str], None]) -> Callable[[Any], None]:
+    """One short line per played episode, so a long run shows it is moving."""
+    played = [0, 0]
+
+    def on_episode(traj: Any) -> None:
+        played[0] += 1
+        played[1] += bool(traj.success)
+        phase = traj.key.split("|")[2] if traj.key.count("|") >= 2 else ""
+        outcome = "solved" if traj.success else (traj.error_class or "failed")
+        echo(f"  episode {played[0]} ({phase}, {traj.task}, seed {traj.seed}): {outcome} "
+             f"in {len(traj.steps)} steps · {played[1]}/{played[0]} solved so far")
+
+    return on_episode
 
 
 def load_base_spec(spec: str | dict[str, Any], registry: Registry) -> dict[str, Any]:
@@ -114,7 +130,8 @@ def rig(config: RigConfig, *, registry: Registry | None = None,
     usage = Usage()
     usage.load(journal.last_usage())
     rollouts = Rollouts(out, policy=config.policy, registry=reg, policy_options=config.policy_options,
-                        max_steps=config.max_steps, config=_config_data(config), workers=config.workers)
+                        max_steps=config.max_steps or DEFAULT_MAX_STEPS.get(base["bridge"], 30), config=_config_data(config), workers=config.workers,
+                        on_episode=_progress(echo))
     run = LoopRun(registry=reg, rollouts=rollouts, journal=journal, pool=HarnessPool(out / "pool"),
                   designer=designer, designer_name=config.designer, policy=config.policy, target=target,
                   validator=SequentialValidator(k_max=config.k_max), budget=config.budget, usage=usage,

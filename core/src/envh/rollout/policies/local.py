@@ -77,8 +77,11 @@ class LocalPolicy(ChatPolicy):
         torch = self._torch
         inputs = self._prompt_ids(messages, prefill).to(self.device)
         sampling = self.temperature > 0
+        # an action primed with "<action>" is one line: stopping at the line's end keeps a
+        # sampled step from rambling on to max_new_tokens (most of a small model's time)
+        stops = [*STOP_STRINGS, "\n"] if prefill.endswith("<action>") else STOP_STRINGS
         options: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "do_sample": sampling,
-                                   "stop_strings": STOP_STRINGS, "tokenizer": self.tokenizer,
+                                   "stop_strings": stops, "tokenizer": self.tokenizer,
                                    "pad_token_id": self.tokenizer.pad_token_id or self.tokenizer.eos_token_id}
         if sampling:
             options.update(temperature=self.temperature, top_p=self.top_p)
