@@ -25,14 +25,17 @@ fi
 export PY="$ROOT/.venv/bin/python"
 export PATH="$ROOT/.venv/bin:$PATH"
 
+# pip's "Location ... is ignored" notes about optional local indexes are noise here
+pip_install() { "$PY" -m pip install -q "$@" 2> >(grep -v "is neither a file nor a directory" >&2); }
+
 stamp=".venv/.envh-setup-stamp"
 inputs="$(cat core/pyproject.toml plugins/*/pyproject.toml dev/setup.sh dev/setup.d/*.sh 2>/dev/null | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$inputs" ]; then
   echo "envh setup: installing packages"
-  "$PY" -m pip install -q -U pip setuptools wheel
-  "$PY" -m pip install -q -e "core[test,openai,export]" nox ruff mypy
+  pip_install -U pip setuptools wheel
+  pip_install -e "core[test,openai,export,ray]" nox ruff mypy types-PyYAML
   for plugin in plugins/*/; do
-    [ -f "$plugin/pyproject.toml" ] && "$PY" -m pip install -q -e "$plugin"
+    [ -f "$plugin/pyproject.toml" ] && pip_install -e "$plugin"
   done
   fresh=1
 else
