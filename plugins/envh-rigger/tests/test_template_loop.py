@@ -137,3 +137,26 @@ def test_replay_plan_autostop_scaffolds_a_policy_that_never_stops():
     with envh.make({**base, "layers": none}) as env:  # no stage: the policy must reach 24 itself
         env.reset(task=task, seed=0)
         assert not env.step(combine).terminated and not env.evaluate().success
+
+
+def test_replay_plan_autostop_hint_names_the_next_step_along_the_plan():
+    import envh
+    from envh import Action, TaskRef
+    from envh_rigger.toy24_templates import ReplayPlanAutoStopHint
+
+    task = TaskRef(suite="toy24", split="medium", instance_id="1,2,6,6")
+    with envh.make({"bridge": "toy24"}) as env:
+        env.reset(task=task, seed=0)
+        plan = [a for a in env.unwrapped.solve() if a.tool == "combine"]
+        layers = ReplayPlanAutoStopHint().instantiate(env, task, 0)
+    with envh.make({"bridge": "toy24", "layers": layers}) as env:
+        first = env.reset(task=task, seed=0)
+        a = plan[0]
+        assert f"Hint: a good next step is combine({a.args['i']}, {a.args['j']}, {a.args['op']})" in first.observation.text
+        resp = env.step(Action(tool="combine", args={"i": 3, "j": 2, "op": "sub"}))  # off the plan: no hint
+        assert "Hint" not in resp.observation.text
+        env.reset(task=task, seed=0)
+        for a in plan:
+            resp = env.step(a)
+        assert not resp.terminated and env.step(Action(tool="reset")).terminated  # auto-stop at 24
+        assert env.evaluate().success

@@ -36,6 +36,8 @@ def envh_templates() -> list[TemplateInfo]:
                      description="Stage: replay the first n steps of the solver's plan (scaffold)"),
         TemplateInfo(name="toy24.replay-plan-autostop", factory=f"{t}:ReplayPlanAutoStop", bridge="toy24",
                      description="scaffold: stage 0..n plan steps and stop automatically at the target"),
+        TemplateInfo(name="toy24.replay-plan-autostop-hint", factory=f"{t}:ReplayPlanAutoStopHint",
+                     bridge="toy24", description="scaffold: as replay-plan-autostop, plus next-step hints"),
         TemplateInfo(name="toy24.hide-number", factory=f"{t}:HideNumber", bridge="toy24",
                      description="Contract: hide n numbers from the observation (pressure)"),
         TemplateInfo(name="toy24.block-operator", factory=f"{t}:BlockOperator", bridge="toy24",

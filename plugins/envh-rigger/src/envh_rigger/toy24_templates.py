@@ -5,6 +5,8 @@
 * ``ReplayPlanAutoStop`` (scaffold): for policies that never call ``stop()``: a contract that
   turns the next action into ``stop`` once a number equals the target, plus a stage of the
   first n plan steps (n from 0).
+* ``ReplayPlanAutoStopHint`` (scaffold): the same, plus a hint naming the plan's next
+  step in every observation along the plan — a finer scale for policies that can copy.
 * ``BlockOperator`` (pressure): a contract blocking operators that one known solution
   does not use, so the task stays solvable.
 * ``HideNumber`` (pressure): a contract hiding the first n numbers of the observation.
@@ -67,6 +69,47 @@ class ReplayPlanAutoStop:
         if actions:
             layers.insert(0, {"kind": "stage", "id": f"replay-plan-autostop-{magnitude}",
                               "actions": [{"tool": a.tool, "args": dict(a.args)} for a in actions]})
+        return layers
+
+
+HINT_CODE = AUTO_STOP_CODE + '''
+HINTS = __HINTS__
+
+
+def filter_observation(observation, state, memo):
+    hint = HINTS.get(",".join(state["numbers"]))
+    if hint is None:
+        return None
+    return observation.text + "\\nHint: a good next step is " + hint
+'''
+
+
+def _hints(env: ActionableEnv) -> dict[str, str]:
+    """Numbers (as the state shows them) → the plan's next call, along the solver's plan."""
+    from envh.bridges.toy24 import fmt
+    from envh.bridges.toy24_solver import combine
+
+    from fractions import Fraction
+
+    numbers = [Fraction(x) for x in env.get_env_state()["numbers"]]
+    hints = {}
+    for a in _plan(env):
+        if a.tool != "combine":
+            break
+        i, j, op = a.args["i"], a.args["j"], a.args["op"]
+        hints[",".join(fmt(x) for x in numbers)] = f"combine({i}, {j}, {op})"
+        numbers = combine(numbers, i, j, op) or numbers
+    return hints
+
+
+class ReplayPlanAutoStopHint(ReplayPlanAutoStop):
+    """Like replay-plan-autostop, and every observation along the plan names its next step."""
+
+    name = "toy24.replay-plan-autostop-hint"
+
+    def instantiate(self, env: ActionableEnv, task: TaskRef, magnitude: Any) -> list[dict[str, Any]]:
+        layers = super().instantiate(env, task, magnitude)
+        layers[-1] = {"kind": "contract", "id": "auto-stop-hint", "code": HINT_CODE.replace("__HINTS__", repr(_hints(env)))}
         return layers
 
 
