@@ -55,5 +55,6 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def types(session: nox.Session) -> None:
     """mypy on core."""
-    session.install("-e", "core", "mypy")
-    session.run("mypy", "core/src/envh")
+    session.install("-e", "core", "mypy", "types-PyYAML")
+    session.chdir("core")  # picks up [tool.mypy] from core/pyproject.toml
+    session.run("mypy", "src/envh")

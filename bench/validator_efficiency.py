@@ -35,7 +35,7 @@ def simulate(population: str, decisions: int, seed: int, validator: SequentialVa
     for _ in range(decisions):
         p = draw(rng)
         truth = true_class(p, BAND)
-        decision, outcomes = validator.run(lambda k: [rng.random() < p for _ in range(k)], BAND)
+        decision, outcomes = validator.run(lambda k, p=p: [rng.random() < p for _ in range(k)], BAND)
         seq_err += decision != truth
         seq_rollouts += len(outcomes)
         fixed_err += fixed_decision([rng.random() < p for _ in range(FIXED_K)], BAND) != truth

@@ -10,11 +10,22 @@ from . import errors
 from .bridge import Bridge
 from .env import ActionableEnv
 from .harness import EnvHarness, iter_layers
-from .plugins import (BridgeInfo, ComponentKind, DesignerInfo, DiagnoserInfo, ExecutorInfo, PolicyInfo,
-                      Registry, TemplateInfo, TrainerInfo, get_registry, hookimpl, make_plugin_manager)
+from .plugins import (
+                      BridgeInfo,
+                      ComponentKind,
+                      DesignerInfo,
+                      DiagnoserInfo,
+                      ExecutorInfo,
+                      PolicyInfo,
+                      Registry,
+                      TemplateInfo,
+                      TrainerInfo,
+                      get_registry,
+                      hookimpl,
+                      make_plugin_manager,
+)
 from .spec import BuildContext, EnvSpec, LayerSpec, make, parse_spec, spec_id, spec_to_data
-from .types import (Action, Block, EnvResponse, EvaluationResult, Observation, ResetResult, TaskRef,
-                    ToolSpec)
+from .types import Action, Block, EnvResponse, EvaluationResult, Observation, ResetResult, TaskRef, ToolSpec
 
 __version__ = "0.1.0"
 

@@ -79,7 +79,7 @@ def _problems(exc: BaseException, path: str) -> list[str]:
     out: list[str] = []
     with_notes, without = exc.group_exceptions()
     for sub, note in with_notes:
-        sub_path = f"{path}[{note.index!r}]" if isinstance(exc, IterableValidationError) else f"{path}.{note.name}"
+        sub_path = f"{path}[{note.index!r}]" if isinstance(exc, IterableValidationError) else f"{path}.{note.name}"  # type: ignore[union-attr]
         if isinstance(sub, (ClassValidationError, IterableValidationError, ForbiddenExtraKeysError)):
             out += _problems(sub, sub_path)
         else:

@@ -12,7 +12,6 @@ from typing import Any
 from . import errors
 from .types import FrozenArgs, FrozenList
 
-
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 

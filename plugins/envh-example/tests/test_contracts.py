@@ -3,9 +3,8 @@ built through the entry point like any user's spec."""
 
 from __future__ import annotations
 
-import pytest
-
 import envh
+import pytest
 from envh import Action, TaskRef
 from envh.testing import BridgeContract, ComponentContract
 

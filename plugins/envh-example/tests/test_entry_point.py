@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from importlib import metadata
 
-import pytest
-
 import envh
+import pytest
 
 
 @pytest.fixture

@@ -10,10 +10,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 import envh  # noqa: E402
-from envh.plugins import set_registry  # noqa: E402
-
 import envh_rigger.hooks  # noqa: E402
 import rig_policies  # noqa: E402
+from envh.plugins import set_registry  # noqa: E402
 
 MEDIUM = envh.TaskRef(suite="toy24", split="medium", instance_id="1,2,6,6")
 

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from envh.testing_llm import LLMReplayServer, tool_reply
 from envh_rigger.budget import Budget
 from envh_rigger.journal import Journal

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from envh import errors
 from envh_rigger.stats import SequentialValidator, beta_cdf, fixed_decision, region_probs, wilson
 from envh_rigger.targets import parse_target

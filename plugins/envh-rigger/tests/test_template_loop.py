@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-from click.testing import CliRunner
-
 import envh
+from click.testing import CliRunner
 from envh_rigger.journal import Journal
 from envh_rigger.pool import HarnessPool
 from envh_rigger.run import RigConfig, rig

@@ -2,8 +2,18 @@
 
 from .hookspecs import hookimpl, hookspec
 from .manager import PluginFailure, Registry, get_registry, make_plugin_manager, set_registry
-from .records import (BridgeInfo, ComponentKind, Contribution, DesignerInfo, DiagnoserInfo,
-                      ExecutorInfo, PolicyInfo, TemplateInfo, TrainerInfo, resolve)
+from .records import (
+                      BridgeInfo,
+                      ComponentKind,
+                      Contribution,
+                      DesignerInfo,
+                      DiagnoserInfo,
+                      ExecutorInfo,
+                      PolicyInfo,
+                      TemplateInfo,
+                      TrainerInfo,
+                      resolve,
+)
 
 __all__ = [
     "BridgeInfo", "ComponentKind", "Contribution", "DesignerInfo", "DiagnoserInfo", "ExecutorInfo",

@@ -16,8 +16,16 @@ import pluggy
 if TYPE_CHECKING:
     import click
 
-    from .records import (BridgeInfo, ComponentKind, DesignerInfo, DiagnoserInfo,
-                          ExecutorInfo, PolicyInfo, TemplateInfo, TrainerInfo)
+    from .records import (
+        BridgeInfo,
+        ComponentKind,
+        DesignerInfo,
+        DiagnoserInfo,
+        ExecutorInfo,
+        PolicyInfo,
+        TemplateInfo,
+        TrainerInfo,
+    )
 
 hookspec = pluggy.HookspecMarker("envh")
 hookimpl = pluggy.HookimplMarker("envh")

@@ -18,8 +18,17 @@ import pluggy
 
 from .. import errors
 from . import hookspecs
-from .records import (BridgeInfo, ComponentKind, Contribution, DesignerInfo, DiagnoserInfo,
-                      ExecutorInfo, PolicyInfo, TemplateInfo, TrainerInfo)
+from .records import (
+    BridgeInfo,
+    ComponentKind,
+    Contribution,
+    DesignerInfo,
+    DiagnoserInfo,
+    ExecutorInfo,
+    PolicyInfo,
+    TemplateInfo,
+    TrainerInfo,
+)
 
 log = logging.getLogger("envh.plugins")
 GROUP = "envh"

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
-
 import envh
 from envh import Action, ActionableEnv, Block, EnvHarness, LayerSpec, ToolSpec
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envh import (Action, Bridge, EnvResponse, EvaluationResult, Observation, ResetResult, TaskRef,
-                  ToolSpec)
+from envh import Action, Bridge, EnvResponse, EvaluationResult, Observation, ResetResult, TaskRef, ToolSpec
 from envh.errors import EnvhError, UnknownNameError
 
 LENGTH = 5

@@ -14,7 +14,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
-
 from envh import Action, Registry, TaskRef, errors, make, parse_spec, spec_to_data
 from envh.sandbox import parse_and_check
 from envh.validation import compile_tools

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-
 from envh import Action, Registry, TaskRef, make, spec_id
 
 from . import cascade

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-
 from envh import EnvSpec, Registry, TaskRef, errors, get_registry, make, parse_spec, spec_to_data
 
 from .budget import Budget, BudgetExhausted, Usage

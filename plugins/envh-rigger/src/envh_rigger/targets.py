@@ -14,7 +14,6 @@ import re
 from typing import Any, Literal
 
 import attrs
-
 from envh import errors
 
 Metric = Literal["success_rate", "mean_steps"]

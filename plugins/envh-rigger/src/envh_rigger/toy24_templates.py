@@ -86,10 +86,10 @@ def filter_observation(observation, state, memo):
 
 def _hints(env: ActionableEnv) -> dict[str, str]:
     """Numbers (as the state shows them) → the plan's next call, along the solver's plan."""
+    from fractions import Fraction
+
     from envh.bridges.toy24 import fmt
     from envh.bridges.toy24_solver import combine
-
-    from fractions import Fraction
 
     numbers = [Fraction(x) for x in env.get_env_state()["numbers"]]
     hints = {}

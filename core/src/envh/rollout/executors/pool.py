@@ -192,7 +192,7 @@ class PoolExecutor:
                     t0 = time.perf_counter()
                 worker.send({"op": "ping"})
                 while True:
-                    ops = [m.get("op") for m in worker.reader.feed(worker.stdout.read1(1 << 16))]
+                    ops = [m.get("op") for m in worker.reader.feed(worker.stdout.read1(1 << 16))]  # type: ignore[attr-defined]
                     worker.ready = worker.ready or "ready" in ops
                     if "pong" in ops:
                         break

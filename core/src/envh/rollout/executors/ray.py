@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..trajectory import EpisodeRequest, Trajectory, request_to_data, trajectory_from_data
-from .base import (WorkerConfig, default_workers, is_secret, lost_attempt, scrub_environ, with_timeout)
+from .base import WorkerConfig, default_workers, is_secret, lost_attempt, scrub_environ, with_timeout
 
 
 class EpisodeActor:
@@ -34,7 +34,7 @@ class EpisodeActor:
         from .base import apply_memory_limit, make_worker_registry
 
         if pass_env is not True:
-            for name in [n for n in os.environ if is_secret(n) and n not in set(pass_env)]:
+            for name in [n for n in os.environ if is_secret(n) and n not in set(pass_env)]:  # type: ignore[arg-type]
                 del os.environ[name]
         self.config = WorkerConfig(**config)
         apply_memory_limit(self.config)
@@ -111,7 +111,6 @@ class RayExecutor:
         return list(self.ray.get([a.pid.remote() for a in self.actors]))
 
     def run(self, requests: Iterable[EpisodeRequest]) -> Iterator[Trajectory]:
-        ray = self.ray
         queue = collections.deque(with_timeout(r, self.timeout_s) for r in requests)
         inflight: dict[Any, tuple[Any, EpisodeRequest, float]] = {}
         try:

@@ -105,7 +105,7 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
                 trajectory = runner.run_episode(request_from_data(message["request"]), warm)
                 reply = {"op": "result", "trajectory": trajectory_to_data(trajectory)}
             elif op == "ping":
-                reply = {"op": "pong", "payload": message.get("payload")}
+                reply = {"op": "pong", "payload": message.get("payload")}  # type: ignore[dict-item]
             elif op == "exit":
                 break
             else:

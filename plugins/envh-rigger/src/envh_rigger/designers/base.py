@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any, Literal, Protocol
 
 import attrs
-
 from envh import Registry, TaskRef, ToolSpec
 from envh.rollout.trajectory import Trajectory
 
