@@ -184,3 +184,11 @@ def test_non_json_state_is_a_state_error() -> None:
 def test_bad_bridge_config_is_a_spec_error() -> None:
     with pytest.raises(SpecError, match="Bad config for bridge 'toy24'"):
         envh.make({"bridge": "toy24", "config": {"levels": 3}})
+
+
+def test_a_bare_bridge_name_is_a_spec_and_a_missing_file_is_not() -> None:
+    assert envh.parse_spec("toy24") == envh.parse_spec({"bridge": "toy24"})
+    with pytest.raises(SpecError, match="Spec file 'worlds/missing.yaml' does not exist"):
+        envh.parse_spec("worlds/missing.yaml")
+    with pytest.raises(UnknownNameError, match="Unknown bridge 'toy42'"):
+        envh.make("toy42")

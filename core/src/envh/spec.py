@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,8 +49,12 @@ class BuildContext:
     make: Callable[[EnvSpec], ActionableEnv]
 
 
+_BRIDGE_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+
 def load_spec_data(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
-    """Read a spec from a mapping, a JSON/YAML file path, or JSON/YAML text."""
+    """Read a spec from a mapping, a JSON/YAML file path, JSON/YAML text, or a bare
+    bridge name (``"toy24"`` means ``{"bridge": "toy24"}``)."""
     if isinstance(source, Mapping):
         return dict(source)
     text: str
@@ -58,6 +63,8 @@ def load_spec_data(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
         text = path.read_text()
     elif isinstance(source, str) and source.lstrip()[:1] in "{[" or (isinstance(source, str) and "\n" in source):
         text = source
+    elif isinstance(source, str) and _BRIDGE_NAME.match(source):
+        return {"bridge": source}  # a bare bridge name: that bridge with no layers
     else:
         raise errors.SpecError(f"Spec file {str(source)!r} does not exist.")
     import yaml
