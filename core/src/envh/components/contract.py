@@ -74,7 +74,7 @@ class CodeContract(EnvHarness):
         on hot paths and its cost is measured (bench/step_overhead.py)."""
         if type(action) is not Action:
             return super().step(action)
-        call, memo, fns = self.sandbox.call_function, self.memo, self.fns
+        call, memo, fns = self.sandbox.call3, self.memo, self.fns
         state = LazyState(self.inner) if self._needs_state else None
         a_eff, sent, t_eff, o_eff = "passed", action, False, False
         fa = fns["filter_action"]
