@@ -92,10 +92,13 @@ def resolve_tasks(base: dict[str, Any], tasks: str | None, registry: Registry) -
         known = env.list_tasks()
         out = []
         for item in (x.strip() for x in text.split(";") if x.strip()):
-            split, _, iid = item.rpartition("/")
-            match = [t for t in known if t.instance_id == iid and (not split or t.split == split)]
-            out.append(match[0] if match else TaskRef(suite=base["bridge"], split=split or "default",
-                                                      instance_id=iid))
+            # ids may hold '/' themselves (ALFWorld's game folders): try known tasks first
+            match = [t for t in known if item in (t.instance_id, f"{t.split}/{t.instance_id}")]
+            if match:
+                out.append(match[0])
+                continue
+            split, _, iid = item.partition("/") if "/" in item else ("", "", item)
+            out.append(TaskRef(suite=base["bridge"], split=split or "default", instance_id=iid))
         return out
 
 
