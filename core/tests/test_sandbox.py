@@ -153,3 +153,20 @@ def test_allocating_gigabytes_under_rlimit_is_a_typed_error() -> None:
     proc = subprocess.run([sys.executable, "-c", MEMORY_CHILD], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "typed: Contract code error: in f(): line 4: MemoryError" in proc.stdout
+
+
+def test_exponential_recursion_through_a_lambda_stops_at_the_limit() -> None:
+    source = ("f = lambda n: n and (f(n - 1) or f(n - 1))\n"
+              "def filter_action(action, state, memo):\n    return f(60)\n")
+    sandbox = Sandbox(source, time_limit=30.0)
+    with pytest.raises(ContractCodeError, match="loop iterations and calls"):
+        sandbox.call_function(sandbox.function("filter_action"), "filter_action", None, None, {})
+
+
+def test_a_hook_that_recurses_into_itself_is_still_counted() -> None:
+    source = ("def filter_action(action, state, memo, d=0):\n"
+              "    if d < 60:\n        filter_action(action, state, memo, d + 1)\n"
+              "        filter_action(action, state, memo, d + 1)\n")
+    sandbox = Sandbox(source, time_limit=30.0)
+    with pytest.raises(ContractCodeError, match="loop iterations and calls"):
+        sandbox.call_function(sandbox.function("filter_action"), "filter_action", None, None, {})
