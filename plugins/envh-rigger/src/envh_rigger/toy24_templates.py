@@ -29,20 +29,27 @@ def _plan(env: ActionableEnv) -> list[Action]:
     return list(plan or [])
 
 
+def _combines(env: ActionableEnv) -> list[Action]:
+    return [a for a in _plan(env) if a.tool == "combine"]
+
+
+def _stage(layer_id: str, actions: list[Action]) -> dict[str, Any]:
+    return {"kind": "stage", "id": layer_id,
+            "actions": [{"tool": a.tool, "args": dict(a.args)} for a in actions]}
+
+
 class ReplayPlan:
     """Stage the first n steps of the solver's plan; n from 1 to all combine steps."""
 
     name = "toy24.replay-plan"
     direction = "scaffold"
+    first = 1
 
     def magnitudes(self, env: ActionableEnv, task: TaskRef) -> list[int]:
-        combines = [a for a in _plan(env) if a.tool == "combine"]
-        return list(range(1, len(combines) + 1))
+        return list(range(self.first, len(_combines(env)) + 1))
 
     def instantiate(self, env: ActionableEnv, task: TaskRef, magnitude: Any) -> list[dict[str, Any]]:
-        actions = [a for a in _plan(env) if a.tool == "combine"][: int(magnitude)]
-        return [{"kind": "stage", "id": f"replay-plan-{magnitude}",
-                 "actions": [{"tool": a.tool, "args": dict(a.args)} for a in actions]}]
+        return [_stage(f"replay-plan-{magnitude}", _combines(env)[: int(magnitude)])]
 
 
 AUTO_STOP_CODE = '''
@@ -53,22 +60,17 @@ def filter_action(action, state, memo):
 '''
 
 
-class ReplayPlanAutoStop:
+class ReplayPlanAutoStop(ReplayPlan):
     """Stop automatically at the target, after a stage of the plan's first n steps."""
 
     name = "toy24.replay-plan-autostop"
-    direction = "scaffold"
-
-    def magnitudes(self, env: ActionableEnv, task: TaskRef) -> list[int]:
-        combines = [a for a in _plan(env) if a.tool == "combine"]
-        return list(range(0, len(combines) + 1))
+    first = 0
 
     def instantiate(self, env: ActionableEnv, task: TaskRef, magnitude: Any) -> list[dict[str, Any]]:
-        actions = [a for a in _plan(env) if a.tool == "combine"][: int(magnitude)]
+        actions = _combines(env)[: int(magnitude)]
         layers: list[dict[str, Any]] = [{"kind": "contract", "id": "auto-stop", "code": AUTO_STOP_CODE}]
         if actions:
-            layers.insert(0, {"kind": "stage", "id": f"replay-plan-autostop-{magnitude}",
-                              "actions": [{"tool": a.tool, "args": dict(a.args)} for a in actions]})
+            layers.insert(0, _stage(f"replay-plan-autostop-{magnitude}", actions))
         return layers
 
 
