@@ -159,3 +159,28 @@ def test_replay_plan_autostop_hint_names_the_next_step_along_the_plan():
             resp = env.step(a)
         assert not resp.terminated and env.step(Action(tool="reset")).terminated  # auto-stop at 24
         assert env.evaluate().success
+
+
+def test_the_template_designer_tries_the_diagnosed_axis_first():
+    """Actions mostly invalid (axis A): the action-rewriting scaffold comes before the
+    start-state one, which cannot help a policy that never calls stop."""
+    import envh
+    from envh import TaskRef
+    from envh.bridges.toy24 import TOOLS
+    from envh_rigger.designers.base import DesignContext
+    from envh_rigger.designers.template import TemplateDesigner
+    from envh_rigger.targets import parse_target
+
+    registry = envh.make_plugin_manager()
+    task = TaskRef(suite="toy24", split="medium", instance_id="1,2,6,6")
+
+    def propose(axis):
+        ctx = DesignContext(task=task, bridge="toy24", spec={"bridge": "toy24"}, tools=TOOLS, state_schema={},
+                            baseline={"success_rate": 0.0}, episodes=[], target=parse_target("sr:0.4-0.6"),
+                            band=(0.4, 0.6), direction="scaffold",
+                            diagnosis={"failure_axis": axis, "summary": ""}, attempts=[], feedback=None,
+                            registry=registry)
+        return TemplateDesigner().propose(ctx).meta["template"]
+
+    assert propose("A") == "toy24.replay-plan-autostop"
+    assert propose("S0") == "toy24.replay-plan"

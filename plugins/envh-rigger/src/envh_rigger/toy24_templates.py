@@ -43,6 +43,7 @@ class ReplayPlan:
 
     name = "toy24.replay-plan"
     direction = "scaffold"
+    axis = "S0"
     first = 1
 
     def magnitudes(self, env: ActionableEnv, task: TaskRef) -> list[int]:
@@ -64,6 +65,7 @@ class ReplayPlanAutoStop(ReplayPlan):
     """Stop automatically at the target, after a stage of the plan's first n steps."""
 
     name = "toy24.replay-plan-autostop"
+    axis = "A"  # it rewrites the policy's actions: the answer to "the policy misuses the tools"
     first = 0
 
     def instantiate(self, env: ActionableEnv, task: TaskRef, magnitude: Any) -> list[dict[str, Any]]:

@@ -5,7 +5,8 @@ toward easier, pressure toward harder), takes the bridge's templates for that
 direction, and bisects each template's magnitude list using the measured results of
 previous attempts: a candidate that fell short raises the lower bound, one that
 overshot (or failed the free cascade, e.g. made the task unsolvable) lowers the upper
-bound. When a template's interval is empty it moves to the next template.
+bound. When a template's interval is empty it moves to the next template. Templates that
+declare the diagnosed failure axis (``axis = "A"``, ``"S0"``, ...) are tried first.
 """
 
 from __future__ import annotations
@@ -52,7 +53,11 @@ class TemplateDesigner:
             return None
         with make(ctx.spec, registry=ctx.registry) as env:
             env.reset(task=ctx.task, seed=0)
-            for name, template in templates_for(ctx.registry, ctx.bridge, ctx.direction):
+            candidates = templates_for(ctx.registry, ctx.bridge, ctx.direction)
+            # templates that act on the diagnosed failure axis go first (stable otherwise)
+            axis = ctx.diagnosis.get("failure_axis")
+            candidates = sorted(candidates, key=lambda nt: getattr(nt[1], "axis", None) != axis)
+            for name, template in candidates:
                 if self.only is not None and name not in self.only:
                     continue
                 mags = template.magnitudes(env, ctx.task)
