@@ -139,11 +139,8 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
         if self._passive:  # a layer that acts only at reset (stage): just record it
             resp = self.inner.step(action)
             info = resp.info
-            effects = info.get("envh")
-            if effects is None:
-                effects = info["envh"] = []
-            effects.append({"layer": self.layer_id, "kind": self.kind, "action": "passed",
-                            "transition": False, "observation": False})
+            info.setdefault("envh", []).append({"layer": self.layer_id, "kind": self.kind, "action": "passed",
+                                                "transition": False, "observation": False})
             if "error" not in info:
                 self._last_obs = resp.observation
             return resp
@@ -165,9 +162,7 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
                 elif sent != action:
                     a_eff = "rewritten"
         if a_eff == "blocked":
-            reason = sent.reason  # type: ignore[union-attr]
-            resp = EnvResponse(observation=Observation(text=f"Action blocked: {reason}"),
-                               info={"error": {"type": "blocked", "message": reason}})
+            resp = self._blocked(sent)  # type: ignore[arg-type]
         else:
             resp = self.inner.step(sent)  # type: ignore[arg-type]
             received = resp.observation
@@ -187,20 +182,32 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
             if new_obs is not obs:
                 o_eff = new_obs != obs
                 obs = new_obs
+        return self._finish(resp, obs, sent, received, a_eff, t_eff, o_eff)
+
+    @staticmethod
+    def _blocked(block: Block) -> EnvResponse:
+        """The answer to a blocked action: the inner env is not stepped."""
+        return EnvResponse(observation=Observation(text=f"Action blocked: {block.reason}"),
+                           info={"error": {"type": "blocked", "message": block.reason}})
+
+    def _finish(self, resp: EnvResponse, obs: Observation, sent: Action | Block,
+                received: Observation | None, a_eff: str, t_eff: bool, o_eff: bool) -> EnvResponse:
+        """Record this layer's effect in ``info["envh"]`` and return what the policy sees.
+
+        ``received`` is the inner env's observation (``None`` when blocked); when ``obs``
+        differs from it, the effect keeps it so a trajectory can show the base observation.
+        """
         info = resp.info
-        effects = info.get("envh")
-        if effects is None:
-            effects = info["envh"] = []
         effect = {"layer": self.layer_id, "kind": self.kind, "action": a_eff,
                   "transition": t_eff, "observation": o_eff}
         if a_eff == "blocked":
             effect["reason"] = sent.reason  # type: ignore[union-attr]
         elif a_eff == "rewritten":
             effect["sent"] = {"tool": sent.tool, "args": dict(sent.args)}  # type: ignore[union-attr]
-        if received is not None and obs is not received and obs != received:
-            # what this layer received, so a trajectory can show the base observation
+        # with no transition override, a changed observation differs from the received one
+        if received is not None and obs is not received and ((o_eff and not t_eff) or obs != received):
             effect["observation_before"] = {"text": received.text, "data": received.data}
-        effects.append(effect)
+        info.setdefault("envh", []).append(effect)
         if "error" not in info:  # a refused action changes nothing: observe() keeps the state's view
             self._last_obs = obs
         if obs is not resp.observation:

@@ -69,11 +69,8 @@ class Budget(EnvHarness):
                 resp = EnvResponse(observation=resp.observation, reward=resp.reward,
                                    terminated=False, truncated=True, info=info)
                 truncated = True
-        effects = info.get("envh")
-        if effects is None:
-            effects = info["envh"] = []
-        effects.append({"layer": self.layer_id, "kind": self.kind, "action": "passed",
-                        "transition": truncated, "observation": False})
+        info.setdefault("envh", []).append({"layer": self.layer_id, "kind": self.kind, "action": "passed",
+                                            "transition": truncated, "observation": False})
         if "error" not in info:
             self._last_obs = resp.observation
         return resp

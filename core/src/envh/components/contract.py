@@ -90,9 +90,8 @@ class CodeContract(EnvHarness):
                     raise errors.ContractCodeError(
                         f"must return Action, Block or None; got {type(out).__name__}", hook="filter_action")
         if a_eff == "blocked":
-            resp = EnvResponse(observation=Observation(text=f"Action blocked: {out.reason}"),
-                               info={"error": {"type": "blocked", "message": out.reason}})
-            received = None
+            sent, received = out, None
+            resp = self._blocked(out)
         else:
             resp = self.inner.step(sent)
             received = resp.observation
@@ -117,25 +116,7 @@ class CodeContract(EnvHarness):
                         f"must return Observation, str or None; got {type(new_obs).__name__}",
                         hook="filter_observation")
                 obs = new_obs
-        info = resp.info
-        effects = info.get("envh")
-        if effects is None:
-            effects = info["envh"] = []
-        effect = {"layer": self.layer_id, "kind": self.kind, "action": a_eff,
-                  "transition": t_eff, "observation": o_eff}
-        if a_eff == "blocked":
-            effect["reason"] = out.reason
-        elif a_eff == "rewritten":
-            effect["sent"] = {"tool": sent.tool, "args": dict(sent.args)}
-        if received is not None and o_eff and (not t_eff or obs != received):
-            effect["observation_before"] = {"text": received.text, "data": received.data}
-        effects.append(effect)
-        if "error" not in info:
-            self._last_obs = obs
-        if obs is not resp.observation:
-            resp = EnvResponse(observation=obs, reward=resp.reward, terminated=resp.terminated,
-                               truncated=resp.truncated, info=info)
-        return resp
+        return self._finish(resp, obs, sent, received, a_eff, t_eff, o_eff)
 
     def on_reset(self, result: ResetResult) -> ResetResult:
         self.memo = {}
