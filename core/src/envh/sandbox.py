@@ -269,8 +269,7 @@ class Sandbox:
                  allowed_functions: Iterable[str] | None = None) -> None:
         self.time_limit, self.max_ops = time_limit, max_ops
         self._deadline = [float("inf")]
-        fuel = self._fuel = [max_ops]
-        self.expired = False
+        fuel = [max_ops]
         tree = parse_and_check(source)
         if allowed_functions is not None:
             _check_top_level(tree, set(allowed_functions))

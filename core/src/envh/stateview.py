@@ -38,15 +38,6 @@ def freeze(value: Any, where: str = "$") -> Any:
         "(dict, list, str, int, float, bool, None). Bridges must not expose runtimes.")
 
 
-def thaw(value: Any) -> Any:
-    """Plain (mutable) JSON data from a frozen view."""
-    if isinstance(value, Mapping):
-        return {k: thaw(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return [thaw(v) for v in value]
-    return value
-
-
 class LazyState(Mapping[str, Any]):
     """A read-only mapping of ``source.get_env_state()``, fetched and frozen on first use."""
 

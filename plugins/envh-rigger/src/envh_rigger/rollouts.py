@@ -63,18 +63,18 @@ class Rollouts:
         """Episodes of ``spec`` on ``task`` for ``seeds`` (read back when already stored)."""
         sid = spec_id(spec, self.registry)
         found: dict[str, Trajectory] = {}
-        todo: list[EpisodeRequest] = []
+        todo: dict[str, EpisodeRequest] = {}  # by key: a seed listed twice plays once
         keys = [self.key(task, sid, phase, seed) for seed in seeds]
         for key, seed in zip(keys, seeds, strict=True):
             traj = self.cached(key)
             if traj is not None:
                 found[key] = traj
-            elif key not in {r.key for r in todo}:
-                todo.append(EpisodeRequest(
+            elif key not in todo:
+                todo[key] = EpisodeRequest(
                     key=key, spec=spec, spec_id=sid, task=task, seed=seed, policy=self.policy,
                     policy_options=dict(self.policy_options), run_id=RUN_ID, max_steps=self.max_steps,
-                    timeout_s=self.timeout_s))
-        for traj in self._play(todo):
+                    timeout_s=self.timeout_s)
+        for traj in self._play(list(todo.values())):
             self.store.append(traj)
             self._done.add(traj.key)
             self.played += 1
