@@ -7,18 +7,22 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from ..types import Action, Observation, TaskRef, ToolSpec
+from .trajectory import ModelTurn
 
 
 @attrs.frozen(kw_only=True)
 class PolicyStep:
     """One decision: the action (``None`` when the output could not be parsed), the raw
-    model output, why it was invalid, token usage and latency."""
+    model output, why it was invalid, token usage and latency. Chat policies add
+    ``turn``: exactly what the model saw and produced (stored on the step record)."""
 
     action: Action | None
     raw: Any = None
     invalid: str | None = None
     usage: dict[str, int] = attrs.field(factory=dict)
     latency_s: float = 0.0
+    turn: ModelTurn | None = attrs.field(default=None, validator=attrs.validators.optional(
+        attrs.validators.instance_of(ModelTurn)))
 
 
 @runtime_checkable

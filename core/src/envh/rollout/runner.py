@@ -156,7 +156,7 @@ class _Episode:
                 return self.fail("policy_error", describe(exc))
             policy_s = time.monotonic() - t0
             common = {"index": index, "raw": jsonable(decision.raw), "usage": dict(decision.usage),
-                      "policy_s": policy_s}
+                      "policy_s": policy_s, "turn": decision.turn}
             if decision.action is None:
                 obs = invalid_observation(decision.invalid or "unparseable output", tools)
                 self.steps.append(StepRecord(

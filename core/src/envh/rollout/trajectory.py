@@ -40,6 +40,41 @@ class EpisodeRequest:
 
 
 @attrs.frozen(kw_only=True)
+class ModelTurn:
+    """What a chat model saw and produced in one policy turn, exactly (DESIGN invariant 4).
+
+    The request is content-addressed so a long episode stays small: ``messages`` lists the
+    addresses of the messages sent, in order (system prompt first), and ``blobs`` holds
+    each message, and the tool-schema block, the first time the episode sends it;
+    ``request_messages`` rebuilds every turn's request. ``text`` is the completion as the
+    model wrote it (after ``prefill``, the text the reply was primed with);
+    ``tool_calls`` are the native calls as returned (arguments as raw strings);
+    ``parsed`` is every call found in the reply (``{"tool", "args"}`` or ``{"error"}``),
+    of which the first valid one is the action; ``corrections`` lists each change the
+    policy made to what the model wrote (``{"what", "from", "to", ...}``). Token ids and
+    per-token logprobs are set where the engine gives them (local and vLLM policies), so
+    a trainer never retokenises. ``context`` says how the history was fitted to the
+    model's context (strategy, budget, what counted the tokens, turns dropped).
+    """
+
+    messages: list[str] = attrs.field(factory=list)
+    blobs: dict[str, Any] = attrs.field(factory=dict)
+    tools: str | None = None
+    tool_format: str = "text"
+    prefill: str = ""
+    text: str | None = None
+    tool_calls: list[dict[str, Any]] = attrs.field(factory=list)
+    parsed: list[dict[str, Any]] = attrs.field(factory=list)
+    corrections: list[dict[str, Any]] = attrs.field(factory=list)
+    sampling: dict[str, Any] = attrs.field(factory=dict)
+    finish_reason: str | None = None
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    context: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
 class StepRecord:
     """One step. ``proposed`` is the policy's action (``None``: unparseable output, see
     ``invalid``); ``executed`` is the action as it reached the base env (``None`` when a
@@ -62,6 +97,7 @@ class StepRecord:
     usage: dict[str, int] = attrs.field(factory=dict)
     policy_s: float = 0.0
     env_s: float = 0.0
+    turn: ModelTurn | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -114,6 +150,33 @@ class Trajectory:
             for name, n in step.usage.items():
                 out[name] = out.get(name, 0) + int(n)
         return out
+
+
+def request_messages(steps: tuple[StepRecord, ...] | list[StepRecord]) -> list[list[dict[str, Any]] | None]:
+    """The exact messages each step's model request sent (``None`` for a step without a
+    recorded turn), rebuilt from the content-addressed ``ModelTurn`` records."""
+    blobs: dict[str, Any] = {}
+    out: list[list[dict[str, Any]] | None] = []
+    for step in steps:
+        if step.turn is None:
+            out.append(None)
+            continue
+        blobs.update(step.turn.blobs)
+        out.append([blobs[h] for h in step.turn.messages])
+    return out
+
+
+def tools_block(steps: tuple[StepRecord, ...] | list[StepRecord]) -> list[dict[str, Any]] | None:
+    """The tool schemas (OpenAI ``tools`` shape) the model was shown, from the last turn
+    that had a tools block; ``None`` when no turn recorded one."""
+    blobs: dict[str, Any] = {}
+    last: str | None = None
+    for step in steps:
+        if step.turn is not None:
+            blobs.update(step.turn.blobs)
+            last = step.turn.tools or last
+    found = blobs.get(last) if last else None
+    return found if isinstance(found, list) else None
 
 
 def jsonable(value: Any, _depth: int = 0) -> Any:
