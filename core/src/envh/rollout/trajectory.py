@@ -98,6 +98,9 @@ class StepRecord:
     policy_s: float = 0.0
     env_s: float = 0.0
     turn: ModelTurn | None = None
+    # the stack's reward when a Python component made it differ from the base bridge's own
+    # (``reward`` is always the base bridge's)
+    outer_reward: float | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -130,6 +133,15 @@ class Trajectory:
     reset_s: float = 0.0
     evaluate_s: float = 0.0
     duration_s: float = 0.0
+    # failure details: the exception's type and traceback; ``retryable`` when the failure was
+    # the endpoint or the infrastructure (``--resume --retry failed`` plays it again); ``retry``
+    # counts those re-plays of the key. ``outer_verdict`` is what the wrapper chain reported
+    # when it differed from the base bridge's verdict (``verdict`` is always the base's).
+    error_type: str | None = None
+    error_traceback: str | None = None
+    retryable: bool = False
+    retry: int = 0
+    outer_verdict: EvaluationResult | None = None
 
     @property
     def success(self) -> bool:
