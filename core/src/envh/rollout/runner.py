@@ -1,32 +1,45 @@
 """The episode runner: one (env spec, task, seed, policy) → one ``Trajectory``.
 
-Every executor runs this same function. Nothing escapes it: a failure becomes the
+Every executor runs this same function. Nothing escapes it: any exception from the
+bridge, a component, the policy or the recording itself (``BaseException`` included:
+``SystemExit``, ``KeyboardInterrupt`` raised by plugin code, ``GeneratorExit``) becomes the
 trajectory's ``error_class`` (``policy_error``, ``env_error``, ``infra_error``,
-``timeout``) with its message, and the verifier's verdict is taken whenever the env is
-still sound. Unparseable policy output is an invalid step (the policy is told, the
-episode goes on). The per-episode time limit is a ``SIGALRM`` timer where the runner owns
-the main thread (it interrupts a blocked LLM call or a runaway bridge), and a check
-between steps elsewhere.
+``timeout``) with its message, type and traceback, and the verifier's verdict is taken
+whenever the env is still sound (also after the policy failed). Unparseable policy output
+is an invalid step (the policy is told, the episode goes on). The per-episode time limit
+is a ``SIGALRM`` timer where the runner owns the main thread (it interrupts a blocked LLM
+call or a runaway bridge), and a check between steps elsewhere; a real Ctrl-C on the main
+thread still stops the run.
+
+Verdict and reward come from the base bridges (``taps.BaseTap``), never through the
+wrapper chain; when a component made the stack report something else, the trajectory
+records both.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator
+import traceback
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 import attrs
 
 from .. import errors
-from ..types import Action, Observation
+from ..types import Action, EnvResponse, EvaluationResult, Observation
 from .policy import PolicyStep
-from .trajectory import EpisodeRequest, StepRecord, Trajectory, jsonable
+from .taps import BaseTap
+from .trajectory import EpisodeRequest, StepRecord, Trajectory, jsonable, trajectory_to_json
 from .warm import Warm
+
+MAX_TEXT = 8 * 1024 * 1024  # characters of one observation or one policy output a trajectory keeps
+MAX_TRACEBACK = 20_000
 
 
 class _Deadline(BaseException):
@@ -34,24 +47,42 @@ class _Deadline(BaseException):
     bridges, policies and the contract sandbox cannot swallow it."""
 
 
+_interrupts = [0]  # real SIGINTs seen on the main thread while an episode ran
+
+
 @contextmanager
 def _alarm(timeout_s: float | None) -> Iterator[None]:
-    usable = (timeout_s and hasattr(signal, "setitimer")
-              and threading.current_thread() is threading.main_thread())
-    if not usable:
+    on_main = threading.current_thread() is threading.main_thread()
+    if not on_main:
         yield
         return
+    previous_int = signal.getsignal(signal.SIGINT)
+
+    def interrupted(signum: int, frame: Any) -> None:
+        _interrupts[0] += 1  # a KeyboardInterrupt from a person, not from plugin code
+        if callable(previous_int):
+            previous_int(signum, frame)
+        raise KeyboardInterrupt
+
+    track = previous_int is signal.default_int_handler
+    if track:
+        signal.signal(signal.SIGINT, interrupted)
+    usable = bool(timeout_s) and hasattr(signal, "setitimer")
 
     def fire(_signum: int, _frame: Any) -> None:
         raise _Deadline(f"the episode ran past its {timeout_s:g} s limit")
 
-    previous = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, float(timeout_s))  # type: ignore[arg-type]
+    previous = signal.signal(signal.SIGALRM, fire) if usable else None
+    if usable:
+        signal.setitimer(signal.ITIMER_REAL, float(timeout_s))  # type: ignore[arg-type]
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        if usable:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        if track:
+            signal.signal(signal.SIGINT, previous_int)
 
 
 def classify(exc: BaseException) -> str:
@@ -60,11 +91,31 @@ def classify(exc: BaseException) -> str:
         return exc.error_class
     if isinstance(exc, (MemoryError, OSError)) and not isinstance(exc, errors.EnvhError):
         return "infra_error"
-    return "env_error"  # ContractCodeError, ReplayError, SpecError, bridge bugs
+    return "env_error"  # ContractCodeError, ReplayError, SpecError, bridge bugs, SystemExit
 
 
 def describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"[:4000]
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except BaseException:  # noqa: BLE001 - a hostile __str__ must not escape either
+        text = f"{type(exc).__name__}: (its message could not be read)"
+    return text[:4000]
+
+
+def format_traceback(exc: BaseException) -> str:
+    try:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except BaseException:  # noqa: BLE001
+        text = describe(exc)
+    return text[-MAX_TRACEBACK:]
+
+
+def _contained(exc: BaseException, started_interrupts: int) -> None:
+    """Re-raise what must stop the run (the deadline, a person's Ctrl-C); contain the rest."""
+    if isinstance(exc, _Deadline):
+        raise exc
+    if isinstance(exc, KeyboardInterrupt) and _interrupts[0] != started_interrupts:
+        raise exc
 
 
 def reached_base(proposed: Action, effects: list[dict[str, Any]]) -> tuple[Action | None, str | None]:
@@ -84,7 +135,8 @@ def base_observation(seen: Observation, effects: list[dict[str, Any]]) -> Observ
     for effect in effects:
         before = effect.get("observation_before")
         if isinstance(before, dict):
-            obs = Observation(text=str(before.get("text", "")), data=dict(before.get("data") or {}))
+            data = before.get("data")
+            obs = Observation(text=str(before.get("text", "")), data=dict(data) if isinstance(data, Mapping) else {})
             return None if obs == seen else obs
     return None
 
@@ -93,6 +145,94 @@ def invalid_observation(reason: str, tools: list[Any]) -> Observation:
     names = ", ".join(t.name for t in tools)
     return Observation(text=f"Error: your output is not a valid action ({reason}). "
                             f"Call exactly one of the tools: {names}.")
+
+
+def checked_observation(obs: Any, where: str) -> Observation:
+    if type(obs) is not Observation:
+        raise errors.EnvError(f"{where} returned {type(obs).__name__} as its observation, not an Observation")
+    if not isinstance(obs.text, str) or not isinstance(obs.data, Mapping):
+        raise errors.EnvError(f"{where} returned an observation whose text is {type(obs.text).__name__} and "
+                              f"data {type(obs.data).__name__} (expected str and dict)")
+    if len(obs.text) > MAX_TEXT:
+        raise errors.EnvError(f"{where} returned an observation of {len(obs.text)} characters, over the "
+                              f"{MAX_TEXT} a trajectory records")
+    return obs
+
+
+def checked_response(resp: Any) -> EnvResponse:
+    """The env's answer, or ``EnvError`` saying what is wrong with it (a bridge bug)."""
+    if not isinstance(resp, EnvResponse):
+        raise errors.EnvError(f"step() returned {type(resp).__name__}, not an EnvResponse")
+    reward = resp.reward
+    if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
+        raise errors.EnvError(f"step() returned reward={reward!r:.80}; a reward is a finite number")
+    for name in ("terminated", "truncated"):
+        if not isinstance(getattr(resp, name), bool):
+            raise errors.EnvError(f"step() returned {name}={getattr(resp, name)!r:.80}; expected True or False")
+    if not isinstance(resp.info, dict):
+        raise errors.EnvError(f"step() returned info of type {type(resp.info).__name__}; expected a dict")
+    checked_observation(resp.observation, "step()")
+    return resp
+
+
+def checked_verdict(verdict: Any, where: str = "evaluate()") -> EvaluationResult:
+    if not isinstance(verdict, EvaluationResult):
+        raise errors.EnvError(f"{where} returned {type(verdict).__name__}, not an EvaluationResult")
+    if not isinstance(verdict.success, bool):
+        raise errors.EnvError(f"{where} returned success={verdict.success!r:.80}; expected True or False")
+    score = verdict.score
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+        raise errors.EnvError(f"{where} returned score={score!r:.80}; a score is a finite number")
+    return verdict
+
+
+def checked_decision(decision: Any) -> PolicyStep:
+    """The policy's decision, or ``PolicyError`` saying what is wrong with it."""
+    if not isinstance(decision, PolicyStep):
+        raise errors.PolicyError(f"act() returned {type(decision).__name__}, not PolicyStep")
+    if decision.action is not None and type(decision.action) is not Action:
+        raise errors.PolicyError(f"act() returned an action of type {type(decision.action).__name__}, "
+                                 "not envh.Action")
+    if decision.action is not None and (not isinstance(decision.action.tool, str)
+                                        or not isinstance(decision.action.args, Mapping)):
+        raise errors.PolicyError("act() returned an Action whose tool is not a str or whose args are not a mapping")
+    if decision.invalid is not None and not isinstance(decision.invalid, str):
+        raise errors.PolicyError(f"act() returned invalid={type(decision.invalid).__name__}; expected a str")
+    return decision
+
+
+def clean_usage(usage: Any) -> tuple[dict[str, int], list[str]]:
+    """Token counts a policy reported: non-negative integers by name; the rest is dropped
+    and named (a malformed ``usage`` is the policy's problem, never the run's)."""
+    if not isinstance(usage, dict):
+        return {}, [f"usage is {type(usage).__name__}, not a dict"] if usage else []
+    out, dropped = {}, []
+    for name, n in list(usage.items())[:64]:
+        if isinstance(name, str) and len(name) <= 100 and not isinstance(n, bool) and (
+                isinstance(n, int) or (isinstance(n, float) and n.is_integer())) and 0 <= n < 2**53:
+            out[name] = int(n)
+        else:
+            dropped.append(f"{str(name)[:40]!r}={type(n).__name__}")
+    return out, dropped
+
+
+def recorded_raw(raw: Any) -> Any:
+    """The policy's raw output as plain JSON data, within the size a trajectory keeps."""
+    try:
+        data = jsonable(raw)
+        size = len(data) if isinstance(data, str) else len(trajectory_json_size(data))
+    except BaseException as exc:  # noqa: BLE001 - a hostile object's repr or model_dump
+        return f"<raw output could not be recorded: {describe(exc)}>"
+    if size > MAX_TEXT:
+        raise errors.PolicyError(f"the policy's raw output is {size} characters, over the {MAX_TEXT} a "
+                                 "trajectory records")
+    return data
+
+
+def trajectory_json_size(data: Any) -> str:
+    import json
+
+    return json.dumps(data, ensure_ascii=False, default=repr)
 
 
 class _Episode:
@@ -108,94 +248,140 @@ class _Episode:
         self.steps: list[StepRecord] = []
         self.deadline = time.monotonic() + request.timeout_s if request.timeout_s else None
         self.done = False
+        self.env: Any = None
+        self.tap: BaseTap | None = None
+        self.env_sound = False  # reset succeeded and no env call failed or was interrupted
+        self.interrupts = _interrupts[0]
 
-    def fail(self, error_class: str, message: str) -> None:
+    def fail(self, error_class: str, message: str, exc: BaseException | None = None) -> None:
         if self.fields.get("error_class") is None:
             self.fields.update(error_class=error_class, error=message, stop="error")
+            if exc is not None:
+                self.fields.update(error_type=type(exc).__name__, error_traceback=format_traceback(exc),
+                                   retryable=isinstance(exc, errors.EndpointError))
 
     def check_time(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise _Deadline(f"the episode ran past its {self.req.timeout_s:g} s limit")
 
+    def policy_failed(self, exc: BaseException, what: str) -> None:
+        _contained(exc, self.interrupts)
+        self.warm.drop_policy(self.req.policy, self.req.policy_options)
+        self.fail("policy_error", f"{what}{describe(exc)}", exc)
+
+    def env_failed(self, exc: BaseException, what: str = "") -> None:
+        self.env_sound = False
+        _contained(exc, self.interrupts)
+        self.warm.drop_env(self.req.spec_id)
+        self.fail(classify(exc), f"{what}{describe(exc)}", exc)
+
     def play(self) -> None:
         req, warm, f = self.req, self.warm, self.fields
-        f["versions"] = warm.versions
         try:
+            f["versions"] = warm.versions
             policy = warm.policy(req.policy, req.policy_options)
-        except Exception as exc:  # noqa: BLE001 - a policy that cannot be built is a policy error
-            return self.fail("policy_error", f"building policy {req.policy!r} failed: {describe(exc)}")
-        f["policy_id"] = policy.policy_id
+        except BaseException as exc:  # noqa: BLE001 - a policy that cannot be built is a policy error
+            return self.policy_failed(exc, f"building policy {req.policy!r} failed: ")
+        f["policy_id"] = str(policy.policy_id)[:500]
         t0 = time.monotonic()
         try:
-            env = warm.env(req.spec_id, req.spec)
+            self.env = env = warm.env(req.spec_id, req.spec)
+            self.tap = warm.tap(req.spec_id, env)
             result = env.reset(task=req.task, seed=req.seed)
-            tools = env.tools()
-        except Exception as exc:  # noqa: BLE001 - build/reset failures end the episode as data
-            warm.drop_env(req.spec_id)
-            return self.fail(classify(exc), describe(exc))
+            obs = checked_observation(getattr(result, "observation", None), "reset()")
+            tools = list(env.tools())
+            tools_data = [jsonable(t) for t in tools]
+            reset_effects = jsonable(result.info.get("envh", []))
+        except BaseException as exc:  # noqa: BLE001 - build/reset failures end the episode as data
+            return self.env_failed(exc)
+        self.env_sound = True
         f["reset_s"] = time.monotonic() - t0
-        obs = result.observation
-        f["tools"] = [jsonable(t) for t in tools]
+        f["tools"] = tools_data
         f["initial_observation"] = obs
-        f["reset_effects"] = jsonable(result.info.get("envh", []))
-        f["initial_base_observation"] = base_observation(obs, f["reset_effects"])
+        f["reset_effects"] = reset_effects
+        f["initial_base_observation"] = base_observation(obs, reset_effects)
         try:
             policy.start(task=req.task, tools=tools, observation=obs, seed=req.seed)
-        except Exception as exc:  # noqa: BLE001
-            warm.drop_policy(req.policy, req.policy_options)
-            return self.fail("policy_error", f"policy.start() failed: {describe(exc)}")
+        except BaseException as exc:  # noqa: BLE001
+            self.policy_failed(exc, "policy.start() failed: ")
+            return self.take_verdict()
         for index in range(req.max_steps):
             self.check_time()
             t0 = time.monotonic()
             try:
-                decision = policy.act(obs, tools)
-                if not isinstance(decision, PolicyStep):
-                    raise errors.PolicyError(f"act() returned {type(decision).__name__}, not PolicyStep")
-            except Exception as exc:  # noqa: BLE001 - the endpoint failed after its retries, etc.
-                warm.drop_policy(req.policy, req.policy_options)
-                return self.fail("policy_error", describe(exc))
+                decision = checked_decision(policy.act(obs, tools))
+                raw = recorded_raw(decision.raw)
+                usage, dropped = clean_usage(decision.usage)
+                invalid = decision.invalid
+            except BaseException as exc:  # noqa: BLE001 - the endpoint failed after its retries, etc.
+                self.policy_failed(exc, "")
+                return self.take_verdict()
             policy_s = time.monotonic() - t0
-            common = {"index": index, "raw": jsonable(decision.raw), "usage": dict(decision.usage),
-                      "policy_s": policy_s, "turn": decision.turn}
+            common = {"index": index, "raw": raw, "usage": usage, "policy_s": policy_s,
+                      "turn": decision.turn}
             if decision.action is None:
-                obs = invalid_observation(decision.invalid or "unparseable output", tools)
+                reason = (invalid or "unparseable output")[:2000]
+                obs = invalid_observation(reason, tools)
                 self.steps.append(StepRecord(
-                    **common, invalid=decision.invalid or "unparseable output", observation=obs,
-                    error={"type": "invalid_output", "message": decision.invalid or ""}))
+                    **common, invalid=reason, observation=obs,
+                    error={"type": "invalid_output", "message": invalid or "",
+                           **({"usage_dropped": dropped} if dropped else {})}))
                 continue
             t0 = time.monotonic()
             try:
-                resp = env.step(decision.action)
-            except Exception as exc:  # noqa: BLE001 - a broken env ends the episode as data
-                warm.drop_env(req.spec_id)
-                return self.fail(classify(exc), describe(exc))
-            effects = jsonable(resp.info.get("envh", []))
-            executed, blocked = reached_base(decision.action, effects)
-            error = resp.info.get("error")
-            self.steps.append(StepRecord(
-                **common, proposed=decision.action, executed=executed, blocked=blocked,
-                observation=resp.observation, base_observation=base_observation(resp.observation, effects),
-                reward=float(resp.reward), terminated=resp.terminated, truncated=resp.truncated,
-                error=jsonable(error) if error else None, effects=effects, env_s=time.monotonic() - t0))
+                self.env_sound = False  # until the step returns
+                rewards = self.tap.begin_step() if self.tap is not None else None
+                resp = checked_response(env.step(decision.action))
+                effects = jsonable(resp.info.get("envh", []))
+                error = resp.info.get("error")
+                reward, outer = float(resp.reward), None
+                if rewards is not None and self.tap is not None and self.tap.active:
+                    base = BaseTap.base_reward(rewards)
+                    if base != reward:
+                        reward, outer = base, reward
+                executed, blocked = reached_base(decision.action, effects)
+                record = StepRecord(
+                    **common, proposed=decision.action, executed=executed, blocked=blocked,
+                    observation=resp.observation,
+                    base_observation=base_observation(resp.observation, effects), reward=reward,
+                    outer_reward=outer, terminated=resp.terminated, truncated=resp.truncated,
+                    error=jsonable(error) if error else ({"type": "usage", "dropped": dropped} if dropped else None),
+                    effects=effects, env_s=time.monotonic() - t0)
+            except BaseException as exc:  # noqa: BLE001 - a broken env ends the episode as data
+                return self.env_failed(exc)
+            self.env_sound = True
+            self.steps.append(record)
             obs = resp.observation
             if resp.terminated or resp.truncated:
                 f["stop"] = "terminated" if resp.terminated else "truncated"
                 break
             try:
-                tools = env.tools()
-            except Exception as exc:  # noqa: BLE001
-                warm.drop_env(req.spec_id)
-                return self.fail(classify(exc), describe(exc))
+                tools = list(env.tools())
+            except BaseException as exc:  # noqa: BLE001
+                return self.env_failed(exc)
         else:
             f["stop"] = "max_steps"
+        self.take_verdict()
+
+    def take_verdict(self) -> None:
+        """The base bridges' verdict, when the env is sound (also after a policy failure)."""
+        if not self.env_sound or self.env is None:
+            return
         t0 = time.monotonic()
+        self.env_sound = False  # until evaluate() returns
         try:
-            f["verdict"] = env.evaluate()
-        except Exception as exc:  # noqa: BLE001
-            warm.drop_env(req.spec_id)
-            return self.fail(classify(exc), f"evaluate() failed: {describe(exc)}")
-        f["evaluate_s"] = time.monotonic() - t0
-        self.done = True
+            if self.tap is not None and self.tap.active:
+                verdict, outer = self.tap.verdict(self.env, checked_verdict)
+            else:
+                verdict, outer = checked_verdict(self.env.evaluate()), None
+        except BaseException as exc:  # noqa: BLE001
+            self.env_failed(exc, "evaluate() failed: ")
+            return
+        self.env_sound = self.done = True
+        self.fields["verdict"] = verdict
+        if outer is not None:
+            self.fields["outer_verdict"] = outer
+        self.fields["evaluate_s"] = time.monotonic() - t0
 
     def trajectory(self, t_start: float) -> Trajectory:
         return Trajectory(**self.fields, steps=tuple(self.steps), duration_s=time.monotonic() - t_start)
@@ -205,32 +391,75 @@ def run_episode(request: EpisodeRequest, warm: Warm | None = None, *, registry: 
     """Play one episode. With ``warm`` the env and policy stay open for the next episode
     (reset in place); without it both are built from ``registry`` (default: the
     process-wide one) and closed before returning. Never raises for a failure of the
-    env, the policy or the time limit."""
+    env, the policy, the recording or the time limit (a person's Ctrl-C still stops it)."""
     t_start = time.monotonic()
     own = warm is None
     warm = warm or Warm(registry)
     episode = _Episode(request, warm)
+    problems: list[str] = []
     try:
         with _alarm(request.timeout_s):
-            episode.play()
-    except _Deadline as exc:
-        if not episode.done:  # a timer firing after the verdict changes nothing
-            warm.drop_env(request.spec_id)
-            warm.drop_policy(request.policy, request.policy_options)
-            episode.fail("timeout", str(exc))
+            try:
+                episode.play()
+            except _Deadline as exc:
+                if not episode.done:  # a timer firing after the verdict changes nothing
+                    sound_policy_wait = episode.env_sound
+                    warm.drop_policy(request.policy, request.policy_options)
+                    episode.fail("timeout", str(exc), exc)
+                    if not sound_policy_wait:
+                        warm.drop_env(request.spec_id)
+                    else:  # the policy overran, the env is sound: its verdict still counts
+                        _verdict_within(episode, 10.0)
+    except _Deadline:  # the timer fired in the handler above
+        warm.drop_env(request.spec_id)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the runner's own bookkeeping failed
+        episode.fail("infra_error", f"the runner failed: {describe(exc)}", exc)
     finally:
-        problems = warm.close() if own else []
+        if own:
+            try:
+                problems = warm.close()
+            except BaseException as exc:  # noqa: BLE001
+                problems = [describe(exc)]
     if problems and episode.fields.get("error_class") is None:
         episode.fail("env_error", "; ".join(problems))
-    return episode.trajectory(t_start)
+    return recordable(episode.trajectory(t_start))
 
 
-def infra_failure(request: EpisodeRequest, message: str, *, final: bool, worker: str = "") -> Trajectory:
-    """The trajectory of an attempt that died with its worker (recorded by executors)."""
+def _verdict_within(episode: _Episode, seconds: float) -> None:
+    try:
+        with _alarm(seconds):
+            episode.take_verdict()
+    except _Deadline:
+        episode.warm.drop_env(episode.req.spec_id)
+
+
+def recordable(trajectory: Trajectory) -> Trajectory:
+    """``trajectory`` if it serialises, else an ``infra_error`` trajectory saying why (a
+    value the store cannot write must not take the run down)."""
+    try:
+        trajectory_to_json(trajectory)
+        return trajectory
+    except BaseException as exc:  # noqa: BLE001
+        t = trajectory
+        return Trajectory(key=t.key, run_id=t.run_id, attempt=t.attempt, final=t.final, spec_id=t.spec_id,
+                          task=t.task, seed=t.seed, policy=t.policy, policy_id=t.policy_id,
+                          versions=t.versions, stop="error", error_class="infra_error",
+                          error=f"the trajectory could not be recorded: {describe(exc)}",
+                          error_type=type(exc).__name__, error_traceback=format_traceback(exc),
+                          worker=t.worker, started_at=t.started_at, duration_s=t.duration_s)
+
+
+def infra_failure(request: EpisodeRequest, message: str, *, final: bool, worker: str = "",
+                  detail: str | None = None) -> Trajectory:
+    """The trajectory of an attempt that died with its worker (recorded by executors);
+    ``detail`` is what the worker last wrote (its traceback, when it had one)."""
     return Trajectory(key=request.key, run_id=request.run_id, attempt=request.attempt, final=final,
                       spec_id=request.spec_id, task=request.task, seed=request.seed,
                       policy=request.policy, stop="error", error_class="infra_error",
-                      error=message, worker=worker, started_at=time.time())
+                      error=message, worker=worker, started_at=time.time(), retryable=True,
+                      error_traceback=detail[-MAX_TRACEBACK:] if detail else None)
 
 
 def next_attempt(request: EpisodeRequest) -> EpisodeRequest:

@@ -19,6 +19,7 @@ from ..env import ActionableEnv
 from ..plugins.manager import Registry, get_registry
 from ..spec import make
 from .policy import Policy
+from .taps import BaseTap
 
 
 def parse_policy_spec(spec: str) -> tuple[str, str | None]:
@@ -58,6 +59,7 @@ class Warm:
         self.max_envs, self.max_policies = max_envs, max_policies
         self._envs: OrderedDict[str, ActionableEnv] = OrderedDict()
         self._policies: OrderedDict[str, Policy] = OrderedDict()
+        self._taps: dict[str, tuple[ActionableEnv, BaseTap]] = {}
         self._versions: dict[str, str] | None = None
 
     @property
@@ -73,11 +75,21 @@ class Warm:
             env = make(spec, registry=self.registry)
         self._envs[spec_id] = env
         while len(self._envs) > self.max_envs:
-            _close_quietly(self._envs.popitem(last=False)[1])
+            old_id, old_env = self._envs.popitem(last=False)
+            self._taps.pop(old_id, None)
+            _close_quietly(old_env)
         return env
+
+    def tap(self, spec_id: str, env: ActionableEnv) -> BaseTap:
+        """The base-env taps of the warm env of ``spec_id`` (installed once per env)."""
+        held = self._taps.get(spec_id)
+        if held is None or held[0] is not env:
+            held = self._taps[spec_id] = (env, BaseTap(env))
+        return held[1]
 
     def drop_env(self, spec_id: str) -> str | None:
         """Close and forget an env (after it failed); returns the close error, if any."""
+        self._taps.pop(spec_id, None)
         env = self._envs.pop(spec_id, None)
         return None if env is None else _close_quietly(env)
 
@@ -107,12 +119,18 @@ class Warm:
         problems += [_close_quietly(e) for e in self._envs.values()]
         self._envs.clear()
         self._policies.clear()
+        self._taps.clear()
         return [p for p in problems if p]
 
 
 def _close_quietly(obj: Any) -> str | None:
     try:
         obj.close()
-    except Exception as exc:  # noqa: BLE001 - closing must go on; the caller records it
-        return f"{type(obj).__name__}.close() raised {exc!r}"
+    except BaseException as exc:  # noqa: BLE001 - closing must go on; the caller records it
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        try:
+            return f"{type(obj).__name__}.close() raised {type(exc).__name__}: {exc}"[:2000]
+        except BaseException:  # noqa: BLE001
+            return f"{type(obj).__name__}.close() raised {type(exc).__name__}"
     return None
