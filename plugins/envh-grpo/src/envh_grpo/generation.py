@@ -1,0 +1,217 @@
+"""Generation engines for rollouts: token ids in, token ids and log-probs out.
+
+Both engines take prompts as token ids and return exactly the ids they sampled with the
+log-prob of each under the sampling distribution (temperature and top-p applied), so the
+trainer never re-tokenises text.
+
+* ``hf`` — transformers ``generate`` on the training model itself (no weight sync).
+* ``vllm`` — an in-process vLLM engine. On GPU weights are synced in place after every
+  optimizer step; vLLM's CPU build cannot reload weights, so on CPU the engine is rebuilt
+  from a saved copy of the weights (``sync``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import attrs
+
+ENGINES = ("hf", "vllm")
+
+
+@attrs.frozen(kw_only=True)
+class Generation:
+    ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    finish: str  # "stop" or "length"
+
+
+@attrs.frozen(kw_only=True)
+class SamplingConfig:
+    max_new_tokens: int = 24
+    temperature: float = 1.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ("</action>",)
+
+
+class Engine(Protocol):
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int) -> list[Generation]:
+        """One completion per prompt."""
+
+    def sync(self, model: Any) -> None:
+        """Take the trained weights of ``model``."""
+
+    def close(self) -> None:
+        """Release the engine."""
+
+
+def pad_id_for(tokenizer: Any) -> int:
+    """A padding id the model is never allowed to sample, so padding is unambiguous.
+
+    The tokenizer's own pad token is often its EOS, which a finished row legitimately
+    ends with; we take a special token that is neither EOS nor used by the chat template.
+    """
+    eos = tokenizer.eos_token_id
+    candidates = [tokenizer.pad_token_id, getattr(tokenizer, "unk_token_id", None),
+                  *getattr(tokenizer, "all_special_ids", [])]
+    template = str(getattr(tokenizer, "chat_template", "") or "")
+    for cand in candidates:
+        if isinstance(cand, int) and cand != eos and tokenizer.convert_ids_to_tokens(cand) not in template:
+            return cand
+    return int(tokenizer.vocab_size) - 1
+
+
+class HFEngine:
+    """transformers ``generate`` on the (training) model; batches all prompts of a turn."""
+
+    name = "hf"
+
+    def __init__(self, model: Any, tokenizer: Any) -> None:
+        import torch
+
+        self.torch = torch
+        self.model, self.tok = model, tokenizer
+        self.pad = pad_id_for(tokenizer)
+
+    def sync(self, model: Any) -> None:
+        self.model = model
+
+    def close(self) -> None:
+        self.model = None
+
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int) -> list[Generation]:
+        torch = self.torch
+        if not prompts:
+            return []
+        if sampling.max_new_tokens <= 0:
+            return [Generation(ids=(), logprobs=(), finish="length") for _ in prompts]
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self.pad, dtype=torch.long)
+        att = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, p in enumerate(prompts):  # left padding: generation continues every row at the right
+            if p:
+                ids[row, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
+                att[row, width - len(p):] = 1
+        sample = sampling.temperature > 0
+        options: dict[str, Any] = {
+            "max_new_tokens": sampling.max_new_tokens, "do_sample": sample, "pad_token_id": self.pad,
+            "eos_token_id": self.tok.eos_token_id, "suppress_tokens": [self.pad],
+            "output_scores": True, "return_dict_in_generate": True}
+        if sampling.stop:
+            options.update(stop_strings=list(sampling.stop), tokenizer=self.tok)
+        if sample:
+            options.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
+        else:
+            options.update(temperature=None, top_p=None, top_k=None)
+        torch.manual_seed(seed)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                out = self.model.generate(input_ids=ids, attention_mask=att, **options)
+        finally:
+            self.model.train(was_training)
+        new = out.sequences[:, width:]
+        logps = torch.stack([torch.log_softmax(s.float(), dim=-1) for s in out.scores], dim=1) \
+            if out.scores else None
+        results = []
+        for row in range(len(prompts)):
+            toks = new[row].tolist()
+            n = toks.index(self.pad) if self.pad in toks else len(toks)
+            toks = toks[:n]
+            lp = [] if logps is None else logps[row, torch.arange(n), torch.tensor(toks, dtype=torch.long)].tolist()
+            stopped = bool(toks) and (toks[-1] == self.tok.eos_token_id or self._hit_stop(toks, sampling.stop))
+            results.append(Generation(ids=tuple(toks), logprobs=tuple(float(x) for x in lp),
+                                      finish="stop" if stopped or n < sampling.max_new_tokens else "length"))
+        return results
+
+    def _hit_stop(self, toks: list[int], stops: Sequence[str]) -> bool:
+        tail = self.tok.decode(toks[-8:], skip_special_tokens=False)
+        return any(tail.endswith(s) or s in tail for s in stops)
+
+
+class VLLMEngine:
+    """An in-process vLLM engine (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) fed token ids.
+
+    :param model_dir: an HF folder to serve.
+    :param rebuild: rebuild from saved weights on ``sync`` (vLLM's CPU build cannot load
+        weights in place); on GPU weights are loaded into the running engine.
+    """
+
+    name = "vllm"
+
+    def __init__(self, model_dir: str, *, dtype: str = "float32", gpu_memory_utilization: float = 0.5,
+                 enforce_eager: bool = True, max_model_len: int = 2048, tensor_parallel: int = 1,
+                 rebuild: bool | None = None, seed: int = 0) -> None:
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        import torch
+
+        self.kwargs: dict[str, Any] = {"dtype": dtype, "enforce_eager": enforce_eager,
+                                       "max_model_len": max_model_len, "seed": seed,
+                                       "tensor_parallel_size": tensor_parallel}
+        if torch.cuda.is_available():
+            self.kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+        self.rebuild = (not torch.cuda.is_available()) if rebuild is None else rebuild
+        self.model_dir = str(model_dir)
+        self._tmp: str | None = None
+        self.llm = self._build(self.model_dir)
+        self.builds = 1
+
+    def _build(self, folder: str) -> Any:
+        from vllm import LLM
+
+        return LLM(model=folder, tokenizer=self.model_dir, skip_tokenizer_init=False, **self.kwargs)
+
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int) -> list[Generation]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        if not prompts:
+            return []
+        if sampling.max_new_tokens <= 0:
+            return [Generation(ids=(), logprobs=(), finish="length") for _ in prompts]
+        params = [SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p,
+                                 max_tokens=sampling.max_new_tokens, stop=list(sampling.stop),
+                                 include_stop_str_in_output=True, logprobs=0, seed=seed + i)
+                  for i in range(len(prompts))]
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False)
+        results = []
+        for out in outs:
+            comp = out.outputs[0]
+            ids = tuple(int(t) for t in comp.token_ids)
+            lps = tuple(float(step[tok].logprob) for step, tok in zip(comp.logprobs or [], ids))
+            results.append(Generation(ids=ids, logprobs=lps,
+                                      finish="length" if comp.finish_reason == "length" else "stop"))
+        return results
+
+    def sync(self, model: Any) -> None:
+        if not self.rebuild:
+            state = model.state_dict()
+            runner = self.llm.llm_engine.model_executor.driver_worker.model_runner  # GPU, in place
+            runner.model.load_weights(weights=list(state.items()))
+            return
+        tmp = tempfile.mkdtemp(prefix="envh-grpo-vllm-")
+        model.save_pretrained(tmp, safe_serialization=True)
+        for name in os.listdir(self.model_dir):  # the config/tokenizer files the engine reads
+            if name.endswith((".json", ".txt", ".model", ".jinja")) and not os.path.exists(os.path.join(tmp, name)):
+                shutil.copy(os.path.join(self.model_dir, name), tmp)
+        self.close()
+        self.llm = self._build(tmp)
+        self._tmp = tmp
+        self.builds += 1
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        self.llm = None
+        if llm is not None:
+            del llm
+            import gc
+
+            gc.collect()
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None

@@ -1,0 +1,27 @@
+"""envh hook implementations: the ``grpo`` trainer and the ``envh train`` command.
+
+Only ``@hookimpl`` functions returning records; the trainer loads lazily.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from envh import TrainerInfo, hookimpl
+
+if TYPE_CHECKING:
+    import click
+
+
+@hookimpl
+def envh_trainers() -> list[TrainerInfo]:
+    return [TrainerInfo(
+        name="grpo", factory="envh_grpo.trainer:GRPOTrainer",
+        description="multi-turn GRPO: token-faithful rollouts, cost-aware reward, DeepSpeed ZeRO")]
+
+
+@hookimpl
+def envh_register_commands(cli: click.Group) -> None:
+    from envh_grpo.cli import train
+
+    cli.add_command(train)

@@ -1,0 +1,157 @@
+"""Multi-turn rollouts in lock step: every live episode's next turn goes to the engine in
+one batch, each reply is parsed into an action and stepped in its own env stack.
+
+The verdict comes from the innermost bridge (``envh.iter_layers``), or from a layer that
+composes base verdicts (a chain): never from what a component reports. Bad model output
+is data: a reply that does not parse is an invalid turn, and the reason is shown to the
+model with the next observation. An env that breaks ends its episode (``stop="env_error"``)
+without stopping the batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import envh
+from envh.rollout.policies import calls, prompts
+
+from .generation import Engine, SamplingConfig
+from .rewards import EpisodeFacts
+from .sequences import ChatSegments, Conversation, Turn
+
+_ACTION = re.compile(r"<action>(.*?)(?:</action>|$)", re.S)
+PREFILL = "<action>"
+
+
+@attrs.frozen(kw_only=True)
+class Job:
+    """One episode to play: an env stack, its task, the reset seed and its group."""
+
+    env: Any
+    task: Any
+    seed: int
+    group: int
+    spec: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Episode:
+    """A finished episode: its turns (token-faithful) and what the reward reads."""
+
+    group: int
+    spec: str
+    task: str
+    turns: tuple[Turn, ...]
+    facts: EpisodeFacts
+    success: bool
+    score: float
+    stop: str
+    invalid_turns: tuple[bool, ...] = ()
+    texts: tuple[str, ...] = ()
+
+
+def verdict(env: Any) -> Any:
+    """The sealed verdict: a chain's combination of base verdicts, else the innermost bridge's."""
+    layers = envh.iter_layers(env)
+    for layer in layers[:-1]:  # outermost first; only verdict composers (chain) define evaluate
+        if "evaluate" in type(layer).__dict__:
+            return layer.evaluate()
+    return layers[-1].evaluate()
+
+
+def derive_seed(*parts: object) -> int:
+    """A stable 31-bit seed from anything printable (same on every rank and every run)."""
+    return int.from_bytes(hashlib.sha256("|".join(map(str, parts)).encode()).digest()[:4], "big") >> 1
+
+
+def parse_reply(text: str, tools: list[Any]) -> tuple[Any, str | None]:
+    """(action, None) or (None, reason) for a reply that starts after the ``<action>`` prefill."""
+    found = _ACTION.findall(PREFILL + text)
+    body = found[-1].strip() if found else ""
+    if not body:
+        return None, "the <action> block is empty"
+    try:
+        return calls.parse_call(body.splitlines()[0], tools), None
+    except calls.ParseError as exc:
+        return None, str(exc)
+
+
+class _Live:
+    def __init__(self, job: Job, segments: ChatSegments, history: int | None) -> None:
+        self.job = job
+        reset = job.env.reset(task=job.task, seed=job.seed)
+        self.obs = reset.observation
+        self.tools = job.env.tools()
+        system = prompts.system_prompt(self.tools, self.obs, intro=None, action_format="text", think=False,
+                                       native=False, compact=True, skills=None)
+        self.conv = Conversation(segments, segments.head(system, prompts.observation_text(
+            self.obs, show_admissible=True)), history)
+        self.turns: list[Turn] = []
+        self.actions: list[str] = []
+        self.invalid: list[bool] = []
+        self.texts: list[str] = []
+        self.done, self.stop = False, "max_turns"
+
+
+def play(jobs: Sequence[Job], engine: Engine, segments: ChatSegments, sampling: SamplingConfig, *,
+         max_turns: int, max_context: int, history: int | None = None, seed: int = 0) -> list[Episode]:
+    """Play every job to the end (or ``max_turns``) and return the episodes in job order."""
+    live = [_Live(job, segments, history) for job in jobs]
+    for turn in range(max_turns):
+        active = [ep for ep in live if not ep.done]
+        if not active:
+            break
+        prompts_now = []
+        for ep in list(active):
+            prompt = ep.conv.prompt()
+            if len(prompt) + sampling.max_new_tokens > max_context:
+                ep.done, ep.stop = True, "context"
+                active.remove(ep)
+            else:
+                prompts_now.append(prompt)
+        gens = engine.generate(prompts_now, sampling, derive_seed(seed, turn))
+        for ep, prompt, gen in zip(active, prompts_now, gens, strict=True):
+            ep.turns.append(Turn(prompt_ids=tuple(prompt), completion_ids=gen.ids, logprobs=gen.logprobs,
+                                 finish=gen.finish))
+            text = segments.tok.decode(list(gen.ids), skip_special_tokens=True)
+            ep.texts.append(text)
+            action, problem = parse_reply(text, ep.tools)
+            if action is None:
+                ep.invalid.append(True)
+                ep.actions.append(f"<invalid:{text.strip()[:40]}>")
+                message = f"Your last reply was not a valid action: {problem}\n\n" + \
+                    prompts.observation_text(ep.obs, show_admissible=True)
+            else:
+                ep.actions.append(f"{action.tool}({sorted(action.args.items())})")
+                try:
+                    resp = ep.job.env.step(action)
+                except Exception as exc:  # noqa: BLE001 - a broken env ends its episode, not the batch
+                    ep.invalid.append(False)
+                    ep.done, ep.stop = True, f"env_error: {exc}"
+                    continue
+                ep.invalid.append(bool(resp.info.get("error")))
+                ep.obs = resp.observation
+                ep.tools = ep.job.env.tools() if not (resp.terminated or resp.truncated) else ep.tools
+                if resp.terminated or resp.truncated:
+                    ep.done, ep.stop = True, "terminated" if resp.terminated else "truncated"
+                    continue
+                message = prompts.observation_text(ep.obs, show_admissible=True)
+            ep.conv.add(gen.ids, segments.user(message))
+    return [_finish(ep) for ep in live]
+
+
+def _finish(ep: _Live) -> Episode:
+    try:
+        result = verdict(ep.job.env)
+        success, score = bool(result.success), float(result.score)
+    except Exception:  # noqa: BLE001 - an env whose verifier breaks scores as a failure
+        success, score = False, 0.0
+    facts = EpisodeFacts(solved=success, turns=len(ep.turns), actions=tuple(ep.actions),
+                         replies=tuple(t.completion_ids for t in ep.turns), invalid=sum(ep.invalid))
+    return Episode(group=ep.job.group, spec=ep.job.spec, task=str(ep.job.task), turns=tuple(ep.turns),
+                   facts=facts, success=success, score=score, stop=ep.stop, invalid_turns=tuple(ep.invalid),
+                   texts=tuple(ep.texts))

@@ -1,0 +1,59 @@
+"""The cost-aware reward, term by term, on crafted episodes."""
+
+from __future__ import annotations
+
+import pytest
+from envh_grpo.rewards import EpisodeFacts, RewardConfig, cost_aware, div_weight, turn_rewards
+
+CFG = RewardConfig()
+
+
+def test_every_term_by_hand():
+    facts = EpisodeFacts(solved=True, turns=7, actions=("a", "b", "a", "c"),
+                         replies=((1,), (1,), (1,), (2,)), invalid=3)
+    t = cost_aware(facts, CFG, epoch=0)
+    assert t.solved == 10.0
+    assert t.efficiency == pytest.approx(1.0 - 7 / 70)
+    assert t.diversity == pytest.approx(0.5 * 0.75)
+    assert t.spam == pytest.approx(-0.1 * 2)  # two replies repeat the one before
+    assert t.invalid == pytest.approx(-0.1 * 3)
+    assert t.total == pytest.approx(10 + 0.9 + 0.375 - 0.2 - 0.3)
+
+
+def test_efficiency_only_when_solved_and_never_negative():
+    assert cost_aware(EpisodeFacts(solved=False, turns=1), CFG, 0).efficiency == 0.0
+    assert cost_aware(EpisodeFacts(solved=True, turns=140), CFG, 0).efficiency == 0.0
+    assert cost_aware(EpisodeFacts(solved=True, turns=0), CFG, 0).efficiency == 1.0
+
+
+def test_diversity_weight_is_cosine_annealed():
+    assert div_weight(CFG, 0) == pytest.approx(0.5)
+    assert div_weight(CFG, 75) == pytest.approx(0.25)
+    assert div_weight(CFG, 150) == pytest.approx(0.0, abs=1e-12)
+    assert div_weight(CFG, 10_000) == pytest.approx(0.0, abs=1e-12)
+    assert div_weight(CFG, -3) == pytest.approx(0.5)
+
+
+def test_spam_is_capped_at_ten():
+    facts = EpisodeFacts(solved=False, turns=16, replies=tuple((5, 5) for _ in range(16)))
+    t = cost_aware(facts, CFG, 0)
+    assert t.raw_spam == 15 and t.spam == pytest.approx(-1.0)
+
+
+def test_no_actions_no_diversity():
+    assert cost_aware(EpisodeFacts(solved=False, turns=0), CFG, 0).diversity == 0.0
+
+
+def test_turn_rewards_sum_to_the_episode_reward():
+    facts = EpisodeFacts(solved=True, turns=4, actions=("a", "b", "b", "c"),
+                         replies=((1,), (1,), (2,), (3,)), invalid=1)
+    terms = cost_aware(facts, CFG, epoch=30)
+    per_turn = turn_rewards(facts, terms, CFG, [False, False, True, False])
+    assert per_turn[:3] == pytest.approx([0.0, -0.1, -0.1])
+    assert sum(per_turn) == pytest.approx(terms.total)
+    assert turn_rewards(EpisodeFacts(solved=False, turns=0), terms, CFG, []) == []
+
+
+def test_bad_reward_config_is_refused():
+    with pytest.raises(ValueError, match="t_max"):
+        RewardConfig(t_max=0)
