@@ -4,13 +4,15 @@ both providers."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 import envh
+import pytest
 from envh.errors import PluginConflictError, PluginError, UnknownNameError
 
 GOOD = '''
@@ -35,6 +37,17 @@ import envh
 @envh.hookimpl
 def envh_bridges():
     return [envh.BridgeInfo(name="toy24", factory="envh.bridges.toy24:Toy24Env")]
+'''
+RAISING_SIDE_HOOKS = '''
+import envh
+
+@envh.hookimpl
+def envh_register_commands(cli):
+    raise RuntimeError("no commands today")
+
+@envh.hookimpl
+def envh_configure_converter(converter):
+    raise KeyError("converter")
 '''
 BAD_RECORD = '''
 import envh
@@ -132,11 +145,76 @@ def test_a_name_clash_names_both_providers(site: Path, monkeypatch: pytest.Monke
     assert "ENVH_DISABLE_PLUGINS" in str(info.value)
 
 
-def test_a_plugin_returning_the_wrong_records_is_named(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plugin_returning_the_wrong_records_is_named_and_skipped(site: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     install(site, "envh-fake-records", "1.0", "fake_records", BAD_RECORD)
     allow(monkeypatch, "envh-fake-records")
-    with pytest.raises(PluginError, match="Plugin 'fake_records' returned 'toy24' from envh_bridges"):
-        envh.make_plugin_manager().bridges()
+    reg = envh.make_plugin_manager()
+    assert sorted(reg.bridges()) == ["toy24"]  # the good records still arrive
+    (failure,) = reg.failures
+    assert "envh-fake-records 1.0" in str(failure)
+    assert "envh_bridges() returned 'toy24'; expected BridgeInfo records" in str(failure)
+
+
+def test_raising_command_and_converter_hooks_are_isolated(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import click
+    from envh.serialization import make_converter
+
+    install(site, "envh-fake-cmds", "0.2", "fake_cmds", RAISING_SIDE_HOOKS)
+    install(site, "envh-fake-good", "1.2.3", "fake_good", GOOD)
+    allow(monkeypatch, "envh-fake-cmds", "envh-fake-good")
+    reg = envh.make_plugin_manager()
+    group = click.Group()
+    reg.register_commands(group)
+    reg.configure_converter(make_converter())
+    assert [str(f).split(": ", 1)[1] for f in reg.failures] == [
+        "envh_register_commands() raised RuntimeError('no commands today')",
+        "envh_configure_converter() raised KeyError('converter')"]
+    assert all("envh-fake-cmds 0.2" in str(f) for f in reg.failures)
+    assert "fakebridge" in reg.bridges()  # the other plugin is untouched
+
+
+def test_an_unknown_name_in_the_plugin_variables_is_a_failure(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    install(site, "envh-fake-good", "1.2.3", "fake_good", GOOD)
+    allow(monkeypatch, "fake_goood")
+    monkeypatch.setenv("ENVH_DISABLE_PLUGINS", "nosuch")
+    reg = envh.make_plugin_manager()
+    messages = [str(f) for f in reg.failures]
+    assert any("ENVH_PLUGINS names 'fake_goood'" in m and "fake_good" in m for m in messages)
+    assert any("ENVH_DISABLE_PLUGINS names 'nosuch'" in m for m in messages)
+
+
+def test_providers_name_the_distribution_and_version(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    install(site, "envh-fake-good", "1.2.3", "fake_good", GOOD)
+    allow(monkeypatch, "envh-fake-good")
+    reg = envh.make_plugin_manager()
+    providers = reg.providers("envh_bridges")
+    assert (providers["fakebridge"].distribution, providers["fakebridge"].version) == ("envh-fake-good", "1.2.3")
+    assert (providers["toy24"].distribution, providers["toy24"].version) == ("envh", envh.__version__)
+
+
+def _envh(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "from envh.cli import main; main()", *args],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_envh_plugins_exits_1_on_a_failure_and_keeps_listing(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    install(site, "envh-fake-cmds", "0.2", "fake_cmds", RAISING_SIDE_HOOKS)
+    install(site, "envh-fake-good", "1.2.3", "fake_good", GOOD)
+    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "ENVH_PLUGINS": "envh-fake-good"}
+    ok = _envh("plugins", "--json", env=env)
+    assert ok.returncode == 0, ok.stderr
+    report = json.loads(ok.stdout)
+    assert {"name": "fakebridge", "plugin": "fake_good", "distribution": "envh-fake-good",
+            "version": "1.2.3"} in report["providers"]["bridges"]
+    env["ENVH_PLUGINS"] = "envh-fake-good,envh-fake-cmds"
+    bad = _envh("plugins", env=env)
+    assert bad.returncode == 1
+    assert "fakebridge" in bad.stdout and "no commands today" in bad.stdout
+    env["ENVH_PLUGINS"] = "nosuch"
+    typo = _envh("plugins", env=env)
+    assert typo.returncode == 1 and "ENVH_PLUGINS names 'nosuch'" in typo.stdout
 
 
 def test_invalid_contribution_names_are_rejected() -> None:

@@ -34,34 +34,56 @@ def cli() -> None:
     """envh: programmable training worlds from static agent benchmarks."""
 
 
+_CONTRIBUTIONS = (("bridges", "envh_bridges"), ("component_kinds", "envh_component_kinds"),
+                  ("policies", "envh_policies"), ("executors", "envh_executors"),
+                  ("designers", "envh_designers"), ("diagnosers", "envh_diagnosers"),
+                  ("trainers", "envh_trainers"), ("templates", "envh_templates"))
+
+
 @cli.command("plugins")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def plugins_cmd(as_json: bool) -> None:
-    """List installed plugins and what each contributes."""
+    """List installed plugins, what each contributes, and any that failed to load.
+
+    Exits 1 when a plugin failed to load or one of its hooks failed, so scripts and CI
+    can use it as a health check.
+    """
     from rich.console import Console
     from rich.table import Table
 
     reg = _registry()
-    report = {
+    contributions: dict[str, list[dict[str, str]]] = {}
+    for key, hook in _CONTRIBUTIONS:
+        contributions[key] = [
+            {"name": name, "plugin": info.name, "distribution": info.distribution, "version": info.version}
+            for name, info in sorted(reg.providers(hook).items())]
+    report: dict[str, Any] = {
         "plugins": [{"name": p.name, "distribution": p.distribution, "version": p.version} for p in reg.loaded],
-        "bridges": sorted(reg.bridges()), "component_kinds": sorted(reg.component_kinds()),
-        "policies": sorted(reg.policies()), "executors": sorted(reg.executors()),
-        "designers": sorted(reg.designers()), "failures": [str(f) for f in reg.failures],
+        **{key: [c["name"] for c in items] for key, items in contributions.items()},
+        "providers": contributions,
+        "failures": [str(f) for f in reg.failures],
     }
     if as_json:
         click.echo(json.dumps(report, indent=2))
-        return
-    console = Console()
-    table = Table(title="envh plugins")
-    for col in ("plugin", "distribution", "version"):
-        table.add_column(col)
-    for p in report["plugins"]:
-        table.add_row(p["name"], p["distribution"], p["version"])
-    console.print(table)
-    for key in ("bridges", "component_kinds", "policies", "executors", "designers"):
-        console.print(f"[bold]{key.replace('_', ' ')}[/bold]: {', '.join(report[key]) or '-'}")
-    for failure in report["failures"]:
-        console.print(f"[red]{failure}[/red]")
+    else:
+        console = Console()
+        table = Table(title="envh plugins")
+        for col in ("plugin", "distribution", "version"):
+            table.add_column(col)
+        for p in report["plugins"]:
+            table.add_row(p["name"], p["distribution"], p["version"])
+        console.print(table)
+        provided = Table(title="contributions")
+        for col in ("kind", "name", "provided by"):
+            provided.add_column(col)
+        for key, items in contributions.items():
+            for c in items:
+                provided.add_row(key.replace("_", " "), c["name"], f"{c['distribution']} {c['version']}".strip())
+        console.print(provided)
+        for failure in report["failures"]:
+            console.print(f"[red]{failure}[/red]", highlight=False)
+    if report["failures"]:
+        sys.exit(1)
 
 
 @cli.command("tasks")

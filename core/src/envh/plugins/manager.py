@@ -1,8 +1,12 @@
 """Plugin discovery and the one typed wrapper around envh's hooks.
 
 Entry points of group ``envh`` load one at a time: a broken plugin is reported (name,
-version, cause) and skipped. ``ENVH_PLUGINS`` (comma-separated allow-list of entry
-point or distribution names) and ``ENVH_DISABLE_PLUGINS`` control loading.
+version, cause) and skipped. Every hook call is isolated the same way: a plugin whose hook
+raises, or returns something other than the records the hook asks for, is recorded in
+``Registry.failures`` and the rest of envh goes on (``envh plugins`` shows the failures and
+exits 1). ``ENVH_PLUGINS`` (comma-separated allow-list of entry point or distribution
+names) and ``ENVH_DISABLE_PLUGINS`` control loading; a name in either that matches no
+installed plugin is a failure too, so a typo never silently loads nothing.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class PluginFailure:
     error: str
 
     def __str__(self) -> str:
+        if self.distribution == "(not installed)":
+            return f"Plugin selection: {self.error}"
         return (f"Failed to load plugin {self.distribution} {self.version} "
                 f"(entry point {self.entry_point}): {self.error}")
 
@@ -72,9 +78,10 @@ def make_plugin_manager(*, entry_points: bool = True, builtins: bool = True,
     pm.add_hookspecs(hookspecs)
     reg = Registry(pm)
     if builtins:
+        from .. import __version__
         from . import builtin
 
-        reg.register(builtin, name="envh", distribution="envh")
+        reg.register(builtin, name="envh", distribution="envh", version=__version__)
     if entry_points:
         reg.load_entry_points()
     for plugin in plugins:
@@ -90,6 +97,7 @@ class Registry:
         self.failures: list[PluginFailure] = []
         self.loaded: list[PluginInfo] = []
         self._cache: dict[str, dict[str, Any]] = {}
+        self._owners: dict[str, dict[str, str]] = {}
 
     # -- loading -----------------------------------------------------------------------
     def register(self, plugin: Any, *, name: str | None = None, distribution: str = "(inline)",
@@ -98,10 +106,26 @@ class Registry:
         self.pm.register(plugin, name=name)
         self.loaded.append(PluginInfo(name=name, distribution=distribution, version=version))
         self._cache.clear()
+        self._owners.clear()
+
+    def _fail(self, plugin_name: str, error: str) -> None:
+        info = self.provider(plugin_name)
+        self.failures.append(PluginFailure(entry_point=plugin_name, distribution=info.distribution,
+                                           version=info.version, error=error))
+        log.warning("%s", self.failures[-1])
 
     def load_entry_points(self) -> None:
         allow, deny = _names("ENVH_PLUGINS"), _names("ENVH_DISABLE_PLUGINS") or set()
-        for ep in sorted(metadata.entry_points(group=GROUP), key=lambda e: e.name):
+        eps = sorted(metadata.entry_points(group=GROUP), key=lambda e: e.name)
+        known = {ep.name for ep in eps} | {ep.dist.name for ep in eps if ep.dist is not None} | {"envh"}
+        for var, names in (("ENVH_PLUGINS", allow or set()), ("ENVH_DISABLE_PLUGINS", deny)):
+            for unknown in sorted(names - known):
+                self.failures.append(PluginFailure(
+                    entry_point=unknown, distribution="(not installed)", version="",
+                    error=f"{var} names {unknown!r}, which no installed plugin provides. "
+                          f"Installed: {', '.join(sorted(known - {'envh'})) or '(none)'}"))
+                log.warning("%s", self.failures[-1])
+        for ep in eps:
             dist = ep.dist.name if ep.dist is not None else "(unknown)"
             version = ep.dist.version if ep.dist is not None else ""
             if {ep.name, dist} & deny or (allow is not None and not {ep.name, dist} & allow):
@@ -132,19 +156,15 @@ class Registry:
         hook = getattr(self.pm.hook, hook_name)
         for impl in reversed(hook.get_hookimpls()):  # registration order
             try:
-                items = impl.function() or []
+                items = list(impl.function() or [])
             except Exception as exc:  # noqa: BLE001 - one broken plugin must not stop envh
-                info = self.provider(impl.plugin_name)
-                self.failures.append(PluginFailure(
-                    entry_point=impl.plugin_name, distribution=info.distribution,
-                    version=info.version, error=f"{hook_name}() raised {exc!r}"))
-                log.warning("%s", self.failures[-1])
+                self._fail(impl.plugin_name, f"{hook_name}() raised {exc!r}")
                 continue
             for item in items:
                 if not isinstance(item, record):
-                    raise errors.PluginError(
-                        f"Plugin {impl.plugin_name!r} returned {item!r} from {hook_name}(); "
-                        f"expected {record.__name__} records.")
+                    self._fail(impl.plugin_name, f"{hook_name}() returned {item!r:.200}; expected "
+                                                 f"{record.__name__} records. The item is skipped.")
+                    continue
                 if item.name in out:
                     raise errors.PluginConflictError(
                         f"{record.__name__} {item.name!r} is provided by both "
@@ -153,7 +173,14 @@ class Registry:
                 out[item.name] = item
                 owners[item.name] = impl.plugin_name
         self._cache[hook_name] = out
+        self._owners[hook_name] = owners
         return out
+
+    def providers(self, hook_name: str) -> dict[str, PluginInfo]:
+        """Which plugin contributed each name of ``hook_name`` (e.g. ``envh_bridges``)."""
+        record = _RECORDS[hook_name]
+        self._collect(hook_name, record)
+        return {name: self.provider(owner) for name, owner in self._owners[hook_name].items()}
 
     def _describe(self, plugin_name: str) -> str:
         info = self.provider(plugin_name)
@@ -204,11 +231,27 @@ class Registry:
     def templates(self) -> dict[str, TemplateInfo]:
         return self._collect("envh_templates", TemplateInfo)
 
+    def _call_each(self, hook_name: str, **kwargs: Any) -> None:
+        """Call every implementation of a side-effect hook; one that raises is recorded
+        as a failure of its plugin and the others still run."""
+        for impl in reversed(getattr(self.pm.hook, hook_name).get_hookimpls()):
+            try:
+                impl.function(*[kwargs[a] for a in impl.argnames])
+            except Exception as exc:  # noqa: BLE001 - one broken plugin must not stop envh
+                self._fail(impl.plugin_name, f"{hook_name}() raised {exc!r}")
+
     def register_commands(self, cli: Any) -> None:
-        self.pm.hook.envh_register_commands(cli=cli)
+        self._call_each("envh_register_commands", cli=cli)
 
     def configure_converter(self, converter: Any) -> None:
-        self.pm.hook.envh_configure_converter(converter=converter)
+        self._call_each("envh_configure_converter", converter=converter)
+
+
+_RECORDS: dict[str, type[Any]] = {
+    "envh_bridges": BridgeInfo, "envh_component_kinds": ComponentKind, "envh_policies": PolicyInfo,
+    "envh_executors": ExecutorInfo, "envh_designers": DesignerInfo, "envh_diagnosers": DiagnoserInfo,
+    "envh_trainers": TrainerInfo, "envh_templates": TemplateInfo,
+}
 
 
 _default: Registry | None = None
