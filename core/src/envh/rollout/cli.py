@@ -134,6 +134,7 @@ def show_cmd(run_dir: str, as_json: bool) -> None:
 
     from . import plan as planning
     from .store import run_dir_exists
+    from .trajectory import model_stats
 
     if not run_dir_exists(run_dir):
         raise errors.EnvhError(f"{run_dir} holds no run (no trajectories.sqlite); create one with `envh run`.")
@@ -145,7 +146,8 @@ def show_cmd(run_dir: str, as_json: bool) -> None:
             planned = len(manifest.get("config", {}).get("keys", []))
             reports.append({"run_id": run_id, "planned": planned, "manifest": manifest,
                             "attempts_lost": len(store.rows(run_id=run_id, kind="attempt")),
-                            **planning.summarize(rows), "rows": rows})
+                            **planning.summarize(rows), "rows": rows,
+                            "model": model_stats(store.query(run_id=run_id))})
     if as_json:
         click.echo(json.dumps([{k: v for k, v in r.items() if k != "rows"} for r in reports], indent=2,
                               default=repr))
@@ -157,6 +159,9 @@ def show_cmd(run_dir: str, as_json: bool) -> None:
                       f"{str(cfg.get('spec_id'))[:12]} · {report['episodes']}/{report['planned']} episodes · "
                       f"{report['attempts_lost']} lost attempt(s) retried")
         console.print(_summary_table("summary", report))
+        m = report["model"]
+        console.print(f"model: {m['turns']} turns · {m['prompt_tokens']} prompt + {m['completion_tokens']} "
+                      f"completion tokens · {m['latency_s']:.3f} s per turn · {m['tokens_per_s']:.1f} tokens/s")
         per_task = Table(title="per task")
         for col in ("task", "episodes", "successes", "mean steps", "errors"):
             per_task.add_column(col)
@@ -172,25 +177,30 @@ def show_cmd(run_dir: str, as_json: bool) -> None:
 
 @click.command("export")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["parquet", "messages"]), required=True)
-@click.option("-o", "--output", default=None, help="Output file (default: RUN_DIR/trajectories.{parquet,jsonl}).")
-@click.option("--all-attempts", is_flag=True, help="Include attempts lost with a worker (Parquet).")
-@click.option("--system", default=None, help="System prompt to put first in each conversation (messages).")
-def export_cmd(run_dir: str, fmt: str, output: str | None, all_attempts: bool, system: str | None) -> None:
-    """Export the trajectories in RUN_DIR as Parquet or chat-messages JSONL."""
+@click.option("--format", "fmt", type=click.Choice(["messages", "sft", "parquet", "verl", "trl"]), required=True,
+              help="messages/trl: chat JSONL; parquet: chat + index columns; verl: verl multi-turn SFT Parquet; "
+                   "sft: token level (input_ids, labels, loss_mask, rewards).")
+@click.option("-o", "--output", default=None, help="Output file (default: a file in RUN_DIR named for the format).")
+@click.option("--all-attempts", is_flag=True, help="Include attempts lost with a worker.")
+@click.option("--system", default=None, help="Replace the system prompt of each conversation.")
+@click.option("--success-only", is_flag=True, help="Only successful episodes.")
+@click.option("--split", default=None, help="Only tasks of this split.")
+@click.option("--spec", default=None, help="Only this spec id (or a prefix of it).")
+@click.option("--min-reward", type=float, default=None, help="Only episodes with at least this total reward.")
+def export_cmd(run_dir: str, fmt: str, output: str | None, all_attempts: bool, system: str | None,
+               success_only: bool, split: str | None, spec: str | None, min_reward: float | None) -> None:
+    """Export the trajectories in RUN_DIR for trainers (formats in core/README.md)."""
     from . import export
     from .store import TrajectoryStore, run_dir_exists
 
     if not run_dir_exists(run_dir):
         raise errors.EnvhError(f"{run_dir} holds no run (no trajectories.sqlite).")
-    path = output or str(Path(run_dir) / ("trajectories.parquet" if fmt == "parquet" else "trajectories.jsonl"))
+    path = export.check_output(output or export.default_path(run_dir, fmt))
     with TrajectoryStore(run_dir) as store:
-        trajectories = store.query(kind=None if all_attempts else "episode")
-        if fmt == "parquet":
-            n = export.write_parquet(trajectories, path)
-        else:
-            n = export.write_messages(trajectories, path, system=system)
-    click.echo(f"wrote {n} trajectories to {path}")
+        chosen = export.select(store.query(kind=None if all_attempts else "episode"),
+                               success=True if success_only else None, split=split, spec=spec, min_reward=min_reward)
+        n = export.export(chosen, fmt, path, system=system)
+    click.echo(f"wrote {n} {'rows' if fmt == 'sft' else 'trajectories'} to {path}")
 
 
 def register(cli: click.Group) -> None:

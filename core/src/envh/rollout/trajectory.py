@@ -239,3 +239,18 @@ def trajectory_to_json(trajectory: Trajectory) -> str:
 
 def trajectory_from_json(text: str) -> Trajectory:
     return trajectory_from_data(json.loads(text))
+
+
+def model_stats(trajectories: Any) -> dict[str, Any]:
+    """Tokens and latency of the policy's turns over ``trajectories``: totals, mean
+    latency per turn and completion tokens per second of policy time."""
+    turns, prompt, completion, seconds = 0, 0, 0, 0.0
+    for t in trajectories:
+        for step in t.steps:
+            turns += 1
+            prompt += int(step.usage.get("prompt_tokens", 0) or 0)
+            completion += int(step.usage.get("completion_tokens", 0) or 0)
+            seconds += float(step.policy_s or 0.0)
+    return {"turns": turns, "prompt_tokens": prompt, "completion_tokens": completion, "policy_s": round(seconds, 3),
+            "latency_s": round(seconds / turns, 4) if turns else 0.0,
+            "tokens_per_s": round(completion / seconds, 2) if seconds > 0 else 0.0}

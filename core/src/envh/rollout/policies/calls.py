@@ -44,6 +44,10 @@ def text_tool(tools: list[ToolSpec]) -> tuple[ToolSpec, str] | None:
 def _value(node: ast.expr) -> Any:
     if isinstance(node, ast.Name):  # a bare word: combine(0, 1, mul)
         return node.id
+    if isinstance(node, (ast.List, ast.Tuple)):  # pick([a, b]): bare words inside arrays too
+        return [_value(e) for e in node.elts]
+    if isinstance(node, ast.Dict) and all(k is not None for k in node.keys):
+        return {_value(k): _value(v) for k, v in zip(node.keys, node.values, strict=True)}  # type: ignore[arg-type]
     return ast.literal_eval(node)
 
 
@@ -98,29 +102,51 @@ def coerce(value: Any, schema: dict[str, Any]) -> Any:
     if kind == "object" and isinstance(value, dict):
         props = schema.get("properties") or {}
         return {k: coerce(v, props[k]) if k in props else v for k, v in value.items()}
+    if kind == "array" and isinstance(value, str) and value.strip().startswith("["):
+        try:  # an array sent as its JSON text: '["a", "b"]'
+            decoded = json.loads(value)
+        except (json.JSONDecodeError, RecursionError):
+            decoded = None
+        if isinstance(decoded, list):
+            value = decoded
+    if kind == "array" and isinstance(value, tuple):
+        value = list(value)
     if kind == "array" and isinstance(value, list) and isinstance(schema.get("items"), dict):
         return [coerce(v, schema["items"]) for v in value]
     return value
 
 
-def build_action(name: str, args: list[Any], kwargs: dict[str, Any], tools: list[ToolSpec]) -> Action:
-    """An ``Action`` from positional and keyword arguments, mapped by the schema's order."""
+def build_action(name: str, args: list[Any], kwargs: dict[str, Any], tools: list[ToolSpec],
+                 corrections: list[dict[str, Any]] | None = None) -> Action:
+    """An ``Action`` from positional and keyword arguments, mapped by the schema's order.
+    Each change to what was written (tool name case, a coerced value) is appended to
+    ``corrections`` as ``{"what", "from", "to", ...}``."""
+    notes = corrections if corrections is not None else []
     tool = next((t for t in tools if t.name == name), None)
     if tool is None:
         lowered = {t.name.lower(): t for t in tools}
         tool = lowered.get(name.lower())
+        if tool is not None:
+            notes.append({"what": "tool_name", "from": name, "to": tool.name})
     if tool is None:
-        raise ParseError(f"unknown tool {name!r}; the tools are {', '.join(t.name for t in tools)}")
+        raise ParseError(f"unknown tool {name[:80]!r}; the tools are {', '.join(t.name for t in tools)}")
     props = (tool.parameters or {}).get("properties") or {}
     names = list(props)
     if len(args) > len(names):
+        arrays = [k for k, v in props.items() if isinstance(v, dict) and v.get("type") == "array"]
+        hint = f"; pass the {arrays[0]} array in brackets, e.g. {arrays[0]}=[...]" if arrays else ""
         raise ParseError(f"{tool.name}() takes {len(names)} arguments ({', '.join(names) or 'none'}); "
-                         f"got {len(args)}")
+                         f"got {len(args)}{hint}")
     merged = dict(zip(names, args, strict=False)) | kwargs
-    return Action(tool=tool.name, args={k: coerce(v, props.get(k) or {}) for k, v in merged.items()})
+    out = {}
+    for key, value in merged.items():
+        out[key] = coerce(value, props.get(key) or {})
+        if out[key] != value or type(out[key]) is not type(value):
+            notes.append({"what": "coerce", "arg": key, "from": value, "to": out[key]})
+    return Action(tool=tool.name, args=out)
 
 
-def parse_json_call(data: Any, tools: list[ToolSpec]) -> Action:
+def parse_json_call(data: Any, tools: list[ToolSpec], corrections: list[dict[str, Any]] | None = None) -> Action:
     """``{"tool"|"name": ..., "args"|"arguments": {...}}`` → ``Action``."""
     if not isinstance(data, dict):
         raise ParseError("a JSON action must be an object with 'tool' and 'args'")
@@ -129,27 +155,28 @@ def parse_json_call(data: Any, tools: list[ToolSpec]) -> Action:
     if isinstance(args, str):
         try:
             args = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ParseError(f"the arguments are not valid JSON: {exc}") from exc
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise ParseError(f"the arguments are not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(name, str) or not isinstance(args, dict):
         raise ParseError("a JSON action needs a string 'tool' and an object 'args'")
-    return build_action(name, [], args, tools)
+    return build_action(name, [], args, tools, corrections)
 
 
-def parse_call(text: str, tools: list[ToolSpec]) -> Action:
+def parse_call(text: str, tools: list[ToolSpec], corrections: list[dict[str, Any]] | None = None) -> Action:
     """Parse one call: ``name(args)``, ``name`` alone, or a JSON object."""
     stripped = text.strip()
     if stripped.startswith("{"):
         try:
-            return parse_json_call(json.loads(stripped), tools)
-        except json.JSONDecodeError as exc:
-            raise ParseError(f"the action is not valid JSON: {exc}") from exc
+            data = json.loads(stripped)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise ParseError(f"the action is not valid JSON: {str(exc)[:200]}") from None
+        return parse_json_call(data, tools, corrections)
     match = _CALL.match(stripped)
     if not match:
         raise ParseError(f"expected a call like {example_call(tools[0]) if tools else 'tool(...)'}, "
                          f"got {stripped[:120]!r}")
     args, kwargs = _split_args(match.group(2) or "")
-    return build_action(match.group(1), args, kwargs, tools)
+    return build_action(match.group(1), args, kwargs, tools, corrections)
 
 
 def find_call(text: str, tools: list[ToolSpec]) -> str | None:

@@ -1,14 +1,21 @@
-"""ChatPolicy: the conversation and action parsing shared by the openai and local policies.
+"""ChatPolicy: the conversation, action parsing and turn records shared by chat policies.
 
-A subclass only says how to get one completion (``_complete``); this base keeps the
-conversation (system prompt with tools and skills, observations as user or tool
-messages, the model's replies), picks the action format, and turns each reply into a
-``PolicyStep``. Output that cannot be parsed is an invalid step (``action=None`` with the
-reason), and the reason is fed back to the model with the next observation.
+A subclass only says how to get one completion (``_complete``) and, optionally, how to
+count tokens and how large the model's context is; this base keeps the conversation
+(system prompt, observations as user or tool messages, the model's replies), fits it to
+the context, turns each reply into a ``PolicyStep`` and records the turn exactly
+(``ModelTurn``: the request content-addressed, the completion, every parsed call, every
+correction, the sampling parameters, token ids where the engine gives them).
+
+Output that cannot be parsed is an invalid step (``action=None`` with the reason); the
+next prompt says what was wrong and shows the last valid observation again, so the model
+keeps the world in view.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import time
 from typing import Any
@@ -17,82 +24,142 @@ import attrs
 
 from ...types import Action, Observation, TaskRef, ToolSpec
 from ..policy import PolicyStep
-from . import calls, prompts
+from ..trajectory import ModelTurn
+from . import calls, context, prompts
+from .context import NOT_EXECUTED
 
-FORMATS = ("auto", "tools", "text")
+TOOL_FORMATS = ("native", "prompted", "text")
+#: ``action_format`` spellings older configs use; ``tools`` is native where the policy can.
+ACTION_FORMATS = ("auto", "tools", "text")
 _ACTION = re.compile(r"<action>(.*?)</action>", re.S)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 
 
 @attrs.frozen(kw_only=True)
 class Completion:
-    """One model answer: text and/or native tool calls (``arguments`` as raw strings)."""
+    """One model answer: text and/or native tool calls (``arguments`` as raw strings), and
+    what the engine reports about it (token ids, per-token logprobs, sampling used).
+    ``primed``: the reply continues the prefill (``text`` excludes it)."""
 
     text: str | None = None
     tool_calls: list[dict[str, Any]] = attrs.field(factory=list)
     usage: dict[str, int] = attrs.field(factory=dict)
     raw: Any = None
+    primed: bool = False
+    finish_reason: str | None = None
+    sampling: dict[str, Any] = attrs.field(factory=dict)
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
 
 
 def describe(kind: str, arg: str | None, **options: Any) -> str:
     """A policy id: ``kind:arg`` plus the options that shape behaviour, e.g.
-    ``openai:gpt-4o[format=tools,temperature=0.0]``."""
+    ``openai:gpt-4o[format=native,temperature=0.7]``."""
     shown = ",".join(f"{k}={v}" for k, v in sorted(options.items()) if v is not None)
     return f"{kind}{':' + arg if arg else ''}{'[' + shown + ']' if shown else ''}"
+
+
+def address(value: Any) -> str:
+    """The content address of a message or tools block (16 hex digits of SHA-256)."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def derive_seed(*parts: Any) -> int:
+    """A 31-bit seed from ``parts`` (base seed, task, episode seed, turn): every request
+    of every episode gets its own, reproducibly."""
+    return int.from_bytes(hashlib.sha256("|".join(map(str, parts)).encode()).digest()[:4], "big") & 0x7FFFFFFF
 
 
 class ChatPolicy:
     """Base of chat-model policies; subclasses implement ``_complete``.
 
-    :param action_format: ``tools``, ``text`` or ``auto`` (text for single-tool text envs
-        or when observations carry admissible commands, tools otherwise).
-    :param system_prompt: replaces the default first paragraph of the system message.
-    :param skills: memory items (a list, or one rendered block) for the system prompt, or a
-        callable returning them for the current observation (skill retrieval plugs in here).
-    :param think: ask for ``<think>…</think>`` before the action (text format).
-    :param compact: one line per tool, no descriptions (for small models).
-    :param lenient: also accept a bare ``tool(...)`` call without ``<action>`` tags.
-    :param max_turns: keep only the last N exchanges in the prompt (``None``: all).
+    :param tool_format: ``native`` (the endpoint's function calling), ``prompted`` (the
+        tool schemas in the system prompt, calls as ``<tool_call>`` JSON in the text) or
+        ``text`` (``<action>call</action>``, commands for single-tool text envs); default:
+        ``text`` for command envs, else ``native`` where the policy supports it.
+    :param action_format: the older spelling (``auto``, ``tools``, ``text``).
+    :param system_prompt: replaces the default intro line of the system prompt.
+    :param skills: memory items for the system prompt: a string, a list, or a function of
+        the observation returning either (retrieval).
+    :param think: text format: ask for ``<think>…</think>`` before the action.
+    :param compact: shorter tool descriptions (small models).
+    :param lenient: accept an action without closing tag, or a bare call in the text.
+    :param max_turns: keep at most the last N exchanges in the prompt (``None``: all).
+    :param max_context: the prompt's token budget (``None``: the model's context where the
+        policy knows it, less the completion's tokens). Older exchanges are dropped first.
+    :param keep_first: when exchanges are dropped, keep the first observation (the task).
+    :param show_admissible: append the admissible commands to observations that carry them.
     :param normalise_cutoff: difflib similarity needed to snap a command to an admissible one.
     """
 
     kind = "chat"
     native_tools = False
 
-    def __init__(self, *, action_format: str = "auto", system_prompt: str | None = None,
-                 skills: prompts.Skills = None, think: bool = True, compact: bool = False, lenient: bool = False,
-                 max_turns: int | None = None, show_admissible: bool = True, normalise_cutoff: float = 0.6) -> None:
-        if action_format not in FORMATS:
-            raise ValueError(f"Unknown action format {action_format!r}. Choose one of: {', '.join(FORMATS)}")
-        self.action_format, self.intro, self.skills = action_format, system_prompt, skills
+    def __init__(self, *, tool_format: str | None = None, action_format: str = "auto",
+                 system_prompt: str | None = None, skills: prompts.Skills = None, think: bool = True,
+                 compact: bool = False, lenient: bool = False, max_turns: int | None = None,
+                 max_context: int | None = None, keep_first: bool = True, show_admissible: bool = True,
+                 normalise_cutoff: float = 0.6) -> None:
+        if action_format not in ACTION_FORMATS:
+            raise ValueError(f"Unknown action format {action_format!r}. Choose one of: {', '.join(ACTION_FORMATS)}")
+        if tool_format is not None and tool_format not in TOOL_FORMATS:
+            raise ValueError(f"Unknown tool_format {tool_format!r}. Choose one of: {', '.join(TOOL_FORMATS)}")
+        if tool_format == "native" and not self.native_tools:
+            raise ValueError(f"The {self.kind} policy has no native function calling; "
+                             "use tool_format=prompted or tool_format=text")
+        if max_turns is not None and int(max_turns) < 0:
+            raise ValueError(f"max_turns must be >= 0, got {max_turns}")
+        if max_context is not None and int(max_context) < 64:
+            raise ValueError(f"max_context must be at least 64 tokens, got {max_context}")
+        if tool_format is None and action_format == "tools":
+            tool_format = "native" if self.native_tools else "prompted"
+        if tool_format is None and action_format == "text":
+            tool_format = "text"
+        self.tool_format, self.action_format = tool_format, action_format
+        self.intro, self.skills = system_prompt, skills
         self.think, self.compact, self.lenient, self.max_turns = think, compact, lenient, max_turns
+        self.max_context, self.keep_first = max_context, keep_first
         self.show_admissible, self.normalise_cutoff = show_admissible, normalise_cutoff
         self.policy_id = self.kind
+        self.base_seed = 0
         self._format = "text"
-        self._turns: list[list[dict[str, Any]]] = []
-        self._pending_call: str | None = None
+        self._reset_episode(None, None)
+
+    def _reset_episode(self, task: TaskRef | None, seed: int | None) -> None:
+        self._task, self._episode_seed, self._turn = task, seed, 0
+        self._turns: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
+        self._pending: list[str] = []
         self._last_invalid: str | None = None
+        self._last_valid: str | None = None
+        self._sent: set[str] = set()
 
     # -- the Policy protocol -------------------------------------------------------------
     def start(self, *, task: TaskRef | None, tools: list[ToolSpec], observation: Observation,
               seed: int | None = None) -> None:
-        self._episode_seed = seed
         self._format = self.choose_format(tools, observation)
-        self._turns, self._pending_call, self._last_invalid = [], None, None
+        self._reset_episode(task, seed)
 
     def act(self, observation: Observation, tools: list[ToolSpec]) -> PolicyStep:
         t0 = time.perf_counter()
-        system = prompts.system_prompt(tools, observation, intro=self.intro, action_format=self._format,
-                                       think=self.think, native=self.native_tools, compact=self.compact,
-                                       skills=self.skills)
-        obs_message = self._observation_message(observation)
-        messages = [{"role": "system", "content": system}, *self._window(), obs_message]
-        native = self._format == "tools" and self.native_tools
-        prefill = "<action>" if self._format == "text" and not self.think else ""
-        completion = self._complete(messages, prompts.to_openai_tools(tools) if native else None, prefill)
-        step = self._interpret(completion, tools, observation)
-        self._record(obs_message, completion, step)
-        return attrs.evolve(step, latency_s=time.perf_counter() - t0)
+        fmt = self._format
+        system = prompts.system_prompt(tools, observation, intro=self.intro, tool_format=fmt, think=self.think,
+                                       compact=self.compact, skills=self.skills)
+        lead = self._lead(observation)
+        schemas = prompts.to_openai_tools(tools)
+        native = schemas if fmt == "native" else None
+        messages, fitted = context.fit(
+            {"role": "system", "content": system}, self._turns, lead, max_turns=self.max_turns,
+            keep_first=self.keep_first, budget=self._prompt_budget(),
+            count=lambda msgs: self._count_tokens(msgs, native), counted_with=self._counted_with())
+        prefill = "<action>" if fmt == "text" and not self.think else ""
+        completion = self._complete(messages, native, prefill)
+        prefill = prefill if completion.primed else ""
+        step, parsed, corrections = self._interpret(completion, tools, observation, prefill)
+        turn = self._turn_record(messages, schemas, completion, parsed, corrections, fitted, prefill)
+        self._remember(lead, completion, step, prefill)
+        return attrs.evolve(step, latency_s=time.perf_counter() - t0, turn=turn)
 
     def close(self) -> None:
         """Nothing to release here; subclasses close clients or models."""
@@ -103,96 +170,201 @@ class ChatPolicy:
         """One completion for ``messages``; ``tools`` is set for native function calling.
 
         ``prefill`` is text the reply should start with; a model that can be primed
-        returns it as part of ``text``, others ignore it.
+        continues after it (``text`` excludes it), others ignore it.
         """
         raise NotImplementedError
 
+    def _count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
+        """Prompt tokens of ``messages``; this base estimates 1 token per 3 characters."""
+        size = sum(len(str(m.get("content") or "")) + len(json.dumps(m.get("tool_calls") or ""))
+                   for m in messages)
+        return (size + len(json.dumps(tools or "")) + 2) // 3 + 4 * len(messages)
+
+    def _counted_with(self) -> str:
+        return "estimate:chars/3"
+
+    def _prompt_budget(self) -> int | None:
+        """Tokens the prompt may use; ``None``: no limit beyond ``max_turns``."""
+        return self.max_context
+
+    def request_seed(self) -> int:
+        """The seed of the current request, from (base seed, task, episode seed, turn)."""
+        return derive_seed(self.base_seed, self._task, self._episode_seed, self._turn)
+
     # -- internals ---------------------------------------------------------------------
     def choose_format(self, tools: list[ToolSpec], observation: Observation) -> str:
-        """Resolve ``auto``: text for command envs, function calling otherwise."""
-        if self.action_format != "auto":
-            return self.action_format
+        """Resolve the tool format: text for command envs, function calling otherwise."""
+        if self.tool_format is not None:
+            return self.tool_format
         if calls.text_tool(tools) is not None or "admissible_commands" in observation.data:
             return "text"
-        return "tools"
+        return "native" if self.native_tools else "prompted"
 
-    def _observation_message(self, observation: Observation) -> dict[str, Any]:
+    def _lead(self, observation: Observation) -> list[dict[str, Any]]:
+        """The messages this turn adds: the observation (as the answer to the pending tool
+        call, if any) and stubs answering calls that did not run."""
         text = prompts.observation_text(observation, show_admissible=self.show_admissible)
-        if self._pending_call is not None:
-            return {"role": "tool", "tool_call_id": self._pending_call, "content": text}
+        is_error = self._last_invalid is not None or (observation.text.lstrip().startswith("Error")
+                                                      and not observation.data)
         if self._last_invalid and self._last_invalid not in text:  # the runner may say it already
             text = f"Your last reply was not a valid action: {self._last_invalid}\n\n{text}"
-        return {"role": "user", "content": text}
+        if is_error and self._last_valid and self._last_valid not in text:
+            text = f"{text}\n\nThe last valid observation was:\n{self._last_valid}"
+        elif not is_error:
+            self._last_valid = text
+        if not self._pending:
+            return [{"role": "user", "content": text}]
+        first, *rest = self._pending
+        return [{"role": "tool", "tool_call_id": first, "content": text},
+                *({"role": "tool", "tool_call_id": call_id, "content": NOT_EXECUTED} for call_id in rest)]
 
-    def _window(self) -> list[dict[str, Any]]:
-        turns = self._turns[-self.max_turns:] if self.max_turns else self._turns
-        if self.max_turns == 0:
-            turns = []
-        out = [dict(m) for turn in turns for m in turn]
-        if out and out[0]["role"] == "tool":  # its assistant call was trimmed away
-            out[0] = {"role": "user", "content": out[0]["content"]}
-        return out
-
-    def _record(self, obs_message: dict[str, Any], completion: Completion, step: PolicyStep) -> None:
-        call = completion.tool_calls[0] if completion.tool_calls else None
-        if call is not None and step.action is not None and self._format == "tools" and self.native_tools:
-            assistant: dict[str, Any] = {"role": "assistant", "content": completion.text, "tool_calls": [
-                {"id": call["id"], "type": "function",
-                 "function": {"name": call["name"], "arguments": call["arguments"]}}]}
-            self._pending_call = call["id"]
-        else:
-            shown = completion.text or "".join(f"{c['name']}({c['arguments']})" for c in completion.tool_calls)
-            assistant = {"role": "assistant", "content": shown}
-            self._pending_call = None
-        self._last_invalid = step.invalid
-        self._turns.append([obs_message, assistant])
-
-    def _interpret(self, completion: Completion, tools: list[ToolSpec], observation: Observation) -> PolicyStep:
-        raw: dict[str, Any] = {"response": completion.raw, "text": completion.text}
-        try:
-            action, note = self._parse(completion, tools, observation)
-        except calls.ParseError as exc:
-            return PolicyStep(action=None, raw=raw, invalid=str(exc), usage=completion.usage)
-        if note:
-            raw["normalised"] = note
-        return PolicyStep(action=action, raw=raw, usage=completion.usage)
-
-    def _parse(self, completion: Completion, tools: list[ToolSpec],
-               observation: Observation) -> tuple[Action, dict[str, Any] | None]:
+    def _remember(self, lead: list[dict[str, Any]], completion: Completion, step: PolicyStep, prefill: str) -> None:
+        reply: dict[str, Any] = {"role": "assistant", "content": prefill + (completion.text or "")}
+        self._pending = []
         if completion.tool_calls:
-            call = completion.tool_calls[0]
-            return calls.parse_json_call({"name": call["name"], "arguments": call["arguments"]}, tools), None
+            reply["content"] = completion.text or None
+            reply["tool_calls"] = [{"id": c["id"], "type": "function",
+                                    "function": {"name": c["name"], "arguments": _sendable(c["arguments"])}}
+                                   for c in completion.tool_calls]
+            self._pending = [c["id"] for c in completion.tool_calls]
+        self._last_invalid = step.invalid
+        self._turns.append((lead, reply))
+        self._turn += 1
+
+    def _turn_record(self, messages: list[dict[str, Any]], schemas: list[dict[str, Any]], completion: Completion,
+                     parsed: list[dict[str, Any]], corrections: list[dict[str, Any]],
+                     fitted: dict[str, Any], prefill: str) -> ModelTurn:
+        blobs: dict[str, Any] = {}
+        order = []
+        for message in messages:
+            key = address(message)
+            order.append(key)
+            if key not in self._sent:
+                blobs[key] = message
+        tools_key = address(schemas) if schemas else None
+        if tools_key and tools_key not in self._sent:
+            blobs[tools_key] = schemas
+        self._sent.update(blobs)
+        return ModelTurn(messages=order, blobs=blobs, tools=tools_key, tool_format=self._format, prefill=prefill,
+                         text=completion.text, tool_calls=[dict(c) for c in completion.tool_calls], parsed=parsed,
+                         corrections=corrections, sampling=dict(completion.sampling),
+                         finish_reason=completion.finish_reason, prompt_token_ids=completion.prompt_token_ids,
+                         completion_token_ids=completion.completion_token_ids, logprobs=completion.logprobs,
+                         context=fitted)
+
+    def _interpret(self, completion: Completion, tools: list[ToolSpec], observation: Observation,
+                   prefill: str = "") -> tuple[PolicyStep, list[dict[str, Any]], list[dict[str, Any]]]:
+        full = None if completion.text is None and not prefill else prefill + (completion.text or "")
+        completion = attrs.evolve(completion, text=full)
+        raw: dict[str, Any] = {"response": completion.raw, "text": full}
+        corrections: list[dict[str, Any]] = []
+        parsed: list[dict[str, Any]] = []
+        try:
+            action = self._parse(completion, tools, observation, parsed, corrections)
+        except calls.ParseError as exc:
+            return (PolicyStep(action=None, raw=raw, invalid=str(exc), usage=completion.usage), parsed,
+                    corrections)
+        for note in corrections:
+            if note["what"] == "admissible":
+                raw["normalised"] = {k: note[k] for k in ("from", "to", "score")}
+        return PolicyStep(action=action, raw=raw, usage=completion.usage), parsed, corrections
+
+    def _parse(self, completion: Completion, tools: list[ToolSpec], observation: Observation,
+               parsed: list[dict[str, Any]], corrections: list[dict[str, Any]]) -> Action:
+        """The action of ``completion``; every call found goes to ``parsed``, every change
+        made to what the model wrote to ``corrections``."""
+        if completion.tool_calls:
+            candidates = [(lambda notes, c=call: calls.parse_json_call(
+                {"name": c["name"], "arguments": c["arguments"]}, tools, notes)) for call in completion.tool_calls]
+            return _first_valid(candidates, parsed, corrections, "tool call")
         text = completion.text or ""
         if not text.strip():
             raise calls.ParseError("the reply is empty")
         tagged = _TOOL_CALL.findall(text)
         if tagged:
-            return calls.parse_call(tagged[-1].strip(), tools), None
-        found = _ACTION.findall(text)
+            candidates = [(lambda notes, b=body: calls.parse_call(b.strip(), tools, notes)) for body in tagged]
+            return _first_valid(candidates, parsed, corrections, "<tool_call>")
+        found = [b.strip() for b in _ACTION.findall(text)]
         if found:
-            body = found[-1].strip()
-        elif self.lenient and "<action>" in text:
+            candidates = [(lambda notes, b=body: self._text_action(b, tools, observation, notes)) for body in found]
+            return _first_valid(candidates, parsed, corrections, "<action>")
+        body = None
+        if self.lenient and "<action>" in text:
             body = text.rsplit("<action>", 1)[1].strip()
+            corrections.append({"what": "lenient", "from": text, "to": body, "rule": "unclosed <action>"})
         elif self.lenient and calls.find_call(text, tools):
             body = calls.find_call(text, tools) or ""
-        else:
-            want = "tool call" if self._format == "tools" else "<action>...</action> block"
+            corrections.append({"what": "lenient", "from": text, "to": body, "rule": "a call in free text"})
+        if body is None:
+            want = "<action>...</action> block" if self._format == "text" else "tool call"
             raise calls.ParseError(f"no {want} in the reply")
         if not body:
             raise calls.ParseError("the <action> block is empty")
-        return self._text_action(body, tools, observation)
+        return _first_valid([lambda notes: self._text_action(body, tools, observation, notes)], parsed,
+                            corrections, "<action>")
 
-    def _text_action(self, body: str, tools: list[ToolSpec],
-                     observation: Observation) -> tuple[Action, dict[str, Any] | None]:
+    def _text_action(self, body: str, tools: list[ToolSpec], observation: Observation,
+                     corrections: list[dict[str, Any]]) -> Action:
+        if not body:
+            raise calls.ParseError("the <action> block is empty")
         single = calls.text_tool(tools)
         if single is None:
-            return calls.parse_call(body, tools), None
+            return calls.parse_call(body, tools, corrections)
         tool, param = single
         if re.match(rf"^{re.escape(tool.name)}\s*\(", body):
-            body = str(next(iter(calls.parse_call(body, tools).args.values()), ""))
+            inner = str(next(iter(calls.parse_call(body, tools, corrections).args.values()), ""))
+            corrections.append({"what": "unwrap", "from": body, "to": inner})
+            body = inner
         admissible = observation.data.get("admissible_commands")
-        if isinstance(admissible, list) and admissible:
+        if isinstance(admissible, (list, tuple)) and admissible:
             command, score = calls.normalise_command(body, [str(a) for a in admissible], self.normalise_cutoff)
-            note = {"from": body, "to": command, "score": round(score, 3)} if command != body else None
-            return Action(tool=tool.name, args={param: command}), note
-        return Action(tool=tool.name, args={param: body}), None
+            if command != body:
+                corrections.append({"what": "admissible", "from": body, "to": command, "score": round(score, 3)})
+            return Action(tool=tool.name, args={param: command})
+        return Action(tool=tool.name, args={param: body})
+
+
+def _first_valid(candidates: list[Any], parsed: list[dict[str, Any]], corrections: list[dict[str, Any]],
+                 what: str) -> Action:
+    """Parse every candidate call (recorded in ``parsed``); the first valid one is the
+    action. Native calls run in order; for text blocks the last one is the model's answer
+    (earlier ones are usually examples in its reasoning), so text is tried from the end."""
+    order = list(range(len(candidates)))
+    if what in ("<action>", "<tool_call>"):
+        order.reverse()
+    results: dict[int, Action | calls.ParseError] = {}
+    notes: dict[int, list[dict[str, Any]]] = {}
+    for n in order:
+        notes[n] = []
+        try:
+            results[n] = candidates[n](notes[n])
+        except calls.ParseError as exc:
+            results[n] = exc
+    for n in range(len(candidates)):
+        result = results[n]
+        parsed.append({"error": str(result)} if isinstance(result, calls.ParseError)
+                      else {"tool": result.tool, "args": dict(result.args)})
+    chosen = next((n for n in order if isinstance(results[n], Action)), None)
+    if chosen is None:
+        raise results[order[0]]  # type: ignore[misc]
+    corrections.extend(notes[chosen])
+    if len(candidates) > 1:
+        corrections.append({"what": "extra_calls", "from": len(candidates), "to": 1, "used": chosen,
+                            "rule": f"one action per turn: {what} #{chosen} runs"})
+    action = results[chosen]
+    assert isinstance(action, Action)
+    return action
+
+
+def _sendable(arguments: Any) -> str:
+    """A tool call's arguments as the next request may carry them: the model's string when
+    it is a JSON object (servers parse it), else the string wrapped in one."""
+    if isinstance(arguments, str):
+        try:
+            if isinstance(json.loads(arguments), dict):
+                return arguments
+        except (json.JSONDecodeError, RecursionError):
+            pass
+        return json.dumps({"unparsed_arguments": arguments}, ensure_ascii=False)
+    return json.dumps(arguments if isinstance(arguments, dict) else {"unparsed_arguments": str(arguments)},
+                      ensure_ascii=False)

@@ -122,6 +122,22 @@ def load(name: str, device: str, dtype: str) -> tuple[Any, Any]:
         return _loaded[key]
 
 
+def load_tokenizer(name: str) -> Any:
+    """The tokenizer of a local model (embedded name, HF folder or ``.gguf``), to count
+    the tokens of prompts sent to an endpoint serving the same model."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(model_dir(name)))
+
+
+def count_chat_tokens(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
+    """Tokens of ``messages`` through the model's chat template, with the generation prompt."""
+    ids = tokenizer.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True, tokenize=True)
+    if isinstance(ids, dict) or hasattr(ids, "keys"):  # newer transformers return a BatchEncoding
+        ids = ids["input_ids"]
+    return len(ids)
+
+
 def prepare(name: str = "smollm2") -> Path:
     """Convert an embedded model into the cache now (setup scripts call this)."""
     return model_dir(name)

@@ -2,9 +2,14 @@
 
 vLLM servers, OpenAI, and the OpenAI-compatible endpoints of other providers all work.
 Transient failures (timeouts, connection errors, 429 and 5xx answers) are retried with
-exponential backoff; when retries run out, or on a non-retryable error (a 401, a bad
-request), the step raises ``PolicyError`` and that episode ends as a policy error.
-Malformed model output is not an error: it is an invalid step the episode records.
+exponential backoff; when retries run out the step raises ``EndpointError`` (a
+``PolicyError`` a runner may re-run later: the endpoint failed, not the model); a
+non-retryable refusal (a 401, a bad request) raises ``PolicyError``. Malformed model
+output is not an error: it is an invalid step the episode records.
+
+Against vLLM, ``token_ids=True`` asks the server for the prompt and completion token ids
+and per-token logprobs (``return_token_ids`` and ``logprobs``), so the trajectory is
+token-faithful; the prompt is fitted to the ``max_model_len`` the server reports.
 """
 
 from __future__ import annotations
@@ -25,22 +30,32 @@ class OpenAIPolicy(ChatPolicy):
     :param base_url: the endpoint, e.g. ``http://localhost:8000/v1``; ``None`` is OpenAI.
     :param api_key_env: the environment variable holding the key. With a ``base_url`` a
         missing key is sent as ``EMPTY`` (vLLM and local servers need none).
-    :param temperature, max_tokens, seed: sampling options sent with each request.
+    :param temperature, top_p, max_tokens: sampling options sent with each request. The
+        default temperature (0.7) samples, so K rollouts of a task differ.
+    :param seed: base of the per-request seeds: each request sends a seed derived from
+        (seed, task, episode seed, turn); ``None`` sends none.
+    :param token_ids: ask a vLLM server for token ids and logprobs (recorded per turn).
+    :param tokenizer: a local tokenizer (HF folder, ``.gguf`` or embedded name such as
+        ``smollm2``) to count prompt tokens exactly; otherwise they are estimated.
+    :param max_context: the model's context in tokens; default: the ``max_model_len`` a
+        vLLM server reports, else no limit. The prompt gets it less ``max_tokens``.
     :param timeout: seconds per request.
     :param retries: attempts after the first one, for transient failures.
     :param backoff_s: the first retry waits this long, doubling each time (plus jitter).
     :param extra_body: extra JSON fields for the request (provider-specific options).
-    Other keywords go to ``ChatPolicy`` (action format, skills, system prompt, ...).
+    Other keywords go to ``ChatPolicy`` (tool format, skills, system prompt, ...).
     """
 
     kind = "openai"
     native_tools = True
 
     def __init__(self, arg: str | None = None, *, model: str | None = None, base_url: str | None = None,
-                 api_key_env: str = "OPENAI_API_KEY", temperature: float = 0.0, max_tokens: int | None = 512,
-                 seed: int | None = None, timeout: float = 60.0, retries: int = 3, backoff_s: float = 1.0,
-                 max_backoff_s: float = 30.0, extra_body: dict[str, Any] | None = None, **chat: Any) -> None:
-        super().__init__(**chat)
+                 api_key_env: str = "OPENAI_API_KEY", temperature: float = 0.7, top_p: float | None = None,
+                 max_tokens: int | None = 512, seed: int | None = 0, token_ids: bool = False,
+                 tokenizer: str | None = None, max_context: int | None = None, timeout: float = 60.0,
+                 retries: int = 3, backoff_s: float = 1.0, max_backoff_s: float = 30.0,
+                 extra_body: dict[str, Any] | None = None, **chat: Any) -> None:
+        super().__init__(max_context=max_context, **chat)
         import openai  # lazily: importing envh must stay cheap
 
         self.model = model or arg
@@ -55,31 +70,77 @@ class OpenAIPolicy(ChatPolicy):
                     "Worker processes drop *_API_KEY variables unless the executor gets "
                     f"pass_env=[{api_key_env!r}].")
             key = "EMPTY"
-        self.base_url, self.temperature, self.max_tokens, self.seed = base_url, temperature, max_tokens, seed
+        self.base_url, self.temperature, self.top_p, self.max_tokens = base_url, temperature, top_p, max_tokens
+        self.seed, self.token_ids, self.tokenizer_name = seed, token_ids, tokenizer
+        self.base_seed = 0 if seed is None else int(seed)
         self.timeout, self.retries, self.backoff_s, self.max_backoff_s = timeout, retries, backoff_s, max_backoff_s
         self.extra_body = extra_body
         self._openai = openai
         self._client = openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=0)
         self._retryable = (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError)
-        self.policy_id = describe("openai", self.model, base_url=base_url, format=self.action_format,
-                                  temperature=temperature)
+        self._tokenizer: Any = None
+        self._server_context: int | None | bool = False  # False: not asked yet
+        self.policy_id = describe("openai", self.model, base_url=base_url, format=self.tool_format,
+                                  temperature=temperature, seed=seed)
 
+    # -- context -------------------------------------------------------------------------
+    def _count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
+        if self.tokenizer_name and self._tokenizer is None:
+            from .localmodels import load_tokenizer
+
+            self._tokenizer = load_tokenizer(self.tokenizer_name)
+        if self._tokenizer is None:
+            return super()._count_tokens(messages, tools)
+        from .localmodels import count_chat_tokens
+
+        return count_chat_tokens(self._tokenizer, messages, tools)
+
+    def _counted_with(self) -> str:
+        return f"tokenizer:{self.tokenizer_name}" if self.tokenizer_name else super()._counted_with()
+
+    def _prompt_budget(self) -> int | None:
+        window = self.max_context or self._served_context()
+        if window is None:
+            return None
+        return max(64, int(window) - int(self.max_tokens or 0) - 8)
+
+    def _served_context(self) -> int | None:
+        """The ``max_model_len`` a vLLM server lists for the model (asked once)."""
+        if self._server_context is False:
+            self._server_context = None
+            try:
+                for entry in self._client.models.list().data:
+                    if entry.id == self.model:
+                        value = (entry.model_extra or {}).get("max_model_len")
+                        self._server_context = int(value) if isinstance(value, int) and value > 0 else None
+            except (self._openai.APIError, ValueError, TypeError):
+                self._server_context = None
+        return self._server_context if isinstance(self._server_context, int) else None
+
+    # -- requests ------------------------------------------------------------------------
     def _request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> dict[str, Any]:
         req: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
+        if self.top_p is not None:
+            req["top_p"] = self.top_p
         if self.max_tokens is not None:
             req["max_tokens"] = self.max_tokens
-        if self.seed is not None:  # per episode, so K rollouts of a task are K samples
-            episode = getattr(self, "_episode_seed", None)
-            req["seed"] = self.seed if episode is None else self.seed + int(episode)
+        if self.seed is not None:
+            req["seed"] = self.request_seed()
         if tools:
             req["tools"] = tools
-        if self.extra_body:
-            req["extra_body"] = self.extra_body
+        extra = dict(self.extra_body or {})
+        if self.token_ids:
+            req["logprobs"] = True
+            extra.setdefault("return_token_ids", True)
+        if extra:
+            req["extra_body"] = extra
         return req
 
     def _complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                   prefill: str) -> Completion:
         request = self._request(messages, tools)
+        sampling = {k: v for k, v in request.items() if k not in ("messages", "tools")}
+        endpoint = self.base_url or "api.openai.com"
         failures: list[str] = []
         for attempt in range(self.retries + 1):
             try:
@@ -87,18 +148,19 @@ class OpenAIPolicy(ChatPolicy):
             except self._retryable as exc:
                 failures.append(_describe_failure(exc))
                 if attempt == self.retries:
-                    raise errors.PolicyError(
-                        f"The endpoint {self.base_url or 'api.openai.com'} (model {self.model}) failed "
+                    raise errors.EndpointError(
+                        f"The endpoint {endpoint} (model {self.model}) failed "
                         f"{len(failures)} times: {'; '.join(failures)}. Check that the server is up "
-                        "and not overloaded, or raise timeout=/retries=.") from exc
+                        "and not overloaded, or raise timeout=/retries=.",
+                        kind=_failure_kind(exc), status=getattr(exc, "status_code", None), endpoint=endpoint) from exc
                 delay = min(self.backoff_s * 2 ** attempt, self.max_backoff_s)
                 time.sleep(delay * (1 + 0.1 * random.random()))
             except self._openai.APIError as exc:
                 raise errors.PolicyError(
-                    f"The endpoint {self.base_url or 'api.openai.com'} refused the request for model "
+                    f"The endpoint {endpoint} refused the request for model "
                     f"{self.model}: {_describe_failure(exc)}") from exc
             else:
-                return _completion(response, attempts=attempt + 1, failures=failures)
+                return _completion(response, attempts=attempt + 1, failures=failures, sampling=sampling)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def close(self) -> None:
@@ -110,17 +172,52 @@ def _describe_failure(exc: Exception) -> str:
     return f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "") + f": {str(exc)[:200]}"
 
 
-def _completion(response: Any, *, attempts: int, failures: list[str]) -> Completion:
+def _failure_kind(exc: Exception) -> str:
+    """``transport``, ``server`` (5xx) or ``rate_limit`` (429) for ``EndpointError``."""
+    status = getattr(exc, "status_code", None)
+    if status == 429:
+        return "rate_limit"
+    return "server" if isinstance(status, int) and status >= 500 else "transport"
+
+
+def _int_list(value: Any) -> list[int] | None:
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return list(value)
+    return None
+
+
+def _completion(response: Any, *, attempts: int, failures: list[str], sampling: dict[str, Any]) -> Completion:
     raw = response.to_dict() if hasattr(response, "to_dict") else response
-    if isinstance(raw, dict):
-        raw = {**raw, "envh_attempts": attempts, "envh_failures": failures} if failures else raw
+    if isinstance(raw, dict) and failures:
+        raw = {**raw, "envh_attempts": attempts, "envh_failures": failures}
     usage = getattr(response, "usage", None)
-    counts = {k: int(getattr(usage, k, 0) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")} \
-        if usage else {}
+    counts: dict[str, int] = {}
+    if usage is not None:
+        for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
+            try:
+                counts[k] = max(0, int(getattr(usage, k, 0) or 0))
+            except (TypeError, ValueError):
+                continue
     choices = getattr(response, "choices", None) or []
     if not choices:
-        return Completion(text=None, usage=counts, raw=raw)
-    message = choices[0].message
+        return Completion(text=None, usage=counts, raw=raw, sampling=sampling)
+    choice = choices[0]
+    message = choice.message
     tool_calls = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments or ""}
                   for c in (message.tool_calls or []) if getattr(c, "function", None) is not None]
-    return Completion(text=message.content, tool_calls=tool_calls, usage=counts, raw=raw)
+    data = raw if isinstance(raw, dict) else {}
+    first = (data.get("choices") or [{}])[0] if isinstance(data.get("choices"), list) else {}
+    logprobs = None
+    content = ((first.get("logprobs") or {}).get("content") if isinstance(first, dict) else None) or None
+    if isinstance(content, list):
+        logprobs = [float(t.get("logprob", 0.0)) for t in content if isinstance(t, dict)]
+    if isinstance(raw, dict):  # the ids and logprobs live on the turn record, not twice
+        raw = {k: v for k, v in raw.items() if k != "prompt_token_ids"}
+        raw["choices"] = [{k: v for k, v in c.items() if k not in ("token_ids", "logprobs")} if isinstance(c, dict)
+                          else c for c in raw.get("choices") or []]
+    text = message.content
+    return Completion(text=text, tool_calls=tool_calls, usage=counts, raw=raw,
+                      finish_reason=getattr(choice, "finish_reason", None), sampling=sampling,
+                      prompt_token_ids=_int_list(data.get("prompt_token_ids")),
+                      completion_token_ids=_int_list(first.get("token_ids") if isinstance(first, dict) else None),
+                      logprobs=logprobs)

@@ -1,8 +1,9 @@
 """System prompts for chat policies: tool descriptions, the action format, skills.
 
-Two action formats: ``tools`` (native function calling, or ``<tool_call>`` JSON for models
-served without it) and ``text`` (``<think>…</think><action>…</action>``, for text envs
-with one command tool and for small models). The skills block carries memory items the
+Three tool formats: ``native`` (the endpoint's function calling), ``prompted`` (the JSON
+schemas in the prompt, ``<tool_call>`` JSON back, for servers whose chat template drops
+tools) and ``text`` (``<think>…</think><action>…</action>``, for text envs with one
+command tool and for small models). The skills block carries memory items the
 rigger distils from earlier episodes.
 """
 
@@ -39,6 +40,9 @@ def signature(tool: ToolSpec) -> str:
     parts = []
     for name, schema in props.items():
         kind = "|".join(map(str, schema["enum"])) if schema.get("enum") else schema.get("type", "any")
+        items = schema.get("items") if isinstance(schema.get("items"), dict) else None
+        if kind == "array" and items:
+            kind = "[" + ("|".join(map(str, items["enum"])) if items.get("enum") else items.get("type", "any")) + ", ...]"
         parts.append(f"{name}: {kind}")
     return f"{tool.name}({', '.join(parts)})"
 
@@ -53,13 +57,18 @@ def skills_block(skills: Skills, observation: Observation) -> str:
     return "Skills from earlier episodes:\n" + "\n".join(f"- {s.strip()}" for s in items if s.strip())
 
 
-def format_instructions(tools: list[ToolSpec], *, action_format: str, think: bool, native: bool,
-                        compact: bool) -> str:
-    """How to describe the tools and the reply format for ``action_format``."""
-    if action_format == "tools":
-        if native:
-            return "Call exactly one tool per turn."
-        schemas = json.dumps([t["function"] for t in to_openai_tools(tools)], separators=(",", ":"))
+def format_instructions(tools: list[ToolSpec], *, tool_format: str, think: bool, compact: bool) -> str:
+    """How to describe the tools and the reply format for ``tool_format``.
+
+    ``native``: the endpoint passes the schemas to the model, the prompt names the tools;
+    ``prompted``: the JSON schemas are in the prompt and calls come back as
+    ``<tool_call>`` JSON; ``text``: signatures (or the command tool) and ``<action>``.
+    """
+    if tool_format == "native":
+        return f"Tools: {', '.join(t.name for t in tools)}. Call exactly one tool per turn."
+    if tool_format == "prompted":
+        schemas = json.dumps([t["function"] for t in to_openai_tools(tools)], separators=(",", ":"),
+                             ensure_ascii=False)
         return ("Tools (JSON Schema):\n" + schemas + "\nCall exactly one tool per turn by replying "
                 '<tool_call>{"name": TOOL, "arguments": {...}}</tool_call>.')
     single = text_tool(tools)
@@ -82,11 +91,11 @@ def format_instructions(tools: list[ToolSpec], *, action_format: str, think: boo
     return "\n".join(lines)
 
 
-def system_prompt(tools: list[ToolSpec], observation: Observation, *, intro: str | None, action_format: str,
-                  think: bool, native: bool, compact: bool, skills: Skills) -> str:
+def system_prompt(tools: list[ToolSpec], observation: Observation, *, intro: str | None, tool_format: str,
+                  think: bool, compact: bool, skills: Skills) -> str:
     """The full system message for the current observation."""
     parts = [intro or DEFAULT_INTRO,
-             format_instructions(tools, action_format=action_format, think=think, native=native, compact=compact),
+             format_instructions(tools, tool_format=tool_format, think=think, compact=compact),
              skills_block(skills, observation)]
     return "\n\n".join(p for p in parts if p)
 
@@ -95,7 +104,7 @@ def observation_text(observation: Observation, *, show_admissible: bool, limit: 
     """The observation as the model reads it, with the admissible commands when given."""
     text = observation.text
     admissible = observation.data.get("admissible_commands") if show_admissible else None
-    if isinstance(admissible, list) and admissible:
+    if isinstance(admissible, (list, tuple)) and admissible:
         shown = ", ".join(map(str, admissible[:limit])) + (", ..." if len(admissible) > limit else "")
         text += f"\nAdmissible commands: {shown}"
     return text
