@@ -1,0 +1,130 @@
+"""In-container runner for ``run_python``: one long-lived ``python3`` per episode container.
+
+The host starts it once (``docker exec -i python3 -u -c <this source>``) and sends one
+JSON request per line: the workbook (base64) and the code. The runner writes the workbook
+to ``/work/workbook.xlsx``, runs the code as a fresh ``python3`` child in its own process
+group (address-space limit, wall-clock timeout, output kept head + tail), then answers one
+JSON line with the exit code, the output, and the workbook as the code left it
+(base64; ``null`` when it is missing, not a regular file, or too large). Standard library
+only: it runs on the image's interpreter.
+"""
+
+import base64
+import json
+import os
+import resource
+import selectors
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+WORK = "/work"
+BOOK = WORK + "/workbook.xlsx"
+CODE = "/tmp/envh_step.py"
+
+
+def _limits(mem):
+    def apply():
+        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    return apply
+
+
+def run(req):
+    limit = max(int(req.get("limit", 16000)), 256)
+    for name in os.listdir(WORK):  # each call starts from the host's copy only
+        path = os.path.join(WORK, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            subprocess.call(["rm", "-rf", path])
+        else:
+            os.unlink(path)
+    with open(BOOK, "wb") as f:
+        f.write(base64.b64decode(req["workbook"]))
+    with open(CODE, "w") as f:
+        f.write(req["code"])
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
+           "WORKBOOK": BOOK, "PYTHONDONTWRITEBYTECODE": "1",
+           "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MPLCONFIGDIR": "/tmp"}
+    proc = subprocess.Popen([sys.executable, CODE], cwd=WORK, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=_limits(int(req.get("memory", 1 << 30))))
+    deadline = time.monotonic() + float(req.get("timeout", 60))
+    head, tail, dropped, keep_tail = bytearray(), bytearray(), 0, limit // 2
+    timed_out, exited_at = False, None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    fd = proc.stdout.fileno()
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            timed_out = True
+            break
+        if exited_at is None and proc.poll() is not None:
+            exited_at = time.monotonic()
+        if exited_at is not None and time.monotonic() - exited_at > 0.2:
+            break  # a background child keeps the pipe open: stop soon after the code exits
+        if not sel.select(min(left, 0.05)):
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        room = limit - keep_tail - len(head)
+        if room > 0:
+            head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            tail += chunk
+            if len(tail) > keep_tail:
+                dropped += len(tail) - keep_tail
+                del tail[:len(tail) - keep_tail]
+    sel.close()
+    if not timed_out:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    proc.stdout.close()
+    code = proc.wait()
+    out = head.decode("utf-8", "replace")
+    if dropped:
+        out += f"\n[... {dropped} bytes of output cut ...]\n"
+    out += tail.decode("utf-8", "replace")
+    book, problem = None, None
+    try:
+        st = os.lstat(BOOK)
+        if not stat.S_ISREG(st.st_mode):
+            problem = "workbook.xlsx is no longer a regular file"
+        elif st.st_size > int(req.get("max_bytes", 32 << 20)):
+            problem = f"workbook.xlsx grew to {st.st_size} bytes"
+        else:
+            with open(BOOK, "rb") as f:
+                book = base64.b64encode(f.read()).decode()
+    except FileNotFoundError:
+        problem = "workbook.xlsx was deleted"
+    return {"exit_code": code, "output": out, "timed_out": timed_out, "dropped": dropped,
+            "workbook": book, "workbook_problem": problem}
+
+
+def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    sys.stdout.write(json.dumps({"ready": True}) + "\n")
+    sys.stdout.flush()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            reply = run(json.loads(line))
+        except Exception as exc:  # a runner failure must answer, not hang the host
+            reply = {"runner_error": repr(exc)}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,411 @@
+"""SpreadsheetBenchEnv: edit a workbook to satisfy an instruction; graded on cells.
+
+The policy works on test case 1's input (a private copy). ``run_python`` runs code in the
+episode's container (openpyxl/pandas, no network, limits; started on first use); the
+native tools (``list_sheets``, ``inspect_range``, ``find_cells``, ``write_range``,
+``recalculate``, ``validate``) run openpyxl in this process on the work file — they run
+no policy code, and skip the container round trip. Every change that was kept (a
+``write_range``, a ``run_python`` whose workbook opens) is recorded as the solution;
+``evaluate`` replays it on the other test cases' inputs, recalculates every output and
+golden workbook with LibreOffice and applies the benchmark's comparison at
+``answer_position``: Pass@1 (all cases pass) is ``success``, Mean Score (fraction
+passed) is ``score``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+from typing import Any
+
+from envh import (
+    Action,
+    Bridge,
+    EnvResponse,
+    EvaluationResult,
+    Observation,
+    ResetResult,
+    TaskRef,
+    ToolSpec,
+    errors,
+)
+
+from . import recalc, sandbox, sheet_grading, workbook
+from .sheet_data import SheetTask, load_tasks
+from .sheet_state import STATE_SCHEMA, SheetState
+from .workbook import WorkbookError
+
+WORKBOOK_IN_SANDBOX = "/work/workbook.xlsx"
+_STR = {"type": "string"}
+TOOLS = [
+    ToolSpec(name="list_sheets", description="List the workbook's sheets with their used ranges."),
+    ToolSpec(name="inspect_range", description=(
+        "Show the non-empty cells of a range like 'Sheet1!A1:D20' (at most 2000 cells): values, and "
+        "formulas with their value after the last recalculate."),
+        parameters={"type": "object", "properties": {"range": {**_STR, "description": "e.g. 'Sheet1!A1:D20'"}},
+                    "required": ["range"], "additionalProperties": False}),
+    ToolSpec(name="find_cells", description="Find cells whose value or formula matches a regular expression (RE2).",
+             parameters={"type": "object", "properties": {
+                 "pattern": _STR, "ignore_case": {"type": "boolean"}},
+                 "required": ["pattern"], "additionalProperties": False}),
+    ToolSpec(name="write_range", description=(
+        "Write to a range: `values` is one value for every cell, a list for one row or column, or a list of "
+        "rows; strings starting with '=' are formulas. Optional `fill_color` / `font_color` (hex RGB like "
+        "'FFFF00') colour the whole range. All or nothing: a failed write changes nothing."),
+        parameters={"type": "object", "properties": {
+            "range": _STR,
+            "values": {"type": ["array", "string", "number", "boolean", "null"]},
+            "fill_color": _STR, "font_color": _STR},
+            "required": ["range"], "additionalProperties": False}),
+    ToolSpec(name="recalculate", description="Recalculate every formula with LibreOffice (then inspect_range shows values)."),
+    ToolSpec(name="validate", description="Check the workbook: it opens, and no formula yields #REF!, #NAME?, #DIV/0! ..."),
+    ToolSpec(name="run_python", description=(
+        f"Run Python 3 code (openpyxl, pandas) in a sandbox. The workbook is {WORKBOOK_IN_SANDBOX} (also "
+        "$WORKBOOK): load it, change it, save it to the same path. Prints are shown (long output is cut); "
+        "no network. The same code is later run on the task's other test-case workbooks."),
+        parameters={"type": "object", "properties": {"code": _STR}, "required": ["code"],
+                    "additionalProperties": False}),
+    ToolSpec(name="submit", description="Submit the workbook as your solution; ends the episode."),
+]
+MUTATING = ("write_range", "run_python")
+
+
+class SpreadsheetBenchEnv(Bridge):
+    """SpreadsheetBench tasks as tool-calling episodes on a private workbook copy."""
+
+    name = "spreadsheetbench"
+
+    def __init__(self, data: str | None = None, *, split: str = "test", docker_url: str | None = None,
+                 image: str = sandbox.IMAGE, cpus: float = 1.0, memory: str = "1g", pids: int = 128,
+                 python_timeout: float = 60.0, output_limit: int = 16_000, reward_on_submit: bool = True,
+                 recalc_timeout: float = 180.0) -> None:
+        data = data or os.environ.get("SPREADSHEETBENCH_DATA")
+        if not data:
+            raise errors.SpecError("The spreadsheetbench bridge needs config 'data' (or SPREADSHEETBENCH_DATA): "
+                                   "a folder with dataset.json and spreadsheet/. `envh office check` shows more.")
+        self.tasks: dict[str, SheetTask] = load_tasks(data)
+        self.split, self.docker_url, self.image = split, docker_url, image
+        self.limits = sandbox.Limits(cpus=cpus, memory=memory, pids=pids)
+        self.python_timeout, self.output_limit = python_timeout, output_limit
+        self.reward_on_submit, self.recalc_timeout = reward_on_submit, recalc_timeout
+        self.task: SheetTask | None = None
+        self.state: SheetState | None = None
+        self.workdir: str | None = None
+        self.box: sandbox.Sandbox | None = None
+        self.ops: list[dict[str, Any]] = []
+        self._values: tuple[str, str] | None = None  # (content key, recalculated copy)
+        self._last: Observation | None = None
+        self._verdicts: dict[str, EvaluationResult] = {}
+        self._replays: dict[tuple[str, int], bytes | str] = {}
+        self._disposing: list[threading.Thread] = []
+
+    # -- tasks ------------------------------------------------------------------------
+    def tools(self) -> list[ToolSpec]:
+        return TOOLS
+
+    def list_tasks(self, split: str | None = None) -> list[TaskRef]:
+        if split is not None and split != self.split:
+            return []
+        return [TaskRef(suite="spreadsheetbench", split=self.split, instance_id=t) for t in sorted(self.tasks)]
+
+    def _task(self, task: TaskRef | None) -> SheetTask:
+        if task is None:
+            return self.tasks[min(self.tasks)]
+        if task.instance_id not in self.tasks:
+            raise errors.UnknownNameError("SpreadsheetBench task", task.instance_id, list(self.tasks))
+        return self.tasks[task.instance_id]
+
+    @property
+    def work(self) -> str:
+        assert self.workdir is not None
+        return os.path.join(self.workdir, "workbook.xlsx")
+
+    # -- episode ----------------------------------------------------------------------
+    def _reset(self, task: TaskRef | None, seed: int | None, options: dict[str, Any]) -> ResetResult:
+        self._release()
+        t = self.task = self._task(task)
+        self.workdir = tempfile.mkdtemp(prefix="envh-office-ep-")
+        shutil.copyfile(t.cases[0].input, self.work)
+        try:
+            sheets = workbook.list_sheets(self.work)
+        except WorkbookError as exc:
+            raise errors.EnvError(f"Task {t.id}: its input workbook cannot be opened: {exc}") from exc
+        self.state = SheetState(task_id=t.id, instruction=t.instruction, instruction_type=t.instruction_type,
+                                test_cases=len(t.cases), sheets=sheets)
+        self.ops, self._values, self._verdicts, self._replays = [], None, {}, {}
+        listing = ", ".join(f"{s['name']} ({s['dimensions']})" for s in sheets)
+        text = (f"Instruction: {t.instruction}\n\nInstruction type: {t.instruction_type or 'unspecified'}\n"
+                f"The workbook's sheets: {listing}.\nEdit it with the tools (run_python, or write_range and the "
+                "other native tools), then call submit.")
+        self._last = Observation(text=text, data={"task_id": t.id, "sheets": [s["name"] for s in sheets]})
+        return ResetResult(observation=self._last, info={"task": f"spreadsheetbench/{t.id}",
+                                                         "test_cases": len(t.cases)})
+
+    def _live(self) -> SheetState:
+        if self.state is None or self.workdir is None:
+            raise errors.EnvhError("SpreadsheetBenchEnv.step() called before reset() or after close()")
+        return self.state
+
+    def _step(self, action: Action) -> EnvResponse:
+        state = self._live()
+        if state.submitted:
+            return self._respond(state, action.tool, self.error_response(
+                "The episode is over: submit was already called.", kind="episode_over"))
+        args = action.args
+        try:
+            handler = getattr(self, f"_tool_{action.tool}")
+            resp: EnvResponse = handler(state, args)
+        except WorkbookError as exc:
+            resp = self.error_response(str(exc), kind="workbook_error")
+        return self._respond(state, action.tool, resp)
+
+    def _ok(self, text: str, **data: Any) -> EnvResponse:
+        return EnvResponse(observation=Observation(text=text, data=data))
+
+    def _tool_list_sheets(self, state: SheetState, args: Any) -> EnvResponse:
+        sheets = workbook.list_sheets(self.work)
+        return self._ok("\n".join(f"{s['name']}: {s['dimensions']} ({s['max_row']} rows x {s['max_column']} "
+                                  "columns)" for s in sheets), sheets=[s["name"] for s in sheets])
+
+    def _tool_inspect_range(self, state: SheetState, args: Any) -> EnvResponse:
+        return self._ok(workbook.inspect_range(self.work, args["range"], self._current_values()))
+
+    def _tool_find_cells(self, state: SheetState, args: Any) -> EnvResponse:
+        text, hits = workbook.find_cells(self.work, args["pattern"], bool(args.get("ignore_case", False)))
+        return self._ok(text, hits=hits)
+
+    def _tool_write_range(self, state: SheetState, args: Any) -> EnvResponse:
+        cells, sheets = workbook.write_range(self.work, args["range"], _plain(args.get("values")),
+                                             fill_color=args.get("fill_color"), font_color=args.get("font_color"))
+        self.ops.append({"tool": "write_range", "args": _plain(dict(args))})
+        state.edited(sheets, cells=cells, rng=args["range"])
+        return self._ok(f"Wrote {cells} cell(s) in {args['range']}.", cells=cells)
+
+    def _tool_recalculate(self, state: SheetState, args: Any) -> EnvResponse:
+        self._recalc()
+        state.recalculated = True
+        return self._ok("Recalculated with LibreOffice; inspect_range now shows formula values.")
+
+    def _tool_validate(self, state: SheetState, args: Any) -> EnvResponse:
+        ok, problems = workbook.validate(self.work, self._recalc())
+        state.recalculated, state.validated, state.validation_problems = True, ok, len(problems)
+        if ok:
+            return self._ok("The workbook is valid: it opens and no formula yields an error value.", ok=True)
+        return EnvResponse(observation=Observation(text="Validation found problems:\n" + "\n".join(problems),
+                                                   data={"ok": False}),
+                           info={"error": {"type": "validation_failed", "message": f"{len(problems)} problem(s)"}})
+
+    def _tool_run_python(self, state: SheetState, args: Any) -> EnvResponse:
+        state.python_runs += 1
+        with open(self.work, "rb") as f:
+            before = f.read()
+        reply = self._box().run_python(args["code"], before, timeout=self.python_timeout, limit=self.output_limit)
+        text = reply["output"] or "(no output)\n"
+        error: dict[str, str] | None = None
+        if reply["timed_out"]:
+            text += f"\n[the code ran past {self.python_timeout:g} s and was killed]"
+            error = {"type": "timeout", "message": f"run_python timed out after {self.python_timeout:g} s"}
+        elif reply["exit_code"]:
+            text += f"\n[exit code {reply['exit_code']}]"
+            error = {"type": "python_error", "message": f"the code exited with {reply['exit_code']}"}
+        kept = self._accept(state, reply.get("workbook"), reply.get("workbook_problem"))
+        if kept is not None:
+            text += f"\n[{kept}]"
+            error = error or {"type": "workbook_refused", "message": kept}
+        else:
+            self.ops.append({"tool": "run_python", "args": {"code": args["code"]}})
+        info = {"error": error} if error else {}
+        return EnvResponse(observation=Observation(text=text, data={"exit_code": reply["exit_code"],
+                                                                     "timed_out": reply["timed_out"]}), info=info)
+
+    def _accept(self, state: SheetState, book: bytes | None, problem: str | None) -> str | None:
+        """Install the workbook run_python left, if it opens; else say why it was refused."""
+        if book is None:
+            return f"{problem or 'no workbook came back'}; the previous workbook is kept"
+        tmp = os.path.join(self._live_dir(), ".candidate.xlsx")
+        with open(tmp, "wb") as f:
+            f.write(book)
+        try:
+            wb = workbook.load(tmp)
+            sheets = workbook.sheets_of(wb)
+            wb.close()
+        except WorkbookError as exc:
+            os.unlink(tmp)
+            return f"the code left a workbook that was refused ({exc}); the previous workbook is kept"
+        with open(self.work, "rb") as f:
+            unchanged = f.read() == book
+        os.replace(tmp, self.work)
+        if not unchanged:
+            state.edited(sheets)
+        return None
+
+    def _tool_submit(self, state: SheetState, args: Any) -> EnvResponse:
+        state.submitted = True
+        reward = self.evaluate().score if self.reward_on_submit else 0.0
+        return EnvResponse(observation=Observation(text="Submitted; the episode is over."), reward=reward,
+                           terminated=True)
+
+    def _respond(self, state: SheetState, tool: str, resp: EnvResponse) -> EnvResponse:
+        error = resp.info.get("error")
+        state.steps += 1
+        state.last_tool, state.last_error = tool, error["message"] if error else None
+        self._last = resp.observation
+        return resp
+
+    def observe(self) -> Observation:
+        if self._last is None:
+            raise errors.EnvhError("SpreadsheetBenchEnv.observe() called before reset()")
+        return self._last
+
+    # -- helpers ------------------------------------------------------------------------
+    def _live_dir(self) -> str:
+        assert self.workdir is not None
+        return self.workdir
+
+    def _box(self) -> sandbox.Sandbox:
+        if self.box is None:
+            self.box = sandbox.Sandbox.start(sandbox.client(self.docker_url), self.image, self.limits)
+        return self.box
+
+    def _current_values(self) -> str | None:
+        if self._values is not None and self._values[0] == recalc.content_key(self.work):
+            return self._values[1]
+        return None
+
+    def _recalc(self) -> str:
+        current = self._current_values()
+        if current is None:
+            key = recalc.content_key(self.work)
+            current = recalc.recalculate([self.work], timeout=self.recalc_timeout)[0]
+            self._values = (key, current)
+        return current
+
+    # -- verifier -------------------------------------------------------------------------
+    def _replay(self, index: int) -> bytes | str:
+        """Test case ``index``'s output: the recorded solution applied to its input
+        (bytes), or why that failed (str)."""
+        assert self.task is not None
+        key = (json.dumps(self.ops, sort_keys=True), index)
+        if key in self._replays:
+            return self._replays[key]
+        case = self.task.cases[index]
+        with tempfile.TemporaryDirectory(prefix="envh-office-replay-") as tmp:
+            path = os.path.join(tmp, "workbook.xlsx")
+            shutil.copyfile(case.input, path)
+            result: bytes | str | None = None
+            for op in self.ops:
+                try:
+                    if op["tool"] == "write_range":
+                        a = op["args"]
+                        workbook.write_range(path, a["range"], a.get("values"), fill_color=a.get("fill_color"),
+                                             font_color=a.get("font_color"))
+                    else:
+                        with open(path, "rb") as f:
+                            before = f.read()
+                        reply = self._box().run_python(op["args"]["code"], before, timeout=self.python_timeout,
+                                                       limit=1000)
+                        if reply.get("workbook") is not None:
+                            with open(path, "wb") as f:
+                                f.write(reply["workbook"])
+                except WorkbookError as exc:
+                    result = f"the solution failed on test case {case.index}: {exc}"
+                    break
+            if result is None:
+                with open(path, "rb") as f:
+                    result = f.read()
+        self._replays[key] = result
+        return result
+
+    def evaluate(self) -> EvaluationResult:
+        """Pass@1 (``success``) and Mean Score (``score``) over every test case."""
+        state = self._live()
+        assert self.task is not None
+        task = self.task
+        key = json.dumps(self.ops, sort_keys=True) + recalc.content_key(self.work)
+        if key in self._verdicts:
+            return self._verdicts[key]
+        with tempfile.TemporaryDirectory(prefix="envh-office-eval-") as tmp:
+            outputs: list[str | None] = []
+            reasons: dict[int, str] = {}
+            for i, case in enumerate(task.cases):
+                out = os.path.join(tmp, f"{case.index}_output.xlsx")
+                produced = self._replay(i) if i else None
+                if isinstance(produced, str):
+                    reasons[i] = produced
+                    outputs.append(None)
+                    continue
+                if produced is None:
+                    shutil.copyfile(self.work, out)
+                else:
+                    with open(out, "wb") as f:
+                        f.write(produced)
+                try:  # a workbook that does not open fails its case: the policy's doing
+                    workbook.load(out).close()
+                    outputs.append(out)
+                except WorkbookError as exc:
+                    reasons[i] = f"output cannot be opened: {exc}"
+                    outputs.append(None)
+            to_recalc = [o for o in outputs if o is not None] + [c.answer for c in task.cases]
+            recalculated = iter(recalc.recalculate(to_recalc, timeout=self.recalc_timeout))
+            got = [next(recalculated) if o is not None else None for o in outputs]
+            gold = [next(recalculated) for _ in task.cases]
+            results = []
+            for i, case in enumerate(task.cases):
+                if got[i] is None:
+                    results.append(0)
+                    continue
+                try:
+                    verdict = sheet_grading.compare_workbooks(gold[i], got[i], task.answer_position,
+                                                              task.answer_sheet)
+                except ValueError as exc:
+                    raise errors.EnvError(f"Task {task.id}, test case {case.index}: {exc}") from exc
+                results.append(int(verdict.passed))
+                if not verdict.passed:
+                    reasons[i] = verdict.reason
+        hard = int(all(results))
+        soft = sum(results) / len(results)
+        result = EvaluationResult(success=bool(hard), score=soft, metrics={
+            "pass_at_1": hard, "mean_score": soft, "test_case_results": results,
+            "submitted": state.submitted, "instruction_type": task.instruction_type,
+            "failures": {str(task.cases[i].index): r for i, r in sorted(reasons.items())}})
+        self._verdicts[key] = result
+        return result
+
+    # -- state ----------------------------------------------------------------------------
+    def get_env_state(self) -> dict[str, Any]:
+        return self._live().to_json()
+
+    def env_state_schema(self) -> dict[str, Any]:
+        return STATE_SCHEMA
+
+    def _release(self) -> None:
+        if self.box is not None:
+            box, self.box = self.box, None
+            self._disposing = [t for t in self._disposing if t.is_alive()]
+            thread = threading.Thread(target=box.close, name=f"dispose-{box.container.name}", daemon=True)
+            thread.start()
+            self._disposing.append(thread)
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+
+    def close(self) -> None:
+        self._release()
+        for thread in self._disposing:
+            thread.join()
+        self._disposing = []
+        self.state = None
+
+
+def _plain(value: Any) -> Any:
+    """JSON-plain copy of tool arguments (frozen mappings and tuples become dicts/lists)."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if hasattr(value, "items"):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

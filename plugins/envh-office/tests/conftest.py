@@ -1,0 +1,106 @@
+"""Fixtures: a small OfficeQA corpus and CSV, SpreadsheetBench workbooks built with
+openpyxl in the benchmark's folder layout, and the real parts (Docker, LibreOffice).
+
+Without Docker or LibreOffice the tests that need them skip on a developer machine and
+fail under CI (``CI=true``); ``dev/setup.d/office.sh`` installs both parts.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from office_fixtures import MONTHS, QUESTIONS, write_corpus, write_sheet_dataset  # noqa: E402
+
+HINT = "run `PY=.venv/bin/python; source dev/setup.d/office.sh` from the repository root"
+
+
+@pytest.fixture(scope="session")
+def officeqa_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("officeqa")
+    corpus = root / "corpus"
+    write_corpus(corpus, MONTHS)
+    with open(root / "officeqa.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["uid", "question", "answer", "source_docs", "source_files", "difficulty"])
+        w.writeheader()
+        w.writerows(QUESTIONS)
+    (root / "splits.json").write_text(json.dumps({"train": ["UID0001"], "test": ["UID0002", "UID0003"]}))
+    outside = root / "secret.txt"
+    outside.write_text("the outside world\n")
+    (corpus / "treasury_bulletins_parsed" / "escape.txt").symlink_to(outside)
+    (corpus / "treasury_bulletins_parsed" / "escape_dir").symlink_to(root, target_is_directory=True)
+    return {"data": str(root), "csv": str(root / "officeqa.csv"), "corpus": str(corpus),
+            "split_manifest": str(root / "splits.json")}
+
+
+@pytest.fixture
+def qa_env(officeqa_dirs):
+    from envh_office.qa_bridge import OfficeQAEnv
+
+    env = OfficeQAEnv(officeqa_dirs["data"], officeqa_dirs["corpus"], officeqa_dirs["split_manifest"])
+    yield env
+    env.close()
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _unavailable(reason: str) -> None:
+    if _in_ci():
+        pytest.fail(f"{reason} (required under CI)", pytrace=False)
+    pytest.skip(f"{reason}; {HINT}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_recalc_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every test session recalculates for real: no cache from earlier runs."""
+    os.environ["ENVH_OFFICE_CACHE"] = str(tmp_path_factory.mktemp("recalc-cache"))
+
+
+@pytest.fixture(scope="session")
+def soffice() -> str:
+    path = shutil.which("soffice")
+    if path is None:
+        _unavailable("LibreOffice (soffice) is not installed")
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def docker_ready() -> None:
+    try:
+        from envh_office import sandbox
+
+        c = sandbox.client()
+        c.images.get(sandbox.IMAGE)
+    except Exception as exc:  # noqa: BLE001 - InfraError, ImageNotFound, docker missing
+        _unavailable(f"Docker or the sandbox image is unavailable: {exc!r}")
+
+
+@pytest.fixture(scope="session")
+def sheet_data(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(write_sheet_dataset(tmp_path_factory.mktemp("ssb")))
+
+
+@pytest.fixture
+def make_sheet_env(sheet_data, soffice, docker_ready):
+    from envh_office.sheet_bridge import SpreadsheetBenchEnv
+
+    made = []
+
+    def factory(**config):
+        env = SpreadsheetBenchEnv(sheet_data, **config)
+        made.append(env)
+        return env
+
+    yield factory
+    for env in made:
+        env.close()

@@ -1,0 +1,58 @@
+"""OfficeQA's answer matching: the benchmark's semantics, case by case, and EM/F1."""
+
+from __future__ import annotations
+
+import pytest
+from envh_office import qa_scoring as s
+
+
+@pytest.mark.parametrize(("gold", "pred", "scores"), [
+    # numbers are compared as written: '543 million' and '543' agree, '543000000' does not
+    ("543 million", "543", (1, 1, 1)),
+    ("543 million", "The receipts were 543,000,000 dollars", (0, 0, 0)),
+    ("2,417 million", "<FINAL_ANSWER>2417</FINAL_ANSWER>", (1, 1, 1)),
+    ("2,417 million", "I read 1941 tables. <FINAL_ANSWER>2,417 million</FINAL_ANSWER>", (1, 1, 1)),
+    # tolerance: 0 exact, 1 %, 5 %
+    ("100.0", "100.9", (0, 1, 1)),
+    ("100.0", "103", (0, 0, 1)),
+    ("100.0", "106", (0, 0, 0)),
+    ("-4.5%", "\u22124.5%", (1, 1, 1)),
+    # a year in the prediction is ignored when the gold answer is not a year
+    ("7.25", "In 1977 it was 7.25", (1, 1, 1)),
+    ("7.25", "It happened in 1977", (0, 0, 0)),
+    # hybrid answers: the words must overlap too
+    ("March 1977", "march 1977", (1, 1, 1)),
+    ("March 1977", "April 1977", (0, 0, 0)),
+    ("March 1977", "1977", (0, 0, 0)),
+    # lists: every gold number must be present
+    ("12.5, 40.25", "series A 12.5 and series B 40.25", (1, 1, 1)),
+    ("12.5, 40.25", "12.5 only", (0, 0, 0)),
+    # text answers: case-insensitive containment, parentheticals dropped
+    ("Federal Old-Age and Survivors Insurance (OASI) Trust Fund",
+     "It is the federal old-age and survivors insurance (OASI) trust fund", (1, 1, 1)),
+    ("Treasury (Dept.) bills", "Treasury (TD) bills", (1, 1, 1)),
+    ("Treasury", "the Mint", (0, 0, 0)),
+    ("0", "0", (1, 1, 1)),
+    ("0", "1", (0, 0, 0)),
+])
+def test_benchmark_matching(gold, pred, scores):
+    assert tuple(int(s.score_answer(gold, pred, t)) for t in s.TOLERANCES) == scores
+
+
+def test_empty_and_bad_inputs():
+    assert s.score_answer("5", "") == 0.0
+    assert s.score_answer("5", "<FINAL_ANSWER> </FINAL_ANSWER>") == 0.0
+    with pytest.raises(ValueError):
+        s.score_answer("", "5")
+    with pytest.raises(ValueError):
+        s.score_answer("5", "5", tolerance=2)
+
+
+def test_em_and_f1():
+    assert s.exact_match("The Treasury", "treasury.") == 1.0
+    assert s.exact_match("March 1977", "<FINAL_ANSWER>March 1977</FINAL_ANSWER>") == 1.0
+    assert s.exact_match("March 1977", "April 1977") == 0.0
+    assert s.token_f1("march 1977", "april 1977") == pytest.approx(0.5)
+    assert s.token_f1("a b c", "x y") == 0.0
+    assert s.token_f1("12.5, 40.25", "12.5 40.25") == 1.0  # punctuation is dropped on both sides
+    assert s.token_f1("12.5, 40.25", "12.5, 40.25") == 1.0
