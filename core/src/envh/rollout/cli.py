@@ -54,75 +54,151 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.option("--tasks", "n_tasks", type=int, default=None, help="The first N tasks (of --split if given).")
 @click.option("--split", default=None, help="Tasks of this split.")
 @click.option("--policy", required=True, help="Policy spec: NAME or NAME:ARG (scripted:FILE, openai:MODEL, ...).")
-@click.option("--policy-option", "policy_options", multiple=True, help="KEY=VALUE (JSON value) for the policy.")
+@click.option("--policy-option", "policy_options", multiple=True,
+              help="KEY=VALUE for the policy; VALUE is JSON, or else taken as a string.")
 @click.option("-k", "k", type=int, default=1, show_default=True, help="Rollouts per task.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of rollout 0 (rollout r: seed + r).")
 @click.option("--workers", type=int, default=None, help="Concurrent episodes (default: CPU count, max 8).")
-@click.option("--executor", default="pool", show_default=True, help="pool, ray, inline or a plugin's.")
+@click.option("--executor", default=None, help="pool (default), ray, inline or a plugin's; human plays inline.")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Run directory.")
 @click.option("--resume", is_flag=True, help="Finish the run in --out: play only the missing episodes.")
+@click.option("--retry", "retry", type=click.Choice(["failed"]), default=None,
+              help="With --resume: also re-play episodes that failed on the endpoint or the infrastructure.")
 @click.option("--max-steps", type=int, default=100, show_default=True, help="Steps per episode.")
 @click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True, help="Seconds per episode.")
 @click.option("--retries", type=int, default=2, show_default=True, help="Retries of episodes lost with a worker.")
+@click.option("--max-endpoint-failures", type=int, default=5, show_default=True,
+              help="Stop the run after this many consecutive endpoint failures (0: never).")
 @click.option("--memory-mb", type=int, default=None,
-              help="Address-space limit per worker (pool default 16384; 0: none).")
+              help="Address-space limit per worker (pool and ray default 16384; 0: none).")
 @click.option("--cpu-s", type=float, default=None, help="CPU seconds per episode.")
-@click.option("--pass-env", multiple=True, help="Secret variable the workers may see (e.g. OPENAI_API_KEY).")
+@click.option("--isolation", type=click.Choice(["auto", "none", "namespace", "user"]), default=None,
+              help="How pool workers are fenced off (default: user when root — own namespaces, uid nobody).")
+@click.option("--pass-env", multiple=True, help="Secret variable the workers may see besides the policy's "
+              "api_key_env (e.g. HF_TOKEN).")
 @click.option("--plugin", "plugins", multiple=True, help="Extra plugin module for the workers to register.")
 def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: str | None, policy: str,
-            policy_options: tuple[str, ...], k: int, seed: int, workers: int | None, executor: str, out: str,
-            resume: bool, max_steps: int, timeout_s: float, retries: int, memory_mb: int | None,
-            cpu_s: float | None, pass_env: tuple[str, ...], plugins: tuple[str, ...]) -> None:
-    """Play episodes of SPEC with a policy into the run directory --out."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            policy_options: tuple[str, ...], k: int, seed: int, workers: int | None, executor: str | None, out: str,
+            resume: bool, retry: str | None, max_steps: int, timeout_s: float, retries: int,
+            max_endpoint_failures: int, memory_mb: int | None, cpu_s: float | None, isolation: str | None,
+            pass_env: tuple[str, ...], plugins: tuple[str, ...]) -> None:
+    """Play episodes of SPEC with a policy into the run directory --out.
 
+    Everything is checked before anything is written: names (spec, tasks, policy,
+    executor), options, and that the policy can be built where it will run. The command
+    fails (non-zero exit) when every episode failed, or after --max-endpoint-failures
+    consecutive endpoint failures; --resume --retry failed then finishes the run.
+    """
     from ..plugins import get_registry
     from ..spec import parse_spec, spec_to_data
     from . import plan as planning
+    from .store import TrajectoryStore, run_dir_exists
+    from .warm import package_versions, parse_policy_spec
 
     reg = get_registry()
     for module in plugins:  # the parent needs them too (inline executor, spec parsing)
         if not reg.pm.has_plugin(module):
-            reg.register(importlib.import_module(module), name=module)
+            try:
+                reg.register(importlib.import_module(module), name=module)
+            except ImportError as exc:
+                raise errors.EnvhError(f"Cannot import plugin module {module!r}: {exc}") from exc
+    if retry and not resume:
+        raise click.BadParameter("--retry needs --resume (it re-plays episodes of an existing run)",
+                                 param_hint="--retry")
+    # -- every name and option, before anything is written -----------------------------
+    policy_name = parse_policy_spec(policy)[0]
+    reg.policy(policy_name)
+    if policy_name == "human":
+        if executor not in (None, "inline"):
+            raise click.BadParameter(f"the human policy reads the terminal, so it plays inline, not in "
+                                     f"{executor!r}: drop --executor or pass --executor inline",
+                                     param_hint="--executor")
+        executor = "inline"
+    executor = executor or "pool"
+    reg.executor(executor)
+    options = planning.check_options(_options(policy_options))
     parsed = parse_spec(spec, reg)
     data = spec_to_data(parsed, reg)
     tasks = planning.select_tasks(data, reg, task_ids=task_ids, n_tasks=n_tasks, split=split)
     requests = planning.build_plan(parsed, policy=policy, k=k, tasks=tasks, seed=seed, max_steps=max_steps,
-                                   timeout_s=timeout_s, policy_options=_options(policy_options), registry=reg)
+                                   timeout_s=timeout_s, policy_options=options, registry=reg)
+    if isolation is None:
+        from .executors import isolation as fence
+
+        isolation = "user" if fence.resolve("auto") != "none" else "auto"
     config = {"spec": data, "spec_id": requests[0].spec_id if requests else None, "policy": policy,
-              "policy_options": _options(policy_options), "k": k, "seed": seed, "max_steps": max_steps,
-              "timeout_s": timeout_s, "executor": executor, "workers": workers,
-              "keys": sorted(r.key for r in requests)}
-    Path(out).mkdir(parents=True, exist_ok=True)
-    with planning.open_store(out) as store:
-        run_id, todo = planning.start_or_resume(store, config, requests, resume=resume, registry=reg)
-        options: dict[str, Any] = {"timeout_s": timeout_s, "retries": retries, "cpu_s": cpu_s,
-                                   "pass_env": list(pass_env), "plugins": list(plugins)}
-        if memory_mb is not None:
-            options["memory_mb"] = memory_mb
-        if executor == "pool":
-            options["log_path"] = str(Path(out) / "workers.log")
-        runner = reg.executor(executor).load()(workers, **options)
-        done = len(requests) - len(todo)
-        progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=_console(True))
-        counts = {"ok": 0, "failed": 0, "retried": 0}
-        try:
-            with progress:
-                bar = progress.add_task(f"run {run_id}", total=len(requests), completed=done, status="")
-
-                def on_result(t: Any) -> None:
-                    key = "retried" if not t.final else ("ok" if t.success else "failed")
-                    counts[key] += 1
-                    if t.final:
-                        progress.advance(bar)
-                    progress.update(bar, status=" ".join(f"{n} {c}" for c, n in counts.items()))
-
-                planning.play(runner, store, todo, on_result)
-        finally:
-            runner.close()
-        summary = planning.summarize(store.rows(run_id=run_id))
+              "policy_options": options, "k": k, "seed": seed, "max_steps": max_steps, "timeout_s": timeout_s,
+              "executor": executor, "workers": workers, "retries": retries, "memory_mb": memory_mb,
+              "cpu_s": cpu_s, "isolation": isolation, "plugins": sorted(plugins),
+              "tasks": [None if t is None else str(t) for t in tasks], "keys": sorted(r.key for r in requests)}
+    versions = package_versions(reg)
+    if run_dir_exists(out):
+        with TrajectoryStore(Path(out) / "trajectories.sqlite") as store:
+            planning.check_resumable(store, config, resume=resume, versions=versions)
+    elif resume:
+        raise errors.EnvhError(f"{out} holds no run to resume: run without --resume to start one.")
+    exec_options: dict[str, Any] = {"timeout_s": timeout_s, "retries": retries, "cpu_s": cpu_s,
+                                    "pass_env": list(pass_env), "plugins": list(plugins)}
+    if executor in ("pool", "ray"):
+        exec_options["isolation"] = isolation
+    if memory_mb is not None:
+        exec_options["memory_mb"] = memory_mb
+    runner = planning.build_executor(reg, executor, workers, exec_options)
+    try:
+        check = getattr(runner, "check", None)
+        if check is not None:  # the policy is built where it will run, before the first episode
+            try:
+                check(policy, options)
+            except errors.PolicyError as exc:
+                hint = ("\n(workers run as nobody with --isolation user: make the file world-readable, or pass "
+                        "--isolation namespace)") if "Permission denied" in str(exc) and isolation == "user" else ""
+                raise errors.PolicyError(f"{exc}{hint}") from exc
+        # -- now the run directory ---------------------------------------------------------
+        Path(out).mkdir(parents=True, exist_ok=True)
+        if hasattr(runner, "open_log"):
+            runner.open_log(str(Path(out) / "workers.log"))
+        with planning.open_store(out) as store:
+            run_id, todo, retried = planning.start_or_resume(store, config, requests, resume=resume, registry=reg,
+                                                             retry_failed=retry == "failed", versions=versions)
+            stopped: errors.EnvhError | None = None
+            try:
+                _play(planning, runner, store, run_id, requests, todo, retried, max_endpoint_failures,
+                      quiet=policy_name == "human")
+            except planning.EndpointOutage as exc:
+                stopped = exc
+            summary = planning.summarize(store.rows(run_id=run_id))
+            rows = store.rows(run_id=run_id)
+    finally:
+        runner.close()
     _console().print(_summary_table(f"run {run_id} · {out}", summary))
+    if stopped is not None:
+        raise stopped
+    failure = planning.all_failed(rows)
+    if failure:
+        raise errors.EnvhError(failure)
+
+
+def _play(planning: Any, runner: Any, store: Any, run_id: str, requests: list[Any], todo: list[Any],
+          retried: dict[str, int], max_endpoint_failures: int, quiet: bool) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    done = len(requests) - len(todo)
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=_console(True),
+                        disable=quiet)
+    counts = {"ok": 0, "failed": 0, "retried": 0}
+    with progress:
+        bar = progress.add_task(f"run {run_id}", total=len(requests), completed=done, status="")
+
+        def on_result(t: Any) -> None:
+            key = "retried" if not t.final else ("ok" if t.success and not t.error_class else "failed")
+            counts[key] += 1
+            if t.final and t.key not in retried:
+                progress.advance(bar)
+            progress.update(bar, status=" ".join(f"{n} {c}" for c, n in counts.items()))
+
+        planning.play(runner, store, todo, on_result, retries=retried,
+                      max_endpoint_failures=max_endpoint_failures or None)
 
 
 @click.command("show")

@@ -8,6 +8,7 @@ so a resumed run skips exactly the keys already stored and plays the rest.
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
 from collections import Counter
@@ -52,41 +53,107 @@ def build_plan(spec_source: Any, *, policy: str, k: int = 1, tasks: list[TaskRef
                max_steps: int = 100, timeout_s: float | None = None, run_id: str = "",
                policy_options: dict[str, Any] | None = None,
                registry: Registry | None = None) -> list[EpisodeRequest]:
-    """One request per (task, rollout index)."""
+    """One request per (task, rollout index). The policy name, the options (JSON data) and
+    the limits are checked here, before anything is played or written."""
+    from .warm import parse_policy_spec
+
     reg = registry or get_registry()
+    reg.policy(parse_policy_spec(policy)[0])  # an unknown name lists the installed ones
+    options = check_options(policy_options or {})
+    for name, value, low in (("k", k, 1), ("max_steps", max_steps, 1)):
+        if not isinstance(value, int) or value < low:
+            raise errors.EnvhError(f"{name} must be an integer ≥ {low}, not {value!r}")
+    if timeout_s is not None and not timeout_s > 0:
+        raise errors.EnvhError(f"The episode time limit must be positive, not {timeout_s!r}")
     parsed = parse_spec(spec_source, reg)
     data, sid = spec_to_data(parsed, reg), spec_id(parsed, reg)
     return [EpisodeRequest(key=f"{task if task is not None else 'default'}#{r}", spec=data, spec_id=sid,
-                           task=task, seed=seed + r, policy=policy, policy_options=dict(policy_options or {}),
+                           task=task, seed=seed + r, policy=policy, policy_options=dict(options),
                            run_id=run_id, max_steps=max_steps, timeout_s=timeout_s)
             for task in tasks for r in range(k)]
 
 
+OPERATIONAL = frozenset({"workers", "retries", "retry", "isolation", "max_endpoint_failures"})
+
+
+def check_options(options: Mapping[str, Any], where: str = "policy option") -> dict[str, Any]:
+    """``options`` as plain JSON data; a value JSON cannot hold (a function, an object) is an
+    error naming it, not a ``repr`` string in some prompt."""
+    out = {}
+    for name, value in options.items():
+        try:
+            out[str(name)] = json.loads(json.dumps(value, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            raise errors.EnvhError(f"The {where} {name!r} is {type(value).__name__}, which is not JSON data "
+                                   f"({exc}); options are JSON values (numbers, strings, lists, mappings).") from exc
+    return out
+
+
+def differences(old: Any, new: Any, path: str = "") -> list[str]:
+    """Where two JSON values differ, as ``path: old → new`` lines."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new), key=str):
+            if path == "" and key in OPERATIONAL:
+                continue
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in old:
+                out.append(f"{sub}: (absent) → {json.dumps(new[key], default=repr)[:200]}")
+            elif key not in new:
+                out.append(f"{sub}: {json.dumps(old[key], default=repr)[:200]} → (absent)")
+            else:
+                out += differences(old[key], new[key], sub)
+        return out
+    if old != new:
+        return [f"{path}: {json.dumps(old, default=repr)[:200]} → {json.dumps(new, default=repr)[:200]}"]
+    return []
+
+
 def start_or_resume(store: TrajectoryStore, plan_config: dict[str, Any], requests: list[EpisodeRequest],
-                    *, resume: bool, registry: Registry) -> tuple[str, list[EpisodeRequest]]:
-    """The run id and the requests still to play. A new run writes its manifest; a
-    resumed one must have been started with the same spec, policy and episodes."""
+                    *, resume: bool, registry: Registry, retry_failed: bool = False,
+                    versions: dict[str, str] | None = None) -> tuple[str, list[EpisodeRequest], dict[str, int]]:
+    """The run id, the requests still to play, and the retry number of each re-played key.
+    A new run writes its manifest; a resumed one must have been started with the same
+    configuration (spec, policy and options, episodes, seeds, limits, executor, package
+    versions), else nothing is played and the differences are listed."""
+    check_resumable(store, plan_config, resume=resume, versions=versions or package_versions(registry))
     runs = store.runs()
-    if runs and not resume:
-        raise errors.EnvhError(f"{store.path.parent} already holds run {runs[-1]}: pass --resume to finish "
-                               "it, or choose another --out directory.")
+    retries: dict[str, int] = {}
     if runs:
         run_id = runs[-1]
-        manifest = store.manifest(run_id) or {}
-        old = manifest.get("config", {})
-        for field in ("spec_id", "policy", "keys"):
-            if old.get(field) != plan_config.get(field):
-                raise errors.EnvhError(
-                    f"Cannot resume run {run_id}: its {field} differs from this command's. Run the "
-                    "same command with --resume, or use another --out directory.")
         done = store.completed_keys(run_id)
+        if retry_failed:
+            retries = {key: n + 1 for key, n in store.retryable_keys(run_id).items()}
+            done -= set(retries)
     else:
         run_id, done = uuid.uuid4().hex[:12], set()
         store.create_run(run_id, build_manifest(
             run_id=run_id, config=plan_config, spec_ids=[r.spec_id for r in requests],
-            seeds=[r.seed for r in requests], versions=package_versions(registry)))
+            seeds=[r.seed for r in requests], versions=versions or package_versions(registry)))
     todo = [r for r in requests if r.key not in done]
-    return run_id, [_with_run(r, run_id) for r in todo]
+    return run_id, [_with_run(r, run_id) for r in todo], retries
+
+
+def check_resumable(store: TrajectoryStore, plan_config: dict[str, Any], *, resume: bool,
+                    versions: dict[str, str]) -> None:
+    """Raise ``EnvhError`` unless this command may write into ``store``: a new run needs an
+    empty store, a resumed one the same configuration."""
+    runs = store.runs()
+    if runs and not resume:
+        raise errors.EnvhError(f"{store.path.parent} already holds run {runs[-1]}: pass --resume to finish "
+                               "it, or choose another --out directory.")
+    if not runs and resume:
+        raise errors.EnvhError(f"{store.path.parent} holds no run to resume: run without --resume to start one.")
+    if runs:
+        manifest = store.manifest(runs[-1]) or {}
+        diff = differences({"config": manifest.get("config", {}), "versions": manifest.get("versions", {})},
+                           {"config": plan_config, "versions": versions})
+        diff = [d.removeprefix("config.") for d in diff]
+        if diff:
+            raise errors.EnvhError(
+                f"Cannot resume run {runs[-1]}: this command's configuration differs from the run's:\n  "
+                + "\n  ".join(diff[:30]) + ("\n  ..." if len(diff) > 30 else "")
+                + "\nRun the same command with --resume, or use another --out directory.")
 
 
 def _with_run(request: EpisodeRequest, run_id: str) -> EpisodeRequest:
@@ -95,13 +162,57 @@ def _with_run(request: EpisodeRequest, run_id: str) -> EpisodeRequest:
     return attrs.evolve(request, run_id=run_id)
 
 
+class EndpointOutage(errors.PolicyError):
+    """A run stopped after too many consecutive endpoint failures."""
+
+
 def play(executor: Any, store: TrajectoryStore, requests: list[EpisodeRequest],
-         on_result: Callable[[Trajectory], None] | None = None) -> None:
-    """Run every request, appending each trajectory to the store the moment it arrives."""
-    for trajectory in executor.run(requests):
-        store.append(trajectory)
-        if on_result is not None:
-            on_result(trajectory)
+         on_result: Callable[[Trajectory], None] | None = None, *, retries: Mapping[str, int] | None = None,
+         max_endpoint_failures: int | None = None) -> None:
+    """Run every request, appending each trajectory to the store the moment it arrives.
+    ``retries`` numbers the re-plays of keys (``--retry failed``); after
+    ``max_endpoint_failures`` consecutive final trajectories that failed on the endpoint
+    the run stops with ``EndpointOutage`` (the rest stays unplayed, ready for ``--resume``)."""
+    import attrs
+
+    retries = retries or {}
+    streak: list[Trajectory] = []
+    results = executor.run(requests)
+    try:
+        for trajectory in results:
+            if trajectory.final and retries.get(trajectory.key):
+                trajectory = attrs.evolve(trajectory, retry=retries[trajectory.key])
+            store.append(trajectory)
+            if on_result is not None:
+                on_result(trajectory)
+            if not trajectory.final:
+                continue
+            endpoint = trajectory.retryable and trajectory.error_class == "policy_error"
+            streak = [*streak, trajectory] if endpoint else []
+            if max_endpoint_failures and len(streak) >= max_endpoint_failures:
+                raise EndpointOutage(
+                    f"Stopped after {len(streak)} consecutive episodes failed on the model endpoint (last: "
+                    f"{streak[-1].error}). Once the endpoint is back, finish the run with the same command "
+                    "plus --resume --retry failed.")
+    finally:
+        close = getattr(results, "close", None)
+        if close is not None:
+            close()  # episodes still playing are stopped, not leaked
+
+
+def build_executor(registry: Registry, name: str, workers: int | None, options: dict[str, Any]) -> Any:
+    """The executor ``name`` with ``options``; a factory that refuses them is the user's
+    error, named, not a traceback."""
+    factory = registry.executor(name).load()
+    try:
+        return factory(workers, **options)
+    except errors.EnvhError:
+        raise
+    except ImportError as exc:
+        raise errors.EnvhError(f"Executor {name!r} needs a package that is not installed: {exc}") from exc
+    except (TypeError, ValueError) as exc:
+        raise errors.EnvhError(f"Executor {name!r} cannot be built with options {sorted(options)}: "
+                               f"{type(exc).__name__}: {exc}") from exc
 
 
 def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
@@ -126,6 +237,17 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "mean_steps": sum(r.get("steps") or 0 for r in rows) / n if n else 0.0,
             "invalid_steps": sum(r.get("invalid_steps") or 0 for r in rows),
             "errors": {c: errors_by_class.get(c, 0) for c in ERROR_CLASSES}}
+
+
+def all_failed(rows: list[dict[str, Any]]) -> str | None:
+    """When every final episode of a run failed, what to tell the user (else ``None``)."""
+    if not rows or any(not r.get("error_class") for r in rows):
+        return None
+    classes = Counter(r["error_class"] for r in rows)
+    what = ", ".join(f"{n} {c}" for c, n in classes.most_common())
+    same = " the same way" if len(classes) == 1 else ""
+    return (f"Every episode ({len(rows)}) failed{same}: {what}. `envh show` lists them; the trajectories "
+            "hold each error and its traceback.")
 
 
 def open_store(out: str | Path) -> TrajectoryStore:

@@ -9,6 +9,11 @@ merely unlikely, which is what ``--resume`` relies on; triggers reject UPDATE an
 so the store is append-only by construction. Queries by spec id, task, policy, run and
 kind are plain indexed SQL, and the file is readable by any SQLite tool. One writer
 (the run's parent process) is the intended use; readers may run alongside (WAL).
+
+Re-playing an episode whose failure was the endpoint or the infrastructure
+(``--resume --retry failed``) appends a new final row with ``retry`` one higher; the
+older row stays (append-only) and counts as superseded: ``kind="episode"`` queries return
+only the latest row of each key, ``kind=None`` returns every row.
 """
 
 from __future__ import annotations
@@ -36,9 +41,7 @@ CREATE TABLE IF NOT EXISTS trajectories (
   spec_id TEXT NOT NULL, task TEXT, split TEXT, instance_id TEXT, seed INTEGER,
   policy TEXT, policy_id TEXT, success INTEGER, score REAL, steps INTEGER,
   invalid_steps INTEGER, error_class TEXT, stop TEXT, duration_s REAL, created REAL NOT NULL,
-  data TEXT NOT NULL);
-CREATE UNIQUE INDEX IF NOT EXISTS one_episode_per_key ON trajectories(run_id, key)
-  WHERE kind = 'episode';
+  data TEXT NOT NULL, retry INTEGER NOT NULL DEFAULT 0, retryable INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS by_run ON trajectories(run_id, kind);
 CREATE INDEX IF NOT EXISTS by_spec ON trajectories(spec_id);
 CREATE INDEX IF NOT EXISTS by_task ON trajectories(task);
@@ -48,9 +51,15 @@ CREATE TRIGGER IF NOT EXISTS append_only_update BEFORE UPDATE ON trajectories
 CREATE TRIGGER IF NOT EXISTS append_only_delete BEFORE DELETE ON trajectories
   BEGIN SELECT RAISE(ABORT, 'the trajectory store is append-only'); END;
 """
+UNIQUE = """
+CREATE UNIQUE INDEX IF NOT EXISTS one_episode_per_key_and_retry ON trajectories(run_id, key, retry)
+  WHERE kind = 'episode';
+"""
 COLUMNS = ("run_id", "key", "attempt", "kind", "spec_id", "task", "split", "instance_id", "seed",
            "policy", "policy_id", "success", "score", "steps", "invalid_steps", "error_class",
-           "stop", "duration_s", "created")
+           "stop", "duration_s", "created", "retry", "retryable")
+LATEST = ("NOT EXISTS (SELECT 1 FROM trajectories AS newer WHERE newer.run_id = trajectories.run_id "
+          "AND newer.key = trajectories.key AND newer.kind = 'episode' AND newer.retry > trajectories.retry)")
 
 
 def git_sha(cwd: str | Path | None = None) -> str | None:
@@ -84,6 +93,18 @@ class TrajectoryStore:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.executescript(SCHEMA)
+        self._migrate()
+        self.db.executescript(UNIQUE)
+
+    def _migrate(self) -> None:
+        """Stores written before retries existed: add the columns and widen the unique index."""
+        have = {row[1] for row in self.db.execute("PRAGMA table_info(trajectories)")}
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            for column in ("retry", "retryable"):
+                if column not in have:
+                    self.db.execute(f"ALTER TABLE trajectories ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+            self.db.execute("DROP INDEX IF EXISTS one_episode_per_key")
 
     def close(self) -> None:
         self.db.close()
@@ -119,7 +140,8 @@ class TrajectoryStore:
                None if task is None else task.instance_id, t.seed, t.policy, t.policy_id,
                None if verdict is None else int(verdict.success),
                None if verdict is None else verdict.score, len(t.steps), t.invalid_steps,
-               t.error_class, t.stop, t.duration_s, time.time(), trajectory_to_json(t))
+               t.error_class, t.stop, t.duration_s, time.time(), int(t.retry), int(t.retryable),
+               trajectory_to_json(t))
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
             self.db.execute(f"INSERT INTO trajectories ({', '.join(COLUMNS)}, data) "
@@ -129,6 +151,13 @@ class TrajectoryStore:
         rows = self.db.execute("SELECT key FROM trajectories WHERE run_id = ? AND kind = 'episode'",
                                (run_id,))
         return {r[0] for r in rows}
+
+    def retryable_keys(self, run_id: str) -> dict[str, int]:
+        """Keys whose latest final row failed on the endpoint or the infrastructure, with
+        that row's ``retry`` (the re-play gets one more)."""
+        rows = self.db.execute(f"SELECT key, retry FROM trajectories WHERE run_id = ? AND kind = 'episode' "
+                               f"AND retryable = 1 AND {LATEST}", (run_id,))
+        return {key: retry for key, retry in rows}
 
     def _where(self, filters: dict[str, Any]) -> tuple[str, list[Any]]:
         clauses, args = [], []
@@ -144,6 +173,8 @@ class TrajectoryStore:
             elif name == "success":
                 clauses.append("success = ?")
                 args.append(int(value))
+            elif name == "kind" and value == "episode":
+                clauses.append(f"kind = 'episode' AND {LATEST}")
             else:
                 clauses.append(f"{name} = ?")
                 args.append(value)
@@ -152,7 +183,8 @@ class TrajectoryStore:
     def rows(self, *, run_id: str | None = None, spec_id: str | None = None, task: str | None = None,
              policy: str | None = None, kind: str | None = "episode", error_class: str | None = None,
              success: bool | None = None) -> list[dict[str, Any]]:
-        """Index columns only (no trajectory parsing), oldest first."""
+        """Index columns only (no trajectory parsing), oldest first. ``kind="episode"``: the
+        latest final row of each key; ``"attempt"``: attempts lost with a worker; ``None``: all."""
         where, args = self._where(dict(run_id=run_id, spec_id=spec_id, task=task, policy=policy,
                                        kind=kind, error_class=error_class, success=success))
         cur = self.db.execute(f"SELECT seq, {', '.join(COLUMNS)} FROM trajectories{where} ORDER BY seq", args)

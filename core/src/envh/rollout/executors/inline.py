@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..runner import run_episode
+from ... import errors
+from ..runner import describe, format_traceback, run_episode
 from ..trajectory import EpisodeRequest, Trajectory
 from ..warm import Warm
 from .base import with_timeout
@@ -32,6 +33,15 @@ class InlineExecutor:
     def run(self, requests: Iterable[EpisodeRequest]) -> Iterator[Trajectory]:
         for request in requests:
             yield run_episode(with_timeout(request, self.timeout_s), self.warm)
+
+    def check(self, policy: str, options: dict[str, Any]) -> None:
+        """Build ``policy`` now (it stays warm for the run); ``PolicyError`` with the cause
+        when it cannot be built."""
+        try:
+            self.warm.policy(policy, dict(options))
+        except Exception as exc:
+            raise errors.PolicyError(f"Policy {policy!r} cannot be built: {describe(exc)}\n"
+                                     f"{format_traceback(exc)[-3000:]}") from exc
 
     def close(self) -> None:
         self.warm.close()
