@@ -2,12 +2,18 @@
 
 Semantics match the pool: each actor is a worker process running the same
 ``run_episode`` with warm envs and policies, a memory limit and a per-episode CPU
-budget; a dead actor (crash, node loss) or one busy past the time limit plus
-``grace_s`` is killed and replaced, its episode recorded as an ``infra_error`` attempt
-and retried up to ``retries`` times. When envh starts the local cluster it does so with
-a scrubbed environment, so no worker inherits secrets; on a cluster you connect to
-(``address``) the actors also drop secret variables at start (best effort: the cluster's
-own environment is the operator's). Ray is imported only when this executor is built.
+budget (``memory_mb``, 16 GiB by default, is how far an actor's address space may grow:
+a Ray worker already maps the object store); a dead actor (crash, node loss) or one busy
+past the time limit plus ``grace_s`` is killed and replaced, its episode recorded as an
+``infra_error`` attempt with Ray's account of the death, and retried up to ``retries``
+times. When envh starts the local cluster it does so with a scrubbed environment, so no
+worker inherits secrets; the variable a policy names (``api_key_env``) reaches only its
+actors, through their runtime env; on a cluster you connect to (``address``) the actors
+also drop secret variables at start (best effort: the cluster's own environment is the
+operator's). Under a root driver, actors give up every capability (``isolation``), so
+episode code cannot read the driver's ``/proc/<pid>/environ``. The local cluster's
+processes share the driver's fate (Ray's own parent-death signal): ``kill -9`` of the
+driver leaves none behind. Ray is imported only when this executor is built.
 """
 
 from __future__ import annotations
@@ -19,25 +25,38 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import attrs
+
+from ... import errors
 from ..trajectory import EpisodeRequest, Trajectory, request_to_data, trajectory_from_data
-from .base import WorkerConfig, default_workers, is_secret, lost_attempt, scrub_environ, with_timeout
+from .base import (
+    WorkerConfig,
+    default_workers,
+    is_secret,
+    lost_attempt,
+    policy_env_names,
+    scrub_environ,
+    with_timeout,
+)
 
 
 class EpisodeActor:
     """The body of a Ray actor: one warm worker (wrapped with ``ray.remote`` lazily)."""
 
-    def __init__(self, config: dict[str, Any], pass_env: list[str] | bool) -> None:
+    def __init__(self, config: dict[str, Any], pass_env: list[str] | bool, isolation: str = "none") -> None:
         import signal
 
         from .. import runner
         from ..warm import Warm
-        from .base import apply_memory_limit, make_worker_registry
+        from .base import make_worker_registry
 
         if pass_env is not True:
             for name in [n for n in os.environ if is_secret(n) and n not in set(pass_env)]:  # type: ignore[arg-type]
                 del os.environ[name]
         self.config = WorkerConfig(**config)
-        apply_memory_limit(self.config)
+        apply_memory_budget(self.config.memory_mb)
+        if isolation != "none":
+            drop_capabilities()
 
         def over_cpu(_signum: int, _frame: Any) -> None:
             raise runner._Deadline(f"the episode used its CPU budget of {self.config.cpu_s:g} s")
@@ -46,15 +65,77 @@ class EpisodeActor:
         self.warm = Warm(make_worker_registry(self.config))
 
     def run(self, request: dict[str, Any]) -> dict[str, Any]:
-        from ..runner import run_episode
+        from .. import runner
         from ..trajectory import request_from_data, trajectory_to_data
         from .base import arm_cpu_budget
 
-        arm_cpu_budget(self.config)
-        return trajectory_to_data(run_episode(request_from_data(request), self.warm))
+        req = request_from_data(request)
+        try:
+            arm_cpu_budget(self.config)
+            return trajectory_to_data(runner.run_episode(req, self.warm))
+        except BaseException as exc:  # noqa: BLE001 - the actor outlives whatever the episode did
+            self.warm.close()
+            return trajectory_to_data(runner.infra_failure(
+                req, f"the actor failed running the episode: {runner.describe(exc)}", final=True,
+                worker=f"ray:{os.getpid()}", detail=runner.format_traceback(exc)))
+
+    def check(self, policy: str, options: dict[str, Any]) -> str | None:
+        """Build ``policy`` (it stays warm); the error, or ``None``."""
+        from .. import runner
+
+        try:
+            self.warm.policy(policy, dict(options))
+        except BaseException as exc:  # noqa: BLE001 - reported to the driver
+            return f"{runner.describe(exc)}\n{runner.format_traceback(exc)[-3000:]}"
+        return None
 
     def pid(self) -> int:
         return os.getpid()
+
+
+def apply_memory_budget(memory_mb: int | None) -> None:
+    """Let this actor's address space grow by at most ``memory_mb`` from now (a Ray worker
+    already maps the object store, so an absolute cap would count that too)."""
+    if not memory_mb:
+        return
+    import resource
+
+    size = 0
+    try:
+        for line in open("/proc/self/status", encoding="ascii"):  # noqa: SIM115
+            if line.startswith("VmSize:"):
+                size = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    limit = size + int(memory_mb) * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def drop_capabilities() -> None:
+    """Give up every capability and the means to regain one (no_new_privs). Where it
+    matters — an actor of a root driver — this keeps episode code from reading the
+    driver's ``/proc/<pid>/environ`` or tracing other processes. Ray runs an actor's
+    tasks on the thread that built it, whose capabilities these are."""
+    import ctypes
+
+    if os.geteuid() != 0:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_no_new_privs, pr_capbset_drop = 38, 24
+    libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0)
+    for cap in range(64):
+        libc.prctl(pr_capbset_drop, cap, 0, 0, 0)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    header, data = Header(0x20080522, 0), (Data * 2)()
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed: cannot drop the actor's capabilities")
 
 
 @contextmanager
@@ -75,9 +156,9 @@ class RayExecutor:
     (an existing cluster; default: start a local one) and ``cpus_per_worker``."""
 
     def __init__(self, workers: int | None = None, *, address: str | None = None, timeout_s: float | None = None,
-                 grace_s: float = 5.0, retries: int = 2, memory_mb: int | None = None, cpu_s: float | None = None,
+                 grace_s: float = 5.0, retries: int = 2, memory_mb: int | None = 16384, cpu_s: float | None = None,
                  pass_env: Iterable[str] | bool = (), plugins: Iterable[str] = (), entry_points: bool = True,
-                 cpus_per_worker: float = 1.0, **_ignored: Any) -> None:
+                 cpus_per_worker: float = 1.0, isolation: str | None = "auto", **_ignored: Any) -> None:
         import ray
 
         self.ray = ray
@@ -91,13 +172,26 @@ class RayExecutor:
                 ray.init(address=address, include_dashboard=False, log_to_driver=False,
                          configure_logging=False,
                          num_cpus=None if address else max(os.cpu_count() or 1, int(self.workers * cpus_per_worker)))
+        self.isolation = "none" if isolation in (None, "none") or os.geteuid() != 0 else "capabilities"
         self.actor_class = ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(EpisodeActor)
         self.actors: list[Any] = []
+        self.env_vars: dict[str, str] = {}
 
     def _spawn(self) -> Any:
-        actor = self.actor_class.remote(self.config, self.pass_env)
+        cls = self.actor_class
+        if self.env_vars:  # the secret the policy names, for these actors only
+            cls = cls.options(runtime_env={"env_vars": dict(self.env_vars)})
+        actor = cls.remote(self.config, self.pass_env, self.isolation)
         self.actors.append(actor)
         return actor
+
+    def _ensure_env(self, requests: Iterable[EpisodeRequest]) -> None:
+        names = policy_env_names(requests)
+        env_vars = {n: os.environ[n] for n in sorted(names) if n in os.environ}
+        if env_vars != self.env_vars:
+            self.env_vars = env_vars
+            for actor in list(self.actors):
+                self._retire(actor)
 
     def _retire(self, actor: Any) -> None:
         if actor in self.actors:
@@ -112,6 +206,7 @@ class RayExecutor:
 
     def run(self, requests: Iterable[EpisodeRequest]) -> Iterator[Trajectory]:
         queue = collections.deque(with_timeout(r, self.timeout_s) for r in requests)
+        self._ensure_env(queue)
         inflight: dict[Any, tuple[Any, EpisodeRequest, float]] = {}
         try:
             yield from self._loop(queue, inflight)
@@ -135,10 +230,22 @@ class RayExecutor:
             for ref in ready:
                 actor, request, _ = inflight.pop(ref)
                 try:
-                    yield trajectory_from_data(ray.get(ref))
+                    trajectory = trajectory_from_data(ray.get(ref))
                 except ray.exceptions.RayError as exc:
                     self._retire(actor)
-                    yield self._lost(request, f"Ray actor failed: {type(exc).__name__}: {str(exc)[:500]}", queue)
+                    detail = str(exc)
+                    last = detail.strip().splitlines()[-1][:300] if detail.strip() else ""
+                    yield self._lost(request, f"Ray actor failed ({type(exc).__name__}: {last})", queue, detail)
+                    continue
+                except Exception as exc:  # noqa: BLE001 - an actor's answer is untrusted data
+                    self._retire(actor)
+                    yield self._lost(request, f"Ray actor sent an unreadable trajectory ({type(exc).__name__})",
+                                     queue, str(exc))
+                    continue
+                # the driver's request, not the actor's word, says which episode this is
+                yield attrs.evolve(trajectory, key=request.key, run_id=request.run_id, attempt=request.attempt,
+                                   final=True, spec_id=request.spec_id, task=request.task, seed=request.seed,
+                                   policy=request.policy)
             now = time.monotonic()
             for ref, (actor, request, started) in list(inflight.items()):
                 if request.timeout_s and now - started > request.timeout_s + self.grace_s:
@@ -154,13 +261,29 @@ class RayExecutor:
                 wait = min(wait, started + request.timeout_s + self.grace_s - now)
         return max(0.0, wait)
 
-    def _lost(self, request: EpisodeRequest, message: str, queue: collections.deque[EpisodeRequest]) -> Trajectory:
+    def _lost(self, request: EpisodeRequest, message: str, queue: collections.deque[EpisodeRequest],
+              detail: str | None = None) -> Trajectory:
         record, retry = lost_attempt(
             request, f"{message} during episode {request.key!r} (attempt {request.attempt + 1} of "
-                     f"{self.retries + 1})", self.retries, "ray")
+                     f"{self.retries + 1})", self.retries, "ray", detail=detail)
         if retry is not None:
             queue.appendleft(retry)
         return record
+
+    def check(self, policy: str, options: dict[str, Any], timeout_s: float = 300.0) -> None:
+        """Build ``policy`` on an actor (where it will run; it stays warm there); raise
+        ``PolicyError`` with the cause when it cannot be built."""
+        self._ensure_env([EpisodeRequest(key="check", spec={}, spec_id="", policy=policy,
+                                         policy_options=options)])
+        actor = self.actors[0] if self.actors else self._spawn()
+        try:
+            problem = self.ray.get(actor.check.remote(policy, options), timeout=timeout_s)
+        except self.ray.exceptions.RayError as exc:
+            self._retire(actor)
+            raise errors.InfraError(f"A Ray actor failed while building policy {policy!r}: "
+                                    f"{type(exc).__name__}: {str(exc)[:2000]}") from exc
+        if problem:
+            raise errors.PolicyError(f"Policy {policy!r} cannot be built on a Ray actor: {problem}")
 
     def close(self) -> None:
         for actor in list(self.actors):
