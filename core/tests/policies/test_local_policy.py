@@ -42,7 +42,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def policy():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    policy = resolve_policy("local:smollm2", max_new_tokens=24, threads=1)
+    policy = resolve_policy("local:smollm2", max_new_tokens=24, threads=1, temperature=0.0)
     yield policy
     policy.close()
 
@@ -68,3 +68,45 @@ def test_greedy_decoding_is_reproducible(policy, toy24):
         policy.start(task=EASY, tools=toy24.tools(), observation=obs)
         texts.append(policy.act(obs, toy24.tools()).raw["text"])
     assert texts[0] == texts[1]
+
+
+def test_turns_are_token_faithful(policy, toy24):
+    """The recorded ids are what the model read and wrote, and the logprobs are the
+    model's own: a forward pass over prompt + completion gives them back."""
+    import torch
+    from envh.rollout.trajectory import StepRecord, request_messages
+
+    sampler = resolve_policy("local:smollm2", max_new_tokens=12, threads=1, temperature=0.9)
+    obs = toy24.reset(task=EASY).observation
+    sampler.start(task=EASY, tools=toy24.tools(), observation=obs, seed=3)
+    steps = []
+    for n in range(2):
+        decision = sampler.act(obs, toy24.tools())
+        steps.append(StepRecord(index=n, observation=obs, turn=decision.turn))
+    tok = sampler.tokenizer
+    for step, request in zip(steps, request_messages(steps), strict=True):
+        turn = step.turn
+        text = tok.apply_chat_template(request, add_generation_prompt=True, tokenize=False) + turn.prefill
+        assert turn.prompt_token_ids == tok(text, add_special_tokens=False)["input_ids"]
+        assert tok.decode(turn.completion_token_ids, skip_special_tokens=True) == turn.text
+        assert len(turn.logprobs) == len(turn.completion_token_ids) and all(lp <= 0 for lp in turn.logprobs)
+        ids = torch.tensor([turn.prompt_token_ids + turn.completion_token_ids])
+        with torch.inference_mode():
+            logits = sampler.model(ids).logits[0, len(turn.prompt_token_ids) - 1:-1].float()
+        again = torch.log_softmax(logits, -1).gather(1, ids[0, len(turn.prompt_token_ids):, None])[:, 0]
+        assert torch.allclose(again, torch.tensor(turn.logprobs), atol=1e-3)
+        assert turn.sampling["temperature"] == 0.9 and isinstance(turn.sampling["seed"], int)
+        assert turn.context["counted_with"] == "tokenizer:smollm2" and turn.context["budget"] == 8192 - 12 - 8
+        prefill = len(tok(turn.prefill, add_special_tokens=False)["input_ids"])
+        assert turn.context["prompt_tokens"] + prefill == len(turn.prompt_token_ids)
+    assert steps[0].turn.sampling["seed"] != steps[1].turn.sampling["seed"]
+
+
+def test_sampled_rollouts_differ_between_episodes_and_reproduce(toy24):
+    sampler = resolve_policy("local:smollm2", max_new_tokens=16, threads=1, temperature=1.0)
+    texts = []
+    for seed in (0, 1, 2, 3, 0):
+        obs = toy24.reset(task=EASY).observation
+        sampler.start(task=EASY, tools=toy24.tools(), observation=obs, seed=seed)
+        texts.append(sampler.act(obs, toy24.tools()).turn.completion_token_ids)
+    assert texts[0] == texts[4] and len({tuple(t) for t in texts[:4]}) > 1

@@ -32,7 +32,7 @@ def test_function_calls_solve_toy24(llm_replay_server, toy24, play):
     assert episode.success
     assert [s.action.tool for s in episode.steps] == ["combine", "combine", "reset", "combine", "combine", "stop"]
     first = llm_replay_server.chat_requests[0]
-    assert first["model"] == "replay-model" and first["temperature"] == 0.0
+    assert first["model"] == "replay-model" and first["temperature"] == 0.7
     assert [t["function"]["name"] for t in first["tools"]] == ["combine", "reset", "stop"]
     assert first["tools"][0]["function"]["parameters"]["properties"]["op"]["enum"] == ["add", "sub", "mul", "div"]
     # after a call, the env's answer goes back as the tool message of that call
@@ -58,9 +58,10 @@ def test_malformed_output_is_an_invalid_step_and_the_episode_goes_on(llm_replay_
     invalid = [s.invalid for s in episode.steps[:3]]
     assert all(s.action is None for s in episode.steps[:3])
     assert "not valid JSON" in invalid[0] and invalid[1] == "no tool call in the reply" and invalid[2] == "the reply is empty"
-    # the model is told what was wrong with the next observation
+    # the model is told what was wrong with the next observation: the answer to its call
     told = llm_replay_server.chat_requests[1]["messages"][-1]
-    assert told["role"] == "user" and "not valid JSON" in told["content"]
+    assert told["role"] == "tool" and "not valid JSON" in told["content"]
+    assert "[0] 2, [1] 3, [2] 4" in told["content"]  # and the world it was acting on
 
 
 def test_500s_are_retried_then_succeed(llm_replay_server, toy24):
@@ -81,7 +82,7 @@ def test_backoff_grows_exponentially(llm_replay_server, toy24):
     obs = toy24.reset(task=EASY).observation
     policy.start(task=EASY, tools=toy24.tools(), observation=obs)
     policy.act(obs, toy24.tools())
-    times = [r["time"] for r in llm_replay_server.requests]
+    times = [r["time"] for r in llm_replay_server.requests if r["path"].endswith("/chat/completions")]
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert gaps[0] >= 0.05 and gaps[1] >= 0.1 and gaps[2] >= 0.2
 

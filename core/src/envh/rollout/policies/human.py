@@ -82,7 +82,7 @@ class HumanPolicy:
         t0 = time.perf_counter()
         self._print("\n" + observation.text)
         admissible = observation.data.get("admissible_commands")
-        if isinstance(admissible, list) and admissible:
+        if isinstance(admissible, (list, tuple)) and admissible:
             self._print("Admissible: " + ", ".join(map(str, admissible)))
         while True:
             self.stdout.write(self.prompt)

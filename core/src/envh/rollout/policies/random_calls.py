@@ -109,7 +109,7 @@ class RandomPolicy:
             return PolicyStep(action=action, raw={"tool": action.tool, "args": action.args, "breaks_schema": True})
         admissible = observation.data.get("admissible_commands")
         single = text_tool(tools)
-        if single and isinstance(admissible, list) and admissible and rng.random() < self.admissible_rate:
+        if single and isinstance(admissible, (list, tuple)) and admissible and rng.random() < self.admissible_rate:
             tool, param = single
             action = Action(tool=tool.name, args={param: str(rng.choice(admissible))})
         else:
