@@ -135,7 +135,58 @@ class Env:
         pass
 
 
+class Flaky(Solver):
+    """The solver behind an endpoint that is down while the file ``arg`` exists."""
+
+    def __init__(self, arg=None, **options):
+        super().__init__(arg, **options)
+        self.outage = Path(arg or "/nonexistent")
+        self.policy_id = "test-flaky"
+
+    def act(self, observation, tools):
+        if self.outage.exists():
+            raise envh.errors.EndpointError("connection refused by http://127.0.0.1:9/v1 after 3 retries",
+                                            kind="transport", endpoint="http://127.0.0.1:9/v1")
+        return super().act(observation, tools)
+
+
+class Snoop:
+    """Tries to read what a worker must not: the parent's environment through /proc, a
+    secret file, a variable. ``api_key_env`` is read like an LLM policy would."""
+
+    policy_id = "test-snoop"
+
+    def __init__(self, arg=None, parent_pid=0, secret_file="", api_key_env="SNOOP_API_KEY", **options):
+        self.parent_pid, self.secret_file, self.key_name = int(parent_pid), secret_file, api_key_env
+
+    def start(self, *, task, tools, observation, seed=None):
+        pass
+
+    def act(self, observation, tools):
+        def attempt(path):
+            try:
+                return Path(path).read_bytes().decode(errors="replace")[:20000]
+            except OSError as exc:
+                return f"{type(exc).__name__}: {exc.strerror}"
+
+        home = os.path.expanduser("~root")
+        try:
+            root_home = sorted(os.listdir(home))
+        except OSError as exc:
+            root_home = f"{type(exc).__name__}: {exc.strerror}"
+        return PolicyStep(action=Action(tool="stop"), raw={
+            "parent_environ": attempt(f"/proc/{self.parent_pid}/environ"),
+            "pid1_environ": attempt("/proc/1/environ"),
+            "secret_file": attempt(self.secret_file) if self.secret_file else None,
+            "api_key": os.environ.get(self.key_name), "uid": os.getuid(), "root_home": root_home,
+            "others": sorted(n for n in os.environ if n.endswith("_API_KEY"))})
+
+    def close(self):
+        pass
+
+
 @envh.hookimpl
 def envh_policies():
     return [envh.PolicyInfo(name=name, factory=cls) for name, cls in
-            (("solver", Solver), ("fuzz", Fuzz), ("sleepy", Sleepy), ("envprobe", Env))]
+            (("solver", Solver), ("fuzz", Fuzz), ("sleepy", Sleepy), ("envprobe", Env), ("flaky", Flaky),
+             ("snoop", Snoop))]

@@ -8,7 +8,13 @@ import envh
 import pytest
 from envh.rollout.executors.pool import PoolExecutor
 from envh.rollout.runner import run_episode
-from envh.rollout.trajectory import ERROR_CLASSES, EpisodeRequest, Trajectory, trajectory_from_json, trajectory_to_json
+from envh.rollout.trajectory import (
+    ERROR_CLASSES,
+    EpisodeRequest,
+    Trajectory,
+    trajectory_from_json,
+    trajectory_to_json,
+)
 from envh.rollout.warm import Warm
 from envh.types import Observation
 

@@ -21,12 +21,14 @@ def req(registry, key, policy, **kw):
     return EpisodeRequest(key=key, spec=data, spec_id=envh.spec_id(SPEC, registry), policy=policy, **kw)
 
 
-def kill_when_written(pid_file, sig=signal.SIGKILL):
+def kill_when_written(pid_file, pool, key, sig=signal.SIGKILL):
+    """Kill the worker playing ``key`` once its policy wrote ``pid_file`` (the pid it
+    writes is its namespace's; the pool knows the real one)."""
     def watch():
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            if pid_file.exists() and pid_file.read_text():
-                os.kill(int(pid_file.read_text()), sig)
+            if pid_file.exists() and pid_file.read_text() and key in pool.busy():
+                os.kill(pool.busy()[key], sig)
                 return
             time.sleep(0.02)
 
@@ -51,7 +53,7 @@ def test_a_worker_killed_mid_episode_is_replaced_and_the_episode_retried(registr
     requests = [req(registry, "victim", "sleepy", policy_options={"seconds": 30, "pid_file": str(pid_file)})]
     requests += [req(registry, f"other{i}", "solver") for i in range(6)]
     with PoolExecutor(2, **worker_env) as pool:
-        watcher = kill_when_written(pid_file)
+        watcher = kill_when_written(pid_file, pool, "victim")
         out = list(pool.run(requests))
         watcher.join()
         assert len(pool.pids()) <= 2
@@ -69,18 +71,18 @@ def test_retries_are_bounded(registry, worker_env, tmp_path):
     pid_file = tmp_path / "pid"
     stop = threading.Event()
 
-    def killer():
+    def killer(pool):
         while not stop.is_set():
-            if pid_file.exists() and pid_file.read_text():
-                pid = int(pid_file.read_text())
+            if pid_file.exists() and pid_file.read_text() and "doomed" in pool.busy():
+                pid = pool.busy()["doomed"]
                 pid_file.unlink()
                 os.kill(pid, signal.SIGKILL)
             time.sleep(0.02)
 
-    thread = threading.Thread(target=killer, daemon=True)
-    thread.start()
     try:
         with PoolExecutor(1, retries=1, **worker_env) as pool:
+            thread = threading.Thread(target=killer, args=(pool,), daemon=True)
+            thread.start()
             out = list(pool.run([req(registry, "doomed", "sleepy",
                                      policy_options={"seconds": 30, "pid_file": str(pid_file)})]))
     finally:

@@ -1,0 +1,174 @@
+"""Nothing escapes the runner: hostile bridges and policies (wrong types, every kind of
+exception including ``SystemExit`` and ``KeyboardInterrupt``, huge outputs, a process
+exit, a crash in C) through inline, the pool and Ray. Every run finishes, with one
+typed final row per episode carrying the error's type and traceback; the verdict is
+taken whenever the env is still sound; and a Python component that forges reward and
+verdict is read past (the base bridge's are recorded, the forgery beside them)."""
+
+from __future__ import annotations
+
+import os
+
+import envh
+import hostile
+import pytest
+from envh.rollout.executors.inline import InlineExecutor
+from envh.rollout.executors.pool import PoolExecutor
+from envh.rollout.runner import run_episode
+from envh.rollout.trajectory import ERROR_CLASSES, EpisodeRequest, trajectory_from_json, trajectory_to_json
+
+WHERE = ("reset", "step", "tools", "evaluate")
+
+
+def req(registry, key, policy, config=None, layers=(), **kw):
+    spec = {"bridge": "hostile", "config": config or {}, "layers": list(layers)}
+    data = envh.spec_to_data(envh.parse_spec(spec, registry), registry)
+    return EpisodeRequest(key=key, spec=data, spec_id=envh.spec_id(spec, registry), policy=policy, max_steps=5,
+                          **kw)
+
+
+def cases(registry, process=False):
+    """(request, expected error class or None) for every hostile mode."""
+    out = []
+    policy_modes = hostile.RAISING + (hostile.PROCESS if process else ())
+    for mode in policy_modes + hostile.POLICY_VALUES:
+        expected = None if mode in ("badusage", "badraw") else "infra_error" if mode in hostile.PROCESS \
+            else "policy_error"
+        out.append((req(registry, f"policy/{mode}", f"hostile:{mode}@1"), expected))
+        out.append((req(registry, f"policy/start-{mode}", f"hostile:start-{mode}"),
+                    None if mode not in policy_modes else "infra_error" if mode in hostile.PROCESS
+                    else "policy_error"))
+    for mode in policy_modes:
+        for where in WHERE:
+            out.append((req(registry, f"bridge/{where}/{mode}", "hostile:none@1", {"mode": mode, "where": where}),
+                        "infra_error" if mode in hostile.PROCESS else "env_error"))
+    for mode in hostile.BRIDGE_VALUES:
+        where = "evaluate" if mode.startswith("evaluate") else "step"
+        out.append((req(registry, f"bridge/{where}/{mode}", "hostile:none@1", {"mode": mode, "where": where}),
+                    "env_error"))
+    out.append((req(registry, "policy/build", "hostile:build"), "policy_error"))
+    return out
+
+
+def check_rows(out, expected, process=False):
+    finals = {t.key: t for t in out if t.final}
+    assert set(finals) == set(expected), "one final row per episode"
+    for key, want in expected.items():
+        t = finals[key]
+        assert t.error_class == want, (key, t.error_class, t.error)
+        assert trajectory_from_json(trajectory_to_json(t)) == t
+        if want is None:
+            continue
+        assert t.error_class in ERROR_CLASSES and t.error and t.stop == "error"
+        if want != "infra_error":
+            assert t.error_type and t.error_traceback and "Traceback" in t.error_traceback, key
+        if key.startswith("policy/") and want == "policy_error" and key != "policy/build":
+            # the env was sound: its verdict is taken although the policy failed
+            assert t.verdict is not None and t.verdict.success is False, key
+        if key.startswith("bridge/"):
+            assert t.verdict is None, key
+    for t in finals.values():
+        for step in t.steps:
+            assert all(isinstance(n, int) and not isinstance(n, bool) for n in step.usage.values())
+    return finals
+
+
+def test_hostile_plugins_inline(registry):
+    expected = {r.key: want for r, want in cases(registry)}
+    with InlineExecutor(registry=registry) as inline:
+        out = list(inline.run([r for r, _ in cases(registry)]))
+    finals = check_rows(out, expected)
+    assert finals["policy/systemexit"].error_type == "SystemExit"
+    assert finals["policy/keyboardinterrupt"].error_type == "KeyboardInterrupt"
+    assert finals["bridge/step/generatorexit"].error_type == "GeneratorExit"
+    assert finals["bridge/reset/baseexception"].error_type == "Boom"
+    assert "reward=None" in finals["bridge/step/reward_none"].error
+    assert "8388608" in finals["bridge/step/huge_obs"].error and "8388608" in finals["policy/hugeraw"].error
+    usage = finals["policy/badusage"]
+    assert usage.steps[-1].usage == {"ok": 5} and usage.steps[-1].error["type"] == "usage"
+    assert "could not be recorded" in finals["policy/badraw"].steps[-1].raw
+
+
+def test_the_runner_survives_a_plain_call_too(registry):
+    """run_episode without an executor (its own Warm): a close() that raises SystemExit is
+    recorded, not raised."""
+    t = run_episode(req(registry, "close", "hostile:close"), registry=registry)
+    assert t.error_class == "env_error" and "SystemExit" in t.error and t.verdict is not None
+
+
+def test_hostile_plugins_in_the_pool(registry, worker_env):
+    requests = cases(registry, process=True)
+    expected = {r.key: want for r, want in requests}
+    with PoolExecutor(2, retries=0, **worker_env) as pool:
+        out = list(pool.run([r for r, _ in requests]))
+        assert len(pool.pool) <= 2
+    finals = check_rows(out, expected, process=True)
+    exited = finals["policy/exit"]
+    assert "exited with status 7" in exited.error and "HostileExit: seven" in exited.error
+    assert "HostileExit: seven" in exited.error_traceback
+    crashed = finals["bridge/step/segfault"]
+    assert "killed by SIGSEGV" in crashed.error and "Segmentation fault" in crashed.error_traceback
+    # raising plugins did not cost a worker: the worker that played them is still the one
+    raising = [finals[f"policy/{m}"].worker for m in hostile.RAISING]
+    assert len(set(raising)) <= 2
+
+
+def test_hostile_plugins_on_ray(registry, ray_executor):
+    requests = [(r, want) for r, want in cases(registry, process=True)
+                if r.key.split("/")[-1] in ("systemexit", "keyboardinterrupt", "baseexception", "exit",
+                                             "reward_none", "notastep", "badusage", "hugeraw", "build")]
+    expected = {r.key: want for r, want in requests}
+    out = list(ray_executor.run([r for r, _ in requests]))
+    finals = check_rows(out, expected, process=True)
+    died = finals["policy/exit"]
+    assert "Ray actor failed" in died.error and died.error_traceback
+    assert [t.attempt for t in out if t.key == "policy/exit"] == [0, 1]  # retried once, then final
+
+
+def test_a_memory_bomb_under_the_limit_is_a_typed_row_and_the_worker_lives_on(registry, worker_env):
+    with PoolExecutor(1, memory_mb=1500, retries=0, **worker_env) as pool:
+        bomb, after = pool.run([req(registry, "bomb", "hostile:alloc@0"), req(registry, "after", "hostile:none@0")])
+    assert bomb.error_class == "policy_error" and bomb.error_type == "MemoryError"
+    assert after.error_class is None and after.worker == bomb.worker
+
+
+def test_forged_reward_and_verdict_are_read_past(registry):
+    """A component overriding step() pays 100 a step and proxies evaluate() to a winner; the
+    runner records the base bridge's reward and verdict, and the forgery beside them."""
+    spec = {"bridge": "toy24", "layers": [{"kind": "forge"}]}
+    data = envh.spec_to_data(envh.parse_spec(spec, registry), registry)
+    task = envh.TaskRef(suite="toy24", split="hard", instance_id="1,5,5,5")
+    t = run_episode(EpisodeRequest(key="forge", spec=data, spec_id=envh.spec_id(spec, registry), task=task,
+                                   policy="hostile:none@0"), registry=registry)
+    assert t.error_class is None and len(t.steps) == 1
+    assert t.verdict.success is False and t.outer_verdict.success is True
+    assert t.steps[0].reward == 0.0 and t.steps[0].outer_reward == 100.0
+    assert t.success is False and t.total_reward == 0.0
+    honest = run_episode(EpisodeRequest(key="honest", spec=envh.spec_to_data(envh.parse_spec(
+        {"bridge": "toy24"}, registry), registry), spec_id=envh.spec_id({"bridge": "toy24"}, registry), task=task,
+        policy="hostile:none@0"), registry=registry)
+    assert honest.outer_verdict is None and honest.steps[0].outer_reward is None
+
+
+def test_forged_verdicts_inside_a_chain_are_read_past(registry):
+    spec = {"bridge": "toy24", "layers": [{"kind": "chain", "legs": [
+        {"bridge": "toy24", "layers": [{"kind": "forge"}]}]}]}
+    data = envh.spec_to_data(envh.parse_spec(spec, registry), registry)
+    task = envh.TaskRef(suite="toy24", split="easy", instance_id="2,3,4")
+    t = run_episode(EpisodeRequest(key="chain", spec=data, spec_id=envh.spec_id(spec, registry), task=task,
+                                   policy="hostile:none@0", max_steps=4), registry=registry)
+    # both legs stopped at once: both base verdicts fail; the forging leg claimed success
+    assert [leg["success"] for leg in t.verdict.metrics["legs"]] == [False, False]
+    assert [leg["success"] for leg in t.outer_verdict.metrics["legs"]] == [False, True]
+    assert t.success is False and [s.outer_reward for s in t.steps] == [None, 100.0]
+
+
+def test_a_real_ctrl_c_still_stops_an_inline_run(registry):
+    import signal
+    import threading
+
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt), InlineExecutor(registry=registry) as inline:
+        list(inline.run([req(registry, "sleep", "sleepy:5")]))
+    timer.join()
