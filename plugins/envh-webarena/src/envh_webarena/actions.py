@@ -1,0 +1,176 @@
+"""BrowserGym's high-level action set as envh tools, and their execution on a session.
+
+Elements are named by ``bid`` (see ``axtree``). A policy mistake (an unknown bid, an element
+that cannot take the action, a bad key name, a URL scheme other than http(s)) raises
+``ActionError``, which the bridge turns into an error observation; a dead browser raises
+``envh.errors.InfraError``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from envh import ToolSpec, errors
+
+from envh_webarena.runtime import is_browser_gone
+from envh_webarena.session import BrowserSession
+
+_BID = {"type": "string", "maxLength": 32, "description": "the element's bid, the [number] in the tree"}
+
+
+def _tool(name: str, description: str, props: dict[str, Any] | None = None,
+          required: tuple[str, ...] = ()) -> ToolSpec:
+    return ToolSpec(name=name, description=description, parameters={
+        "type": "object", "properties": props or {}, "required": list(required), "additionalProperties": False})
+
+
+BROWSER_TOOLS: tuple[ToolSpec, ...] = (
+    _tool("click", "Click an element.", {"bid": _BID, "button": {
+        "type": "string", "enum": ["left", "middle", "right"], "description": "mouse button (default left)"}},
+        ("bid",)),
+    _tool("dblclick", "Double-click an element.", {"bid": _BID}, ("bid",)),
+    _tool("fill", "Clear a text field and type a value into it.", {"bid": _BID, "value": {
+        "type": "string", "maxLength": 5000, "description": "the text to enter"}}, ("bid", "value")),
+    _tool("clear", "Clear a text field.", {"bid": _BID}, ("bid",)),
+    _tool("select_option", "Select option(s) of a <select> element by label or value.", {"bid": _BID, "options": {
+        "type": ["string", "array"], "items": {"type": "string", "maxLength": 500}, "maxLength": 500,
+        "maxItems": 50, "description": "one option or a list of options"}}, ("bid", "options")),
+    _tool("hover", "Move the mouse over an element.", {"bid": _BID}, ("bid",)),
+    _tool("press", "Focus an element and press a key combination, e.g. 'Enter', 'Control+a'.", {
+        "bid": _BID, "key_comb": {"type": "string", "maxLength": 60, "description": "Playwright key name(s)"}},
+        ("bid", "key_comb")),
+    _tool("focus", "Focus an element.", {"bid": _BID}, ("bid",)),
+    _tool("scroll", "Scroll the page by a number of pixels.", {
+        "delta_x": {"type": "number", "minimum": -100000, "maximum": 100000},
+        "delta_y": {"type": "number", "minimum": -100000, "maximum": 100000}}, ("delta_x", "delta_y")),
+    _tool("goto", "Open a URL in the current tab.", {"url": {
+        "type": "string", "maxLength": 2048, "description": "an http(s) URL"}}, ("url",)),
+    _tool("go_back", "Go back in the tab's history."),
+    _tool("go_forward", "Go forward in the tab's history."),
+    _tool("new_tab", "Open a new, empty tab and focus it."),
+    _tool("tab_focus", "Focus the tab with this index.", {"index": {"type": "integer", "minimum": 0, "maximum": 50}},
+          ("index",)),
+    _tool("tab_close", "Close the current tab."),
+    _tool("noop", "Do nothing for a while (let the page update).", {"wait_ms": {
+        "type": "number", "minimum": 0, "maximum": 5000}}),
+    _tool("send_msg_to_user", "Send a message (your answer) to the user.", {"text": {
+        "type": "string", "maxLength": 5000}}, ("text",)),
+    _tool("stop", "End the episode, optionally with a final answer.", {"answer": {
+        "type": "string", "maxLength": 5000, "description": "the answer, if the task asks for one"}}),
+)
+_BID_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+_URL_SCHEMES = ("http", "https")
+
+
+class ActionError(Exception):
+    """A policy mistake while acting on the page; the message is shown to the policy."""
+
+
+def check_url(url: str) -> str:
+    """An http(s) URL or ``about:blank``; other schemes (file:, javascript:, chrome:) are refused."""
+    url = url.strip()
+    if url == "about:blank":
+        return url
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in _URL_SCHEMES or not parts.netloc:
+        raise ActionError(f"goto needs an http(s) URL with a host, got {url[:200]!r}.")
+    return url
+
+
+def _locate(session: BrowserSession, bid: str) -> Any:
+    if not _BID_RE.match(bid):
+        raise ActionError(f"{bid[:40]!r} is not a bid: use the [number] shown before an element.")
+    loc = session.page.locator(f'[bid="{bid}"]')
+    if loc.count() == 0:
+        raise ActionError(f"No element with bid {bid!r} on this page.")
+    return loc.first
+
+
+def run(session: BrowserSession, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Perform one browser action. Returns ``{"message": ...}`` / ``{"stop": answer}`` for
+    the user-facing actions, ``{}`` for the rest."""
+    from playwright.sync_api import Error
+    from playwright.sync_api import TimeoutError as PWTimeout
+
+    session.check_alive()
+    try:
+        out = _dispatch(session, tool, args)
+        _settle(session)
+        return out
+    except PWTimeout as exc:
+        session.check_alive()
+        raise ActionError(f"{tool} timed out: {_first_line(exc)}") from exc
+    except Error as exc:
+        if is_browser_gone(exc) or session.crashed or not session.runtime.alive():
+            session.check_alive()
+            raise errors.InfraError(f"The browser went away during {tool}: {_first_line(exc)}") from exc
+        raise ActionError(f"{tool} failed: {_first_line(exc)}") from exc
+    except IndexError as exc:
+        raise ActionError(str(exc)) from exc
+
+
+def _dispatch(session: BrowserSession, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    if tool == "click":
+        _locate(session, args["bid"]).click(button=args.get("button", "left"))
+    elif tool == "dblclick":
+        _locate(session, args["bid"]).dblclick()
+    elif tool == "fill":
+        _locate(session, args["bid"]).fill(args["value"])
+    elif tool == "clear":
+        _locate(session, args["bid"]).clear()
+    elif tool == "select_option":
+        options = args["options"]
+        _locate(session, args["bid"]).select_option(list(options)[:50] if isinstance(options, list) else options)
+    elif tool == "hover":
+        _locate(session, args["bid"]).hover()
+    elif tool == "press":
+        _locate(session, args["bid"]).press(args["key_comb"])
+    elif tool == "focus":
+        _locate(session, args["bid"]).focus()
+    elif tool == "scroll":
+        session.page.mouse.wheel(_clamp(args["delta_x"], 100_000), _clamp(args["delta_y"], 100_000))
+    elif tool == "goto":
+        session.page.goto(check_url(args["url"]))
+    elif tool == "go_back":
+        session.page.go_back()
+    elif tool == "go_forward":
+        session.page.go_forward()
+    elif tool == "new_tab":
+        session.new_tab()
+    elif tool == "tab_focus":
+        session.focus(int(args["index"]))
+    elif tool == "tab_close":
+        session.close_tab()
+    elif tool == "noop":
+        session.page.wait_for_timeout(max(0.0, _clamp(args.get("wait_ms", 0), 5000)))
+    elif tool == "send_msg_to_user":
+        return {"message": args["text"]}
+    elif tool == "stop":
+        return {"stop": args.get("answer", "")}
+    else:  # the bridge validated the tool name against its tools; this is a bug
+        raise errors.EnvError(f"Browser action {tool!r} has no implementation.")
+    return {}
+
+
+def _clamp(value: Any, bound: float) -> float:
+    number = float(value)
+    if number != number:  # NaN
+        raise ActionError("a number is required, got NaN.")
+    return max(-bound, min(bound, number))
+
+
+def _settle(session: BrowserSession) -> None:
+    """Let a navigation the action started reach DOMContentLoaded (bounded)."""
+    from playwright.sync_api import Error
+
+    try:
+        session.page.wait_for_load_state("domcontentloaded", timeout=5000)
+    except Error:
+        pass
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]

@@ -1,0 +1,137 @@
+"""Accessibility-tree observations with BrowserGym's ``bid`` element ids.
+
+Every element of the page gets a ``bid`` attribute the first time it is seen (a per-page
+counter, so ids stay stable while the element lives and are the same for the same page and
+the same actions). Chromium's own accessibility tree (CDP ``Accessibility.getFullAXTree``)
+is then joined to the DOM by backend node id to label each node with its element's bid,
+and printed one node a line, BrowserGym style::
+
+    RootWebArea 'Click Button Task', focused
+        StaticText 'Click on the "Ok" button.'
+        [14] button 'Ok'
+
+Nodes without a role or name (``generic``, ``none``, ignored nodes) are not printed;
+their children are, one level up. The text is bounded (``max_chars``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MARK_JS = """() => {
+  let next = window.__envhNextBid || 0;
+  const walk = (root) => {
+    for (const el of root.querySelectorAll('*')) {
+      if (!el.hasAttribute('bid')) el.setAttribute('bid', String(next++));
+      if (el.shadowRoot) walk(el.shadowRoot);
+    }
+  };
+  walk(document);
+  window.__envhNextBid = next;
+  return next;
+}"""
+
+_SKIP_ROLES = frozenset({"generic", "none", "presentation", "InlineTextBox", "LineBreak", "ignored"})
+_PROPS = ("focused", "checked", "selected", "expanded", "disabled", "required", "pressed", "readonly")
+
+
+def _bid_map(dom_root: dict[str, Any]) -> dict[int, str]:
+    out: dict[int, str] = {}
+    stack = [dom_root]
+    while stack:
+        node = stack.pop()
+        attrs = node.get("attributes")
+        if attrs:
+            for i in range(0, len(attrs) - 1, 2):
+                if attrs[i] == "bid":
+                    out[node["backendNodeId"]] = attrs[i + 1]
+                    break
+        stack.extend(node.get("children", ()))
+        stack.extend(node.get("shadowRoots", ()))
+    return out
+
+
+def _value(field: Any) -> Any:
+    return field.get("value") if isinstance(field, dict) else None
+
+
+def _quote(text: str, limit: int = 200) -> str:
+    text = " ".join(str(text).split())
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    return "'" + text.replace("'", "\\'") + "'"
+
+
+def render(ax_nodes: list[dict[str, Any]], dom_root: dict[str, Any], *, max_chars: int) -> tuple[str, list[str]]:
+    """The tree as text (at most ``max_chars``) and the bids it shows, in order."""
+    bids = _bid_map(dom_root)
+    by_id = {n["nodeId"]: n for n in ax_nodes}
+    roots = [n for n in ax_nodes if not n.get("parentId")]
+    lines: list[str] = []
+    shown: list[str] = []
+    size, truncated = 0, False
+    # (node, depth, parent's name, bid of a skipped generic parent: its text carries that bid,
+    # so a clickable <span> of text is reachable as BrowserGym's trees make it)
+    stack: list[tuple[dict[str, Any], int, str, str | None]] = [(r, 0, "", None) for r in reversed(roots)]
+    while stack:
+        node, depth, parent_name, carrier = stack.pop()
+        role = _value(node.get("role")) or ""
+        name = str(_value(node.get("name")) or "")
+        printed = not node.get("ignored") and role not in _SKIP_ROLES and not (
+            role == "StaticText" and (not name.strip() or name.strip() == parent_name.strip()))
+        if printed and role == "generic" and not name:
+            printed = False
+        child_depth = depth
+        if printed:
+            bid = bids.get(node.get("backendDOMNodeId", -1)) if role != "StaticText" else carrier
+            parts = [f"[{bid}] {role}" if bid is not None else role]
+            if name:
+                parts[0] += " " + _quote(name)
+            value = _value(node.get("value"))
+            if value not in (None, "") and role != "StaticText":
+                parts.append(f"value={_quote(str(value))}")
+            for prop in node.get("properties", ()):
+                pname, pval = prop.get("name"), _value(prop.get("value"))
+                if pname in _PROPS and pval not in (None, False, "false"):
+                    parts.append(pname if pval is True or pval == "true" else f"{pname}={pval}")
+            line = "\t" * depth + ", ".join(parts)
+            if size + len(line) + 1 > max_chars:
+                truncated = True
+                break
+            lines.append(line)
+            size += len(line) + 1
+            if bid is not None and bid not in shown:
+                shown.append(bid)
+            child_depth = depth + 1
+        children = [by_id[c] for c in node.get("childIds", ()) if c in by_id]
+        own = bids.get(node.get("backendDOMNodeId", -1)) if not printed and role == "generic" else None
+        for child in reversed(children):
+            stack.append((child, child_depth, name if printed else parent_name, own))
+    text = "\n".join(lines)
+    if truncated:
+        text += f"\n… (accessibility tree cut at {max_chars} characters)"
+    return text, shown
+
+
+def snapshot(page: Any, cdp: Any, *, max_chars: int) -> tuple[str, list[str]]:
+    """Mark the page's elements with bids and render its accessibility tree."""
+    page.evaluate(MARK_JS)
+    dom = cdp.send("DOM.getDocument", {"depth": -1, "pierce": True})
+    ax = cdp.send("Accessibility.getFullAXTree")
+    return render(ax.get("nodes", []), dom.get("root", {}), max_chars=max_chars)
+
+
+def find_bids(text: str, role: str, name: str | None = None) -> list[str]:
+    """Bids of the tree lines with this role (and exactly this name), in order; for
+    scripted policies and tests."""
+    pattern = rf"\[(\w+)\] {re.escape(role)}" + (rf" '{re.escape(name)}'(?:,|$|\n)" if name is not None else r"\b")
+    return re.findall(pattern, text, flags=re.M)
+
+
+def find_bid(text: str, role: str, name: str | None = None) -> str:
+    """The first bid ``find_bids`` finds; ``LookupError`` when there is none."""
+    found = find_bids(text, role, name)
+    if not found:
+        raise LookupError(f"no {role} {name!r} in the tree")
+    return found[0]

@@ -1,0 +1,204 @@
+"""BrowserBridge: what the three web bridges share on top of ``envh.Bridge``.
+
+A reset opens a fresh context on the worker's shared browser (``runtime.shared_runtime``)
+and lets the subclass load its task; a step runs one BrowserGym action and answers with the
+page as it is afterwards. A policy mistake is an observation whose ``info["error"]`` says
+what was wrong (and the page is unchanged); a dead browser or a crashed page raises
+``envh.errors.InfraError`` and the next reset relaunches the browser.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+from envh import (
+    Action,
+    Bridge,
+    EnvResponse,
+    Observation,
+    ResetResult,
+    TaskRef,
+    ToolSpec,
+    errors,
+)
+
+from envh_webarena import actions
+from envh_webarena.runtime import shared_runtime
+from envh_webarena.session import BrowserSession
+
+STATE_PROPERTIES: dict[str, Any] = {
+    "task": {"type": ["object", "null"], "description": "the TaskRef being played (suite, split, instance_id)"},
+    "goal": {"type": "string", "description": "the task's instruction, as the policy sees it"},
+    "url": {"type": "string", "description": "URL of the active tab"},
+    "title": {"type": "string", "description": "title of the active tab"},
+    "tabs": {"type": "array", "description": "open tabs: index, url, title, active"},
+    "steps": {"type": "integer", "description": "actions taken since reset (or since a stage replay ended)"},
+    "max_steps": {"type": ["integer", "null"], "description": "step budget; null: none"},
+    "last_action": {"type": ["object", "null"], "description": "the last action (tool, args)"},
+    "last_error": {"type": "string", "description": "error of the last action, '' when it worked"},
+    "messages": {"type": "array", "items": {"type": "string"}, "description": "texts sent with send_msg_to_user"},
+    "answer": {"type": ["string", "null"], "description": "the answer given with stop, null before stop"},
+    "done": {"type": "boolean", "description": "whether the episode has ended"},
+}
+
+
+class BrowserBridge(Bridge):
+    """Base of the web bridges (not registered itself).
+
+    :param max_chars: bound on the accessibility-tree text of an observation.
+    :param max_steps: truncate after this many actions; None: no limit.
+    :param action_timeout_ms: how long an action waits for its element.
+    :param extra_hosts: hosts besides loopback the browser may reach (``host[:port]``).
+    """
+
+    name = "browser"
+    _replaying = False
+
+    def __init__(self, *, max_chars: int = 6000, max_steps: int | None = 30, action_timeout_ms: int = 3000,
+                 extra_hosts: tuple[str, ...] | list[str] = ()) -> None:
+        if max_chars < 200:
+            raise errors.SpecError(f"{self.name} max_chars must be >= 200, got {max_chars}")
+        if max_steps is not None and max_steps < 1:
+            raise errors.SpecError(f"{self.name} max_steps must be >= 1 or null, got {max_steps}")
+        self.max_chars, self.max_steps, self.action_timeout_ms = max_chars, max_steps, action_timeout_ms
+        self.extra_hosts = tuple(extra_hosts)
+        self.session: BrowserSession | None = None
+        self.task: TaskRef | None = None
+        self.goal = ""
+        self._clear()
+
+    def _clear(self) -> None:
+        self.steps = 0
+        self.last_action: dict[str, Any] | None = None
+        self.last_error = ""
+        self.messages: list[str] = []
+        self.answer: str | None = None
+        self.done = self.truncated = False
+        self._page: dict[str, Any] = {"url": "", "title": "", "tabs": [], "axtree": "", "bids": []}
+        self._obs = Observation(text="", data={})
+
+    # -- subclass hooks ----------------------------------------------------------------
+    def tools(self) -> list[ToolSpec]:
+        return list(actions.BROWSER_TOOLS)
+
+    def _default_task(self) -> TaskRef:
+        tasks = self.list_tasks()
+        if not tasks:
+            raise errors.EnvError(f"{self.name}: no tasks to play.")
+        return tasks[0]
+
+    def _context_options(self, task: TaskRef) -> dict[str, Any]:
+        """Extra ``new_context`` options for this task (storage state, viewport)."""
+        return {}
+
+    def _open(self, task: TaskRef, seed: int | None, options: dict[str, Any]) -> str:
+        """Load the task in ``self.session``; return the goal text."""
+        raise NotImplementedError
+
+    def _after_action(self, tool: str, outcome: dict[str, Any]) -> tuple[float, bool]:
+        """Reward and termination after an action that worked."""
+        return 0.0, "stop" in outcome
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {}
+
+    # -- episode -----------------------------------------------------------------------
+    def _reset(self, task: TaskRef | None, seed: int | None, options: dict[str, Any]) -> ResetResult:
+        task = task or self._default_task()
+        self._close_session()
+        self._clear()
+        self.task, self._replaying = task, False
+        runtime = shared_runtime(extra_hosts=self.extra_hosts)
+        self.session = BrowserSession(runtime, action_timeout_ms=self.action_timeout_ms,
+                                      **self._context_options(task))
+        try:
+            self.goal = self._open(task, seed, options)
+            self._obs = self._observe_now()
+        except errors.EnvhError:
+            self._close_session()
+            raise
+        except Exception as exc:
+            self._close_session()
+            if not runtime.alive():
+                raise errors.InfraError(f"{self.name}: the browser died while loading {task}: {exc}") from exc
+            raise errors.EnvError(f"{self.name}: could not load task {task}: {exc}") from exc
+        return ResetResult(observation=self._obs, info={"task": str(task)})
+
+    def _step(self, action: Action) -> EnvResponse:
+        if self.done or self.truncated or self.session is None:
+            return self.error_response("The episode is over; reset() to play again.", kind="episode_over")
+        self.steps += 1
+        self.last_action = {"tool": action.tool, "args": dict(action.args)}
+        info: dict[str, Any] = {}
+        try:
+            outcome = actions.run(self.session, action.tool, dict(action.args))
+            self.last_error = ""
+        except actions.ActionError as exc:
+            outcome, self.last_error = {}, str(exc)
+            info["error"] = {"type": "action_failed", "message": self.last_error}
+        except errors.InfraError:
+            self._close_session()
+            raise
+        if "message" in outcome:
+            self.messages.append(str(outcome["message"]))
+        if "stop" in outcome:
+            self.answer = str(outcome["stop"])
+        reward, terminated = self._after_action(action.tool, outcome) if not info else (0.0, False)
+        self.done = terminated
+        if not terminated and not self._replaying and self.max_steps is not None and self.steps >= self.max_steps:
+            self.truncated, info["truncated_by"] = True, f"step budget of {self.max_steps} used"
+        self._obs = self._observe_now()
+        return EnvResponse(observation=self._obs, reward=reward, terminated=terminated,
+                           truncated=self.truncated, info=info)
+
+    def _observe_now(self) -> Observation:
+        assert self.session is not None
+        self._page = self.session.snapshot(max_chars=self.max_chars)
+        p = self._page
+        lines = [f"Goal: {self.goal[:2000]}", f"URL: {p['url']}", f"Title: {p['title']}"]
+        if len(p["tabs"]) > 1:
+            lines.append("Tabs: " + "; ".join(
+                f"[{t['index']}]{'*' if t['active'] else ''} {t['title'][:60]} ({t['url'][:120]})" for t in p["tabs"]))
+        if self.last_error:
+            lines.append(f"Last action error: {self.last_error}")
+        lines += ["Accessibility tree:", p["axtree"]]
+        return Observation(text="\n".join(lines), data={
+            "goal": self.goal, "url": p["url"], "title": p["title"], "tabs": p["tabs"], "axtree": p["axtree"],
+            "bids": p["bids"], "last_error": self.last_error})
+
+    def observe(self) -> Observation:
+        return attrs.evolve(self._obs, data=dict(self._obs.data))
+
+    def notify_replay_start(self) -> None:
+        self._replaying = True
+
+    def notify_replay_complete(self) -> None:
+        super().notify_replay_complete()
+        self.steps, self.truncated, self._replaying = 0, False, False
+
+    # -- state -------------------------------------------------------------------------
+    def get_env_state(self) -> dict[str, Any]:
+        task = self.task
+        return {
+            "task": None if task is None else {"suite": task.suite, "split": task.split,
+                                               "instance_id": task.instance_id},
+            "goal": self.goal, "url": self._page["url"], "title": self._page["title"],
+            "tabs": [dict(t) for t in self._page["tabs"]], "steps": self.steps, "max_steps": self.max_steps,
+            "last_action": None if self.last_action is None else {
+                "tool": self.last_action["tool"], "args": dict(self.last_action["args"])},
+            "last_error": self.last_error, "messages": list(self.messages), "answer": self.answer,
+            "done": self.done or self.truncated, **self._extra_state(),
+        }
+
+    def env_state_schema(self) -> dict[str, Any]:
+        return {"type": "object", "description": f"{self.name}: the browser episode as plain data",
+                "properties": dict(STATE_PROPERTIES)}
+
+    def _close_session(self) -> None:
+        session, self.session = self.session, None
+        if session is not None:
+            session.close()
+
+    def close(self) -> None:
+        self._close_session()

@@ -1,0 +1,49 @@
+"""Small HTTP servers on 127.0.0.1 in daemon threads (task pages, the WebShop site, test sites)."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class QuietStaticHandler(SimpleHTTPRequestHandler):
+    """Static files without a log line per request."""
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+
+class LocalServer:
+    """A ``ThreadingHTTPServer`` bound to 127.0.0.1 (port 0: a free one), served in a thread.
+
+    :param handler: the request handler class.
+    """
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler] | Any, *, port: int = 0) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name=f"envh-webarena-http-{self.port}",
+                                        kwargs={"poll_interval": 0.2}, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop serving and release the port. Idempotent."""
+        if self._thread.is_alive():
+            self.httpd.shutdown()
+            self._thread.join(timeout=5)
+        self.httpd.server_close()
+
+    def __enter__(self) -> LocalServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def serve_directory(directory: str) -> LocalServer:
+    """Serve a directory's files read-only on 127.0.0.1."""
+    return LocalServer(functools.partial(QuietStaticHandler, directory=directory))

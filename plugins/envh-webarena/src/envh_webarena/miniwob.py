@@ -1,0 +1,156 @@
+"""MiniWoB++ (``bridge: miniwob``): every task the ``miniwob`` package registers, in Chromium.
+
+The task pages ship inside the ``miniwob`` wheel; a static server on 127.0.0.1 serves them
+(one per process). A reset seeds the task's generator (``Math.seedrandom(seed)``, as the
+package's own Selenium driver does), lifts the 10 s episode clock (as BrowserGym does: a
+policy that thinks slowly must not lose by time) and starts the episode. The goal is the
+task's utterance. Reward and success come from the task's own JavaScript: the raw reward
+(``WOB_RAW_REWARD_GLOBAL``, 1 for success, -1 or partial for failure) once
+``WOB_DONE_GLOBAL`` is set; success means raw reward > 0.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from typing import Any
+
+from envh import EvaluationResult, TaskRef, errors
+
+from envh_webarena.browser_env import BrowserBridge
+from envh_webarena.httpserve import LocalServer, serve_directory
+
+SUITE = "miniwob"
+SPLIT = "default"
+_START_JS = """(seed) => {
+  if (seed !== null) Math.seedrandom(seed);
+  core.EPISODE_MAX_TIME = 2147483647;
+  core.startEpisodeReal();
+  return true;
+}"""
+_STATUS_JS = """() => ({done: !!WOB_DONE_GLOBAL, raw: Number(WOB_RAW_REWARD_GLOBAL) || 0,
+  reward: Number(WOB_REWARD_GLOBAL) || 0, reason: (typeof WOB_REWARD_REASON === 'undefined' ? null
+  : (WOB_REWARD_REASON === null ? null : String(WOB_REWARD_REASON))), ready: !!WOB_TASK_READY})"""
+# The score board (last reward, time left) is the harness's, not the task's: its clock would
+# make observations differ between identical episodes.
+_HIDE_CSS = "#reward-display { display: none !important; }"
+
+
+@functools.cache
+def registered_tasks() -> dict[str, str]:
+    """Task name → page path (relative to the wheel's ``html/`` folder), for every
+    ``miniwob/*`` environment the package registers with Gymnasium."""
+    import importlib
+
+    import gymnasium
+    import miniwob  # noqa: F401 - registers the environments
+
+    out: dict[str, str] = {}
+    for env_id, spec in sorted(gymnasium.registry.items()):
+        if not env_id.startswith("miniwob/") or not isinstance(spec.entry_point, str):
+            continue
+        module, _, cls = spec.entry_point.partition(":")
+        subdomain = getattr(importlib.import_module(module), cls).subdomain
+        name = env_id.removeprefix("miniwob/").removesuffix("-v1")
+        if subdomain.startswith("flight."):
+            out[name] = subdomain.replace(".", "/") + "/wrapper.html"
+        else:
+            out[name] = f"miniwob/{subdomain}.html"
+    return out
+
+
+def html_dir() -> str:
+    from miniwob.selenium_instance import HTML_DIR
+
+    return str(HTML_DIR)
+
+
+_SERVER: dict[int, LocalServer] = {}
+_SERVER_LOCK = threading.Lock()
+
+
+def task_server() -> LocalServer:
+    """This process's static server of the wheel's task pages (127.0.0.1, a free port)."""
+    import os
+
+    with _SERVER_LOCK:
+        server = _SERVER.get(os.getpid())
+        if server is None:
+            server = _SERVER[os.getpid()] = serve_directory(html_dir())
+        return server
+
+
+class MiniwobEnv(BrowserBridge):
+    """MiniWoB++ tasks with BrowserGym's action set.
+
+    :param tasks: only these task names (default: every registered task).
+    :param max_steps: truncate after this many actions (default 10).
+    :param max_chars: bound on the accessibility-tree text.
+    """
+
+    name = "miniwob"
+
+    def __init__(self, tasks: list[str] | None = None, max_steps: int | None = 10, max_chars: int = 6000,
+                 action_timeout_ms: int = 2000) -> None:
+        super().__init__(max_chars=max_chars, max_steps=max_steps, action_timeout_ms=action_timeout_ms)
+        known = registered_tasks()
+        if tasks:
+            unknown = [t for t in tasks if t not in known]
+            if unknown:
+                raise errors.UnknownNameError("miniwob task", unknown[0], list(known))
+        self.task_names = list(tasks) if tasks else list(known)
+        self.status: dict[str, Any] = {"done": False, "raw": 0.0, "reward": 0.0, "reason": None}
+
+    def list_tasks(self, split: str | None = None) -> list[TaskRef]:
+        if split not in (None, SPLIT):
+            return []
+        return [TaskRef(suite=SUITE, split=SPLIT, instance_id=name) for name in self.task_names]
+
+    def _open(self, task: TaskRef, seed: int | None, options: dict[str, Any]) -> str:
+        path = registered_tasks().get(task.instance_id)
+        if task.suite != SUITE or path is None:
+            raise errors.UnknownNameError("miniwob task", task.instance_id, list(registered_tasks()))
+        assert self.session is not None
+        page = self.session.page
+        page.goto(f"{task_server().url}/{path}", wait_until="load")
+        page.add_style_tag(content=_HIDE_CSS)
+        page.evaluate(_START_JS, seed)
+        deadline = time.monotonic() + 5
+        while not page.evaluate("() => !!WOB_TASK_READY"):
+            if time.monotonic() > deadline:
+                raise errors.EnvError(f"miniwob task {task.instance_id} did not become ready within 5 s")
+            page.wait_for_timeout(20)
+        self.status = {"done": False, "raw": 0.0, "reward": 0.0, "reason": None}
+        utterance = page.evaluate("() => core.getUtterance()")
+        if isinstance(utterance, dict):
+            utterance = utterance.get("utterance", "")
+        return str(utterance)
+
+    def _read_status(self) -> dict[str, Any]:
+        assert self.session is not None
+        return dict(self.session.page.evaluate(_STATUS_JS))
+
+    def _after_action(self, tool: str, outcome: dict[str, Any]) -> tuple[float, bool]:
+        if self.status["done"]:
+            return 0.0, True
+        self.status = self._read_status()
+        if self.status["done"]:
+            return float(self.status["raw"]), True
+        return 0.0, "stop" in outcome
+
+    def evaluate(self) -> EvaluationResult:
+        raw = float(self.status["raw"]) if self.status["done"] else 0.0
+        return EvaluationResult(success=raw > 0, score=max(0.0, raw), metrics={
+            "task": self.task.instance_id if self.task else None, "done": bool(self.status["done"]),
+            "raw_reward": raw, "steps": self.steps})
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"task_done": bool(self.status["done"]), "raw_reward": float(self.status["raw"])}
+
+    def env_state_schema(self) -> dict[str, Any]:
+        schema = super().env_state_schema()
+        schema["properties"].update({
+            "task_done": {"type": "boolean", "description": "the task's JS declared the episode over"},
+            "raw_reward": {"type": "number", "description": "the task's raw reward (1 success, <= 0 failure)"}})
+        return schema

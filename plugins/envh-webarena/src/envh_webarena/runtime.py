@@ -1,0 +1,236 @@
+"""The browser runtime the three bridges share: one Chromium per worker, one context per episode.
+
+Chromium is the system build (``/usr/bin/chromium``, or ``$ENVH_CHROMIUM``), started by
+this module as a child process with a DevTools port on 127.0.0.1; Playwright attaches to it
+over CDP. Owning the process means the runtime knows its pid, can tell a dead browser from a
+policy mistake, and kills only what it started. A reset opens a fresh browser context
+(isolated cookies and storage) instead of a browser, so it costs milliseconds, not a launch.
+
+Outbound traffic is pinned to loopback by default: every context goes through a proxy
+address that does not exist, with loopback and the configured hosts bypassing it, so a
+policy's ``goto`` to any other host fails inside the browser instead of leaving the machine.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Any
+
+from envh import errors
+
+CHROMIUM_ARGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run",
+    "--disable-dev-shm-usage", "--no-default-browser-check", "--mute-audio",
+)
+# A port nothing listens on: traffic that is not bypassed fails at once.
+DEAD_PROXY = "http://127.0.0.1:9"
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+_DEVTOOLS = re.compile(r"DevTools listening on (ws://\S+)")
+
+
+def chromium_path() -> str:
+    """The Chromium binary: ``$ENVH_CHROMIUM``, else ``/usr/bin/chromium``."""
+    path = os.environ.get("ENVH_CHROMIUM") or "/usr/bin/chromium"
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise errors.InfraError(
+            f"Chromium not found at {path}. Install it with `apt-get install chromium` "
+            "(dev/setup.d/browser.sh) or point ENVH_CHROMIUM at a Chromium binary.")
+    return path
+
+
+def is_browser_gone(exc: BaseException) -> bool:
+    """Whether a Playwright error means the browser, context or page died (not a policy mistake)."""
+    text = str(exc)
+    return any(s in text for s in ("has been closed", "Target closed", "Connection closed",
+                                   "Browser closed", "crashed", "Target crashed", "browser has disconnected"))
+
+
+class BrowserRuntime:
+    """One Chromium process and the Playwright connection to it, for one thread.
+
+    :param executable: the Chromium binary (default: ``chromium_path()``).
+    :param extra_hosts: hosts (``host`` or ``host:port``) reachable besides loopback.
+    :param block_external: route everything else to a dead proxy (default on).
+    """
+
+    def __init__(self, executable: str | None = None, *, extra_hosts: tuple[str, ...] = (),
+                 block_external: bool = True) -> None:
+        self.executable = executable
+        self.extra_hosts = tuple(extra_hosts)
+        self.block_external = block_external
+        self.launches = 0
+        self._pw: Any = None
+        self._browser: Any = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._profile: str | None = None
+        self._owner = threading.get_ident()
+
+    # -- lifecycle ---------------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        """Pid of the Chromium this runtime started (None before the first launch)."""
+        return None if self._proc is None else self._proc.pid
+
+    def alive(self) -> bool:
+        return (self._proc is not None and self._proc.poll() is None
+                and self._browser is not None and self._browser.is_connected())
+
+    def browser(self) -> Any:
+        """The connected browser, launched (or relaunched after a death) on demand."""
+        if threading.get_ident() != self._owner:
+            raise errors.InfraError("A BrowserRuntime is bound to the thread that made it; "
+                                    "use shared_runtime() in each worker thread.")
+        if not self.alive():
+            self._stop_browser()
+            self._launch()
+        return self._browser
+
+    def _launch(self) -> None:
+        from playwright.sync_api import Error, sync_playwright
+
+        exe = self.executable or chromium_path()
+        self._profile = tempfile.mkdtemp(prefix="envh-webarena-chromium-")
+        args = [exe, *CHROMIUM_ARGS, "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
+                f"--user-data-dir={self._profile}", "about:blank"]
+        # its own process group (killpg reaches the renderers too, and nothing else), and
+        # SIGKILL when this process dies, so a crashed worker leaves no browser behind
+        self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, start_new_session=True,
+                                      preexec_fn=_die_with_parent)
+        endpoint = self._read_endpoint(self._proc)
+        if self._pw is None:
+            self._pw = sync_playwright().start()
+        try:
+            self._browser = self._pw.chromium.connect_over_cdp(endpoint, timeout=30_000)
+        except Error as exc:
+            self._stop_browser()
+            raise errors.InfraError(f"Could not attach to Chromium at {endpoint}: {exc}") from exc
+        self.launches += 1
+
+    def _read_endpoint(self, proc: subprocess.Popen[bytes]) -> str:
+        assert proc.stderr is not None
+        deadline, seen = time.monotonic() + 30, []
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                if proc.poll() is not None:
+                    break
+                continue
+            text = line.decode(errors="replace")
+            seen.append(text)
+            if m := _DEVTOOLS.search(text):
+                # keep draining stderr so Chromium never blocks on a full pipe
+                threading.Thread(target=_drain, args=(proc.stderr,), daemon=True).start()
+                return m.group(1)
+        self._stop_browser()
+        raise errors.InfraError("Chromium did not start (no DevTools endpoint within 30 s). "
+                                "Its output: " + "".join(seen)[-2000:])
+
+    def new_context(self, **options: Any) -> Any:
+        """A fresh browser context (isolated cookies and storage) on the live browser."""
+        from playwright.sync_api import Error
+
+        browser = self.browser()
+        if self.block_external:
+            bypass = ",".join([*LOOPBACK, *self.extra_hosts])
+            options.setdefault("proxy", {"server": DEAD_PROXY, "bypass": bypass})
+        try:
+            return browser.new_context(**options)
+        except Error as exc:
+            raise errors.InfraError(f"Chromium (pid {self.pid}) could not open a context: {exc}") from exc
+
+    def kill(self) -> None:
+        """Kill the browser process (SIGKILL); the next ``browser()`` relaunches it."""
+        if self._proc is not None and self._proc.poll() is None:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait(timeout=10)
+
+    def _stop_browser(self) -> None:
+        browser, self._browser = self._browser, None
+        if browser is not None:
+            try:
+                browser.close()
+            except Exception:  # noqa: BLE001 - already gone: nothing left to close
+                pass
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if proc is not None:
+            proc.wait(timeout=10)
+            if proc.stderr is not None:
+                proc.stderr.close()
+        if self._profile:
+            shutil.rmtree(self._profile, ignore_errors=True)
+            self._profile = None
+
+    def close(self) -> None:
+        """Close the browser and the Playwright driver. Idempotent."""
+        self._stop_browser()
+        pw, self._pw = self._pw, None
+        if pw is not None:
+            try:
+                pw.stop()
+            except Exception:  # noqa: BLE001 - the driver may already be gone at exit
+                pass
+
+
+def _die_with_parent() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _drain(stream: Any) -> None:
+    try:
+        while stream.read(65536):
+            pass
+    except (OSError, ValueError):
+        pass
+
+
+_RUNTIMES: dict[tuple[int, int], BrowserRuntime] = {}
+_LOCK = threading.Lock()
+
+
+def shared_runtime(*, extra_hosts: tuple[str, ...] = ()) -> BrowserRuntime:
+    """The runtime of this worker (process and thread): every bridge in it shares one browser.
+
+    Hosts asked for by a later caller widen the allow-list of contexts opened from then on.
+    """
+    key = (os.getpid(), threading.get_ident())
+    with _LOCK:
+        rt = _RUNTIMES.get(key)
+        if rt is None:
+            rt = _RUNTIMES[key] = BrowserRuntime()
+        missing = tuple(h for h in extra_hosts if h not in rt.extra_hosts)
+        if missing:
+            rt.extra_hosts += missing
+        return rt
+
+
+def close_shared_runtimes() -> None:
+    """Close every runtime this process made (at exit, or in a test's teardown)."""
+    with _LOCK:
+        runtimes = [rt for (pid, _), rt in _RUNTIMES.items() if pid == os.getpid()]
+        for key in [k for k in _RUNTIMES if k[0] == os.getpid()]:
+            del _RUNTIMES[key]
+    for rt in runtimes:
+        rt.close()
+
+
+atexit.register(close_shared_runtimes)

@@ -1,0 +1,1 @@
+"""WebArena: task configs, evaluators and the bridge."""

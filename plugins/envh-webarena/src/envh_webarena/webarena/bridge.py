@@ -1,0 +1,151 @@
+"""WebArena (``bridge: webarena``): WebArena task configs played in Chromium, graded by
+WebArena's evaluators.
+
+A reset optionally resets the sites (``WA_FULL_RESET``: a URL whose GET restores every
+site, as BrowserGym uses), logs in when the task requires it (``login``), opens a fresh
+context with the task's storage state and its start URL(s) (``|AND|`` opens several tabs).
+The episode ends with ``stop(answer)``; the answer is that text, or else the last
+``send_msg_to_user`` message. ``evaluate()`` runs the task's evaluators on the live page
+(cached per step), so the verdict is WebArena's.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import urllib.request
+from typing import Any
+
+from envh import EvaluationResult, TaskRef, errors
+
+from envh_webarena.browser_env import BrowserBridge
+from envh_webarena.webarena import config as waconfig
+from envh_webarena.webarena import evaluators, login
+from envh_webarena.webarena.judge import JudgeConfig
+
+SUITE = "webarena"
+SPLIT = "test"
+
+
+class WebArenaEnv(BrowserBridge):
+    """WebArena tasks.
+
+    :param tasks: task configs (WebArena's format) inline.
+    :param config_files: a glob of JSON files, each a task config or a list of them.
+    :param sites: site name → base URL, over the ``WA_*`` variables.
+    :param auth_dir: where relative ``storage_state`` paths live (default ``$WA_AUTH_DIR``, else ``.``).
+    :param logins: site → login recipe, over WebArena's (see ``login.DEFAULT_LOGINS``).
+    :param judge: the fuzzy-match judge endpoint (``base_url``, ``model``, ``api_key``, ``timeout``).
+    :param full_reset: URL to GET before each episode (default ``$WA_FULL_RESET``); None: no reset.
+    :param max_steps: truncate after this many actions (default 30).
+    """
+
+    name = "webarena"
+
+    def __init__(self, tasks: list[dict[str, Any]] | None = None, config_files: str | None = None,
+                 sites: dict[str, str] | None = None, auth_dir: str | None = None,
+                 logins: dict[str, dict[str, Any]] | None = None, judge: dict[str, Any] | None = None,
+                 full_reset: str | None = None, max_steps: int | None = 30, max_chars: int = 6000,
+                 action_timeout_ms: int = 3000) -> None:
+        self.urls = waconfig.site_urls(sites)
+        self.tasks = waconfig.load_tasks(tasks=tasks, config_files=config_files, urls=self.urls)
+        if not self.tasks:
+            raise errors.SpecError("webarena needs tasks: config.tasks (inline) or config.config_files (a glob)")
+        self.judge = JudgeConfig.from_config(judge)
+        self.auth_dir = auth_dir or os.environ.get("WA_AUTH_DIR") or "."
+        self.logins = dict(logins or {})
+        self.full_reset = full_reset if full_reset is not None else os.environ.get("WA_FULL_RESET")
+        super().__init__(max_chars=max_chars, max_steps=max_steps, action_timeout_ms=action_timeout_ms,
+                         extra_hosts=waconfig.hosts_of(self.urls))
+        self.config: dict[str, Any] = {}
+        self._verdict: tuple[int, EvaluationResult] | None = None
+
+    def list_tasks(self, split: str | None = None) -> list[TaskRef]:
+        if split not in (None, SPLIT):
+            return []
+        return [TaskRef(suite=SUITE, split=SPLIT, instance_id=tid) for tid in self.tasks]
+
+    def _task_config(self, task: TaskRef) -> dict[str, Any]:
+        cfg = self.tasks.get(task.instance_id)
+        if task.suite != SUITE or cfg is None:
+            raise errors.UnknownNameError("webarena task", task.instance_id, list(self.tasks))
+        return cfg
+
+    def _context_options(self, task: TaskRef) -> dict[str, Any]:
+        cfg = self._task_config(task)
+        self._site_reset()
+        options: dict[str, Any] = {"viewport": cfg.get("viewport_size") or {"width": 1280, "height": 720}}
+        state = cfg.get("storage_state")
+        if cfg.get("require_login") and state:
+            path = state if os.path.isabs(state) else os.path.join(self.auth_dir, state)
+            from envh_webarena.runtime import shared_runtime
+
+            runtime = shared_runtime(extra_hosts=self.extra_hosts)
+            sites = login.sites_of_state(path, list(cfg.get("sites") or []))
+            options["storage_state"] = login.ensure_storage_state(runtime, path, sites, self.urls, self.logins)
+        if cfg.get("geolocation"):
+            options["geolocation"] = cfg["geolocation"]
+        return options
+
+    def _site_reset(self) -> None:
+        if not self.full_reset:
+            return
+        last: Exception | None = None
+        for attempt in range(3):
+            try:
+                with urllib.request.urlopen(self.full_reset, timeout=300) as resp:  # noqa: S310 - configured URL
+                    if resp.status < 400:
+                        return
+                    last = errors.InfraError(f"HTTP {resp.status}")
+            except OSError as exc:
+                last = exc
+            time.sleep(0.5 * (attempt + 1))
+        raise errors.InfraError(f"WebArena site reset at {self.full_reset} failed: {last}")
+
+    def _open(self, task: TaskRef, seed: int | None, options: dict[str, Any]) -> str:
+        from envh_webarena.actions import ActionError, check_url
+
+        self.config = self._task_config(task)
+        self._verdict = None
+        assert self.session is not None
+        urls = [u.strip() for u in str(self.config["start_url"]).split(" |AND| ") if u.strip()]
+        for i, url in enumerate(urls):
+            try:
+                check_url(url)
+            except ActionError as exc:
+                raise errors.SpecError(f"webarena task {task.instance_id}: start_url {url!r}: {exc}") from exc
+            page = self.session.page if i == 0 else self.session.new_tab()
+            page.goto(url, wait_until="load")
+        if len(urls) > 1:
+            self.session.focus(0)
+        return str(self.config["intent"])
+
+    def final_answer(self) -> str:
+        if self.answer:
+            return self.answer
+        return self.messages[-1] if self.messages else ""
+
+    def evaluate(self) -> EvaluationResult:
+        if self.session is None or not self.config:
+            return EvaluationResult(success=False, score=0.0, metrics={"evaluated": False})
+        if self._verdict is not None and self._verdict[0] == self.steps:
+            return self._verdict[1]
+        self.session.check_alive()
+        score, details = evaluators.evaluate(self.config, answer=self.final_answer(), context=self.session.context,
+                                             page=self.session.page, judge=self.judge)
+        verdict = EvaluationResult(success=score >= 1.0, score=float(score), metrics={
+            "task_id": str(self.config["task_id"]), "sites": list(self.config.get("sites") or []),
+            "eval_types": list(self.config["eval"]["eval_types"]), "answer": self.final_answer()[:500],
+            "details": details, "steps": self.steps})
+        self._verdict = (self.steps, verdict)
+        return verdict
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"sites": list(self.config.get("sites") or []), "start_url": str(self.config.get("start_url", ""))}
+
+    def env_state_schema(self) -> dict[str, Any]:
+        schema = super().env_state_schema()
+        schema["properties"].update({
+            "sites": {"type": "array", "items": {"type": "string"}, "description": "the WebArena sites of the task"},
+            "start_url": {"type": "string", "description": "where the episode started (' |AND| ' between tabs)"}})
+        return schema

@@ -1,0 +1,1 @@
+"""WebShop: data files, search, reward, the shop site and the bridge."""
