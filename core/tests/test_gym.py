@@ -6,12 +6,12 @@ import json
 import subprocess
 import sys
 
+import envh
+import envh.gym
 import gymnasium
 import pytest
-from gymnasium.utils.env_checker import check_env
-
-import envh
 from envh.gym import EnvhGymEnv, register_envs
+from gymnasium.utils.env_checker import check_env
 
 SPEC = {"bridge": "toy24", "layers": [
     {"kind": "contract", "code": "def filter_observation(observation, state, memo):\n"
@@ -57,7 +57,7 @@ def test_json_actions_play_a_task(registered) -> None:
     env = gymnasium.make("envh/toy24", task="easy/2,3,4")
     obs, info = env.reset(seed=1)
     assert obs.startswith("Target: 24. Numbers: [0] 2, [1] 3, [2] 4") and info["task"] == "toy24/easy/2,3,4"
-    for i in range(2):
+    for _ in range(2):
         obs, reward, terminated, truncated, info = env.step(json.dumps(
             {"tool": "combine", "args": {"i": 0, "j": 1, "op": "mul"}}))
     obs, reward, terminated, truncated, info = env.step('{"tool": "stop"}')
@@ -111,3 +111,47 @@ def test_the_stack_shapes_what_gym_sees() -> None:
 def test_bad_options_are_value_errors() -> None:
     with pytest.raises(ValueError, match="action_format must be 'json' or 'dict'"):
         EnvhGymEnv({"bridge": "toy24"}, action_format="xml")
+
+
+def test_the_standard_random_loop_ends_on_a_registered_id(registered) -> None:
+    env = gymnasium.make("envh/toy24")
+    assert env.spec.max_episode_steps == envh.gym.DEFAULT_MAX_EPISODE_STEPS
+    for seed in range(3):
+        env.reset(seed=seed)
+        env.action_space.seed(seed)
+        done, steps = False, 0
+        while not done:
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            done, steps = terminated or truncated, steps + 1
+        assert steps <= envh.gym.DEFAULT_MAX_EPISODE_STEPS
+    env.close()
+
+
+def test_sampled_dict_actions_are_mostly_actionable() -> None:
+    """Positions are bounded by the puzzle, so random combines mostly reach the game."""
+    env = EnvhGymEnv({"bridge": "toy24"}, task="medium/1,2,6,6")
+    env.reset(seed=3)
+    env.action_space.seed(3)
+    assert env.action_space["args"]["combine"]["i"] == gymnasium.spaces.Discrete(4)
+    errors = 0
+    for _ in range(200):
+        env.reset()
+        action = env.action_space.sample()
+        action["tool"] = 0
+        _, _, _, _, info = env.step(action)
+        errors += "error" in info
+    assert errors < 60  # only i == j is refused (1 in 4)
+
+
+def test_without_a_task_each_seed_draws_across_every_split() -> None:
+    env = EnvhGymEnv({"bridge": "toy24"})
+    tasks = {env.reset(seed=s)[1]["task"] for s in range(12)}
+    assert len(tasks) > 6 and len({t.split("/")[1] for t in tasks}) > 1
+
+
+def test_an_unknown_split_or_task_is_refused_by_name() -> None:
+    with pytest.raises(envh.errors.UnknownNameError, match="Unknown Toy24 split 'nosuch'"):
+        EnvhGymEnv({"bridge": "toy24"}, split="nosuch")
+    env = EnvhGymEnv({"bridge": "toy24"})
+    with pytest.raises(envh.errors.UnknownNameError, match="Unknown toy24 split 'hardest'"):
+        env.reset(options={"task": "hardest/1,2,3,4"})

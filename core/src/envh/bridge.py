@@ -22,9 +22,13 @@ class Bridge(ActionableEnv):
     """Base class of bridges. ``name`` is the bridge's registered name."""
 
     name: ClassVar[str] = "bridge"
+    #: True when any instance id of a known split is a task by construction (Toy24: any
+    #: numbers); such bridges still refuse unknown splits, and say so in their docs.
+    open_instances: ClassVar[bool] = False
 
     _episode: dict[str, Any] | None = None
     _checkers: dict[str, Any] | None = None
+    _known_tasks: dict[str, frozenset[str]] | None = None
 
     @abc.abstractmethod
     def _reset(self, task: TaskRef | None, seed: int | None, options: dict[str, Any]) -> ResetResult:
@@ -37,6 +41,8 @@ class Bridge(ActionableEnv):
     def reset(self, *, task: TaskRef | None = None, seed: int | None = None,
               options: Mapping[str, Any] | None = None) -> ResetResult:
         opts = dict(options or {})
+        if task is not None:
+            self.check_task(task)
         self._episode = {"task": task, "seed": seed, "options": opts, "actions": [], "mark": None}
         self._checkers = None
         return self._reset(task, seed, opts)
@@ -60,6 +66,29 @@ class Bridge(ActionableEnv):
             return self.error_response(f"Invalid call: {problem}.", kind="invalid_arguments")
         self._episode["actions"].append(action)
         return self._step(action)
+
+    def check_task(self, task: TaskRef) -> None:
+        """Refuse a task this bridge does not offer, before anything starts: an unknown
+        split, or (unless ``open_instances``) an instance id ``list_tasks`` does not list.
+
+        The error names the valid choices. The task list is read once per bridge and
+        read again on a miss, so tasks added while the bridge lives are found.
+        """
+        for fresh in (False, True):
+            if fresh or self._known_tasks is None:
+                known: dict[str, set[str]] = {}
+                for ref in self.list_tasks():
+                    known.setdefault(ref.split, set()).add(ref.instance_id)
+                self._known_tasks = {k: frozenset(v) for k, v in known.items()}
+            ids = self._known_tasks.get(task.split)
+            if ids is not None and (self.open_instances or task.instance_id in ids):
+                return
+        assert self._known_tasks is not None
+        if task.split not in self._known_tasks:
+            raise errors.UnknownNameError(f"{self.name} split", task.split, list(self._known_tasks))
+        choices = sorted(self._known_tasks[task.split])
+        shown = choices if len(choices) <= 30 else [*choices[:30], f"... ({len(choices) - 30} more)"]
+        raise errors.UnknownNameError(f"{self.name} task in split {task.split!r}:", task.instance_id, shown)
 
     def error_response(self, message: str, *, kind: str = "tool_error", reward: float = 0.0) -> EnvResponse:
         """The answer to a policy mistake: an observation saying what was wrong."""

@@ -1,13 +1,32 @@
 """Any env spec as a ``gymnasium.Env``, and every installed bridge as ``envh/<bridge>``.
 
-Observations are the observation text. Actions are either JSON text
-(``{"tool": "combine", "args": {"i": 0, "j": 1, "op": "add"}}``, the default) or, with
-``action_format="dict"``, a ``Dict`` space derived from the tool schemas:
-``{"tool": <index>, "args": {<tool name>: {<param>: value}}}``, where only the chosen
-tool's args are used (a tool without parameters has a one-value placeholder space). A malformed action is an error observation, as everywhere in envh.
+Observations are the observation text. Actions come in two formats:
 
-Gymnasium is imported only here, so ``import envh`` stays cheap; opt in with
-``envh.gym.register_envs()`` and then ``gymnasium.make("envh/toy24")``.
+- ``action_format="dict"`` (the default): a ``Dict`` space derived from the tool schemas,
+  ``{"tool": <index>, "args": {<tool name>: {<param>: value}}}``, where only the chosen
+  tool's args are used (a tool without parameters has a one-value placeholder space).
+  Enums and booleans are ``Discrete``; integers with ``minimum``/``maximum`` in their
+  schema are ``Discrete`` over that range (bridges set the range from the episode, e.g.
+  Toy24's positions lie within the current puzzle), so ``action_space.sample()`` makes
+  calls a bridge can act on. The space is rebuilt at each ``reset`` from the tools the
+  stack offers then.
+- ``action_format="json"``: JSON text, ``{"tool": "combine", "args": {"i": 0, "j": 1, "op": "add"}}``.
+
+A malformed action is an error observation, as everywhere in envh. Without ``task=``,
+each reset draws a task from ``split`` (or from every task the bridge lists) with the
+env's seeded RNG. ``register_envs`` registers ``envh/<bridge>`` with a ``TimeLimit`` of
+``DEFAULT_MAX_EPISODE_STEPS``, so the standard random loop always ends::
+
+    import gymnasium, envh.gym
+    envh.gym.register_envs()
+    env = gymnasium.make("envh/toy24")          # max_episode_steps=50 unless you pass one
+    obs, info = env.reset(seed=0)
+    done = False
+    while not done:
+        obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        done = terminated or truncated
+
+Gymnasium is imported only here, so ``import envh`` stays cheap.
 """
 
 from __future__ import annotations
@@ -28,6 +47,10 @@ from .types import Action, EnvResponse, Observation, TaskRef, ToolSpec
 
 _PRINTABLE = frozenset(string.printable)
 _INT_BOUND = 2**31 - 1
+#: The episode length ``register_envs`` gives every ``envh/<bridge>`` id (gymnasium's TimeLimit).
+DEFAULT_MAX_EPISODE_STEPS = 50
+#: Integers without bounds in their schema sample from this range, not ±2**31.
+_FREE_INT = (-16, 16)
 
 
 class UnicodeText(spaces.Text):
@@ -52,7 +75,9 @@ def _param_space(schema: Mapping[str, Any]) -> tuple[spaces.Space[Any], Callable
         lo, hi = schema.get("minimum"), schema.get("maximum")
         if lo is not None and hi is not None:
             return spaces.Discrete(int(hi) - int(lo) + 1, start=int(lo)), int
-        return spaces.Box(low=-_INT_BOUND, high=_INT_BOUND, shape=(), dtype=np.int64), lambda x: int(x)
+        lo = int(lo) if lo is not None else min(_FREE_INT[0], int(hi) if hi is not None else 0)
+        hi = int(hi) if hi is not None else max(_FREE_INT[1], lo)
+        return spaces.Discrete(hi - lo + 1, start=lo), int
     if kind == "number":
         lo, hi = schema.get("minimum", -1e6), schema.get("maximum", 1e6)
         return spaces.Box(low=lo, high=hi, shape=(), dtype=np.float64), lambda x: float(x)
@@ -65,6 +90,7 @@ class ToolActionSpace:
     """The ``Dict`` action space of a tool list, and its decoder to ``Action``."""
 
     def __init__(self, tools: list[ToolSpec]) -> None:
+        self.tools = list(tools)
         self.names = [t.name for t in tools]
         self.decoders: dict[str, dict[str, Callable[[Any], Any]]] = {}
         per_tool: dict[str, spaces.Space[Any]] = {}
@@ -104,25 +130,30 @@ def _task(value: TaskRef | str | None, suite: str) -> TaskRef | None:
 class EnvhGymEnv(gymnasium.Env[str, Any]):
     """An envh stack behind gymnasium's API.
 
-    :param spec: an env spec (mapping, path, or ``EnvSpec``).
+    :param spec: an env spec (mapping, path, or ``EnvSpec``), or a built ``ActionableEnv``
+        (the gym env then owns it and closes it).
     :param task: a fixed task (``TaskRef`` or ``"split/instance_id"``); else ``split``.
-    :param split: draw each episode's task from this split with the env's RNG.
-    :param action_format: ``"json"`` (text) or ``"dict"`` (from the tool schemas).
+    :param split: draw each episode's task from this split with the env's RNG (default:
+        from every task the bridge lists).
+    :param action_format: ``"dict"`` (from the tool schemas, the default) or ``"json"`` (text).
     :param max_text: observations are cut to this many characters.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}  # text: fps is nominal
 
-    def __init__(self, spec: EnvSpec | Mapping[str, Any] | str | Path, *, task: TaskRef | str | None = None,
-                 split: str | None = None, action_format: str = "json", max_text: int = 65_536,
+    def __init__(self, spec: EnvSpec | Mapping[str, Any] | str | Path | ActionableEnv, *,
+                 task: TaskRef | str | None = None,
+                 split: str | None = None, action_format: str = "dict", max_text: int = 65_536,
                  max_action_text: int = 4096, render_mode: str | None = None, registry: Any = None) -> None:
         if action_format not in ("json", "dict"):
             raise ValueError(f"action_format must be 'json' or 'dict', got {action_format!r}")
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        self.env: ActionableEnv = make(spec, registry=registry)
+        self.env: ActionableEnv = spec if isinstance(spec, ActionableEnv) else make(spec, registry=registry)
         suite = getattr(self.env.unwrapped, "name", "default")
         self.task, self.split = _task(task, suite), split
+        if split is not None:
+            self.env.list_tasks(split)  # an unknown split fails here, naming the valid ones
         self.action_format, self.render_mode, self.max_text = action_format, render_mode, max_text
         self.observation_space = UnicodeText(max_text)
         self._codec = ToolActionSpace(self.env.tools()) if action_format == "dict" else None
@@ -133,9 +164,11 @@ class EnvhGymEnv(gymnasium.Env[str, Any]):
     def _choose_task(self, options: Mapping[str, Any] | None) -> TaskRef | None:
         if options and options.get("task") is not None:
             return _task(options["task"], getattr(self.env.unwrapped, "name", "default"))
-        if self.task is not None or self.split is None:
+        if self.task is not None:
             return self.task
         tasks = self.env.list_tasks(self.split)
+        if not tasks:
+            return None  # the bridge's default task
         return tasks[int(self.np_random.integers(len(tasks)))]
 
     def _out(self, obs: Observation) -> str:
@@ -147,6 +180,12 @@ class EnvhGymEnv(gymnasium.Env[str, Any]):
         task = self._choose_task(options)
         inner_seed = seed if seed is not None else int(self.np_random.integers(_INT_BOUND))
         result = self.env.reset(task=task, seed=inner_seed, options=(options or {}).get("env_options"))
+        if self._codec is not None:
+            tools = self.env.tools()
+            if tools != self._codec.tools:  # bounds may follow the episode (Toy24: puzzle size)
+                self._codec = ToolActionSpace(tools)
+                self.action_space = self._codec.space
+                self.action_space.seed(int(self.np_random.integers(_INT_BOUND)))
         info = {**result.info, "task": None if task is None else str(task), "data": dict(result.observation.data)}
         return self._out(result.observation), info
 
@@ -185,7 +224,8 @@ def register_envs(registry: Any = None) -> list[str]:
 
     Opt-in (nothing registers on import). Ids already registered are left alone, so
     calling this twice is harmless. Keyword arguments of ``gymnasium.make`` reach
-    ``EnvhGymEnv`` (``task=``, ``split=``, ``action_format=``, ...).
+    ``EnvhGymEnv`` (``task=``, ``split=``, ``action_format=``, ...); each id has a
+    ``TimeLimit`` of ``DEFAULT_MAX_EPISODE_STEPS`` (``max_episode_steps=`` overrides it).
     """
     from .plugins.manager import get_registry
 
@@ -197,6 +237,7 @@ def register_envs(registry: Any = None) -> list[str]:
             continue
         # gymnasium deep-copies kwargs, so the env resolves the bridge in the process-wide
         # registry when it is made, not in ``registry``
-        gymnasium.register(id=env_id, entry_point="envh.gym:EnvhGymEnv", kwargs={"spec": {"bridge": name}})
+        gymnasium.register(id=env_id, entry_point="envh.gym:EnvhGymEnv", kwargs={"spec": {"bridge": name}},
+                           max_episode_steps=DEFAULT_MAX_EPISODE_STEPS)
         added.append(env_id)
     return added

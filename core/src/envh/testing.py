@@ -119,6 +119,43 @@ class BridgeContract:
         assert isinstance(verdict, EvaluationResult) and isinstance(verdict.success, bool)
         assert _is_json(verdict.metrics)
 
+    #: steps of the random gym loop below; every episode must end within them
+    gym_max_steps = 12
+
+    def test_random_gym_loop_ends(self, env_factory: Callable[[], ActionableEnv], task: TaskRef | None) -> None:
+        """``while not done: step(action_space.sample())`` ends under gymnasium's
+        TimeLimit, and every sampled call is answered (an error observation at worst)."""
+        gymnasium = pytest.importorskip("gymnasium")
+        from .gym import EnvhGymEnv
+
+        env = gymnasium.wrappers.TimeLimit(EnvhGymEnv(env_factory(), task=task), max_episode_steps=self.gym_max_steps)
+        try:
+            for seed in (self.seed, self.seed + 1):
+                env.reset(seed=seed)
+                env.action_space.seed(seed)
+                done, steps = False, 0
+                while not done:
+                    obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+                    assert isinstance(obs, str) and isinstance(reward, float)
+                    done, steps = terminated or truncated, steps + 1
+                assert steps <= self.gym_max_steps
+        finally:
+            env.close()
+
+    def test_unknown_split_and_task_are_refused(self, env: ActionableEnv, task: TaskRef | None) -> None:
+        """One rule everywhere: an unknown split, or an instance id the bridge does not
+        list (unless it accepts any id by construction), is a typed error naming the choices."""
+        from .errors import UnknownNameError
+
+        suite = task.suite if task is not None else getattr(env.unwrapped, "name", "default")
+        with pytest.raises(UnknownNameError, match="split"):
+            env.reset(task=TaskRef(suite=suite, split="no-such-split", instance_id="x"), seed=self.seed)
+        if task is not None and not getattr(env.unwrapped, "open_instances", False):
+            with pytest.raises(UnknownNameError, match="no-such-instance"):
+                env.reset(task=TaskRef(suite=suite, split=task.split, instance_id="no-such-instance"),
+                          seed=self.seed)
+        env.reset(task=task, seed=self.seed)  # and the env still works
+
     def test_state_is_json_and_matches_schema(self, env: ActionableEnv, task: TaskRef | None,
                                               sample_actions: list[Action]) -> None:
         play(env, task, self.seed, sample_actions[:1])

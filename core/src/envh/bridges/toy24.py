@@ -7,6 +7,7 @@ success iff, when stopped, one of the numbers equals the target.
 
 from __future__ import annotations
 
+import functools
 import random
 from fractions import Fraction
 from typing import Any
@@ -52,6 +53,16 @@ STATE_SCHEMA: dict[str, Any] = {
 }
 
 
+@functools.lru_cache(maxsize=16)
+def _tools_for(size: int) -> list[ToolSpec]:
+    combine, *rest = TOOLS
+    props = dict(combine.parameters["properties"])
+    for key in ("i", "j"):
+        props[key] = {**props[key], "minimum": 0, "maximum": max(size - 1, 0)}
+    return [ToolSpec(name=combine.name, description=combine.description,
+                     parameters={**combine.parameters, "properties": props}), *rest]
+
+
 def fmt(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
 
@@ -84,6 +95,7 @@ class Toy24Env(Bridge):
     """The 24 game as an ``ActionableEnv``."""
 
     name = "toy24"
+    open_instances = True  # any numbers are a puzzle ("2,5,7,11" in any split); splits are fixed
 
     def __init__(self, n_generated: int = 100, generator_seed: int = 0) -> None:
         self.n_generated, self.generator_seed = n_generated, generator_seed
@@ -95,7 +107,8 @@ class Toy24Env(Bridge):
         self.stopped = False
 
     def tools(self) -> list[ToolSpec]:
-        return TOOLS
+        """The tools; once a puzzle is loaded, positions carry their real range (0..n-1)."""
+        return _tools_for(len(self.puzzle)) if self.puzzle else TOOLS
 
     def list_tasks(self, split: str | None = None) -> list[TaskRef]:
         if split is not None and split not in SPLITS:
