@@ -1,0 +1,126 @@
+"""Each export format from real episodes: the model's own turns, exactly, loadable by
+``json``, ``datasets`` (JSONL and Parquet) and pandas (verl's loader)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from envh.rollout import export
+from envh.rollout.trajectory import request_messages
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:datasets")
+
+
+def envh_cli(*args):
+    return subprocess.run([sys.executable, "-c", "from envh.cli import main; main()", *args],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "150"})
+
+
+def lines(path):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_the_episodes_recorded_every_turn(played):
+    _out, ts, requests = played
+    assert ts["native"].success and ts["text"].success and not ts["fail"].success
+    steps = [s for key in ("native", "text", "fail") for s in ts[key].steps]
+    rebuilt = [m for key in ("native", "text", "fail") for m in request_messages(ts[key].steps)]
+    assert all(s.turn is not None for s in steps) and rebuilt == [r["messages"] for r in requests]
+
+
+def test_messages_are_the_models_own_turns(played, tmp_path):
+    out, ts, requests = played
+    proc = envh_cli("export", str(out), "--format", "messages", "-o", str(tmp_path / "m.jsonl"))
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["key"]: r for r in lines(tmp_path / "m.jsonl")}
+    native = rows["native"]["messages"]
+    assert [m["role"] for m in native] == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant",
+                                           "tool", "tool", "assistant"]
+    assert native[:2] == requests[0]["messages"]  # the first request, as sent (system prompt included)
+    assert native[2]["tool_calls"][0]["function"] == {"name": "combine", "arguments": {"i": 0, "j": 1, "op": "mul"}}
+    # the broken call is kept as the model wrote it, and answered with the error
+    assert native[4]["tool_calls"][0]["function"]["arguments"] == '{"i": 0, "j": '
+    assert "not valid JSON" in native[5]["content"] and native[5]["tool_call_id"] == native[4]["tool_calls"][0]["id"]
+    # both parallel calls are there, each answered
+    assert [c["id"] for c in native[6]["tool_calls"]] == ["p1", "p2"]
+    assert [m["tool_call_id"] for m in native[7:9]] == ["p1", "p2"]
+    assert [t["function"]["name"] for t in rows["native"]["tools"]] == ["combine", "reset", "stop"]
+    text = rows["text"]["messages"]
+    assert text[2] == {"role": "assistant", "content": "<think>2*3 is 6</think><action>combine(0, 1, mull)</action>"}
+    assert all("tool_calls" not in m for m in text) and text[3]["role"] == "user"
+    assert rows["native"]["success"] is True and rows["fail"]["success"] is False
+
+
+def test_datasets_loads_jsonl_and_parquet_exactly(played, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    out, ts, _ = played
+    for fmt, name in (("messages", "m.jsonl"), ("parquet", "m.parquet"), ("trl", "t.jsonl")):
+        assert envh_cli("export", str(out), "--format", fmt, "-o", str(tmp_path / name)).returncode == 0
+    expected = {r["key"]: r for r in lines(tmp_path / "m.jsonl")}
+    for name, kind in (("m.jsonl", "json"), ("m.parquet", "parquet"), ("t.jsonl", "json")):
+        ds = datasets.load_dataset(kind, data_files=str(tmp_path / name), split="train")
+        assert len(ds) == 3
+        for row in ds:
+            want = expected[row["key"]]
+            assert row["messages"] == want["messages"], name
+            tools = json.loads(row["tools"]) if isinstance(row["tools"], str) else row["tools"]
+            assert tools == want["tools"], name
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(tmp_path / "m.parquet")
+    assert json.loads(table.column("trajectory")[0].as_py())["key"] in expected
+    assert set(table.column_names) >= {"success", "reward", "split", "spec_id", "messages", "tools"}
+
+
+def test_verl_parquet_reads_as_dicts_with_pandas(played, tmp_path):
+    pd = pytest.importorskip("pandas")
+    out, _ts, _ = played
+    assert envh_cli("export", str(out), "--format", "verl", "-o", str(tmp_path / "v.parquet")).returncode == 0
+    df = pd.read_parquet(tmp_path / "v.parquet")
+    row = df[df["key"] == "native"].iloc[0]
+    messages = list(row["messages"])
+    assert messages[0]["role"] == "system" and messages[2]["role"] == "assistant"
+    call = messages[2]["tool_calls"][0]
+    assert call["function"]["name"] == "combine" and json.loads(call["function"]["arguments"])["op"] == "mul"
+    assert bool(row["success"]) and "tools" in df.columns
+
+
+def test_filters(played, tmp_path):
+    out, ts, _ = played
+    for args, keys in ((["--success-only"], {"native", "text"}), (["--split", "medium"], {"fail"}),
+                       (["--spec", ts["native"].spec_id[:10]], {"native", "text", "fail"}),
+                       (["--spec", "0000"], set()), (["--min-reward", "0.5"], {"native", "text"})):
+        path = tmp_path / "f.jsonl"
+        proc = envh_cli("export", str(out), "--format", "messages", "-o", str(path), *args)
+        assert proc.returncode == 0, proc.stderr
+        assert {r["key"] for r in lines(path)} == keys, args
+
+
+def test_a_missing_output_directory_is_a_clear_error(played, tmp_path):
+    out, _ts, _ = played
+    for fmt in export.FORMATS:
+        proc = envh_cli("export", str(out), "--format", fmt, "-o", str(tmp_path / "nowhere" / "x.out"))
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr
+        assert "does not exist" in proc.stderr and "mkdir -p" in proc.stderr
+
+
+def test_token_export_without_token_ids_says_which_policies_record_them(played, tmp_path):
+    out, _ts, _ = played
+    proc = envh_cli("export", str(out), "--format", "sft", "-o", str(tmp_path / "s.jsonl"))
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and "token ids" in proc.stderr
+
+
+def test_show_reports_tokens_and_latency(played):
+    out, ts, _ = played
+    proc = envh_cli("show", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "tokens/s" in proc.stdout and "prompt +" in proc.stdout
+    shown = json.loads(envh_cli("show", str(out), "--json").stdout)[0]["model"]
+    turns = sum(len(t.steps) for t in ts.values())
+    assert shown["turns"] == turns
+    assert shown["prompt_tokens"] == sum(t.usage.get("prompt_tokens", 0) for t in ts.values()) > 0
+    assert shown["tokens_per_s"] > 0 and shown["latency_s"] > 0
