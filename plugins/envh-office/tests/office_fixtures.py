@@ -66,13 +66,13 @@ INSTRUCTION = ("In sheet Summary, put the total of Data!D2:D5 in B1 and highligh
                "E2:E5 and colour those numbers red.")
 
 
-def _input_book(case: int):
+def _input_book(case: int, header: bool = True):
     import openpyxl
 
     wb = openpyxl.Workbook()
     data = wb.active
     data.title = "Data"
-    data.append(["Item", "Qty", "Price", "Amount", "With tax"])
+    data.append(["Item", "Qty", "Price", "Amount", "With tax" if header else None])
     for i, (q, p) in enumerate(zip(QTY[case], PRICE[case]), start=2):
         # Amounts are formulas with no cached value: they exist only after recalculation.
         data.append([f"item-{i - 1}", q, p, f"=B{i}*C{i}"])
@@ -96,18 +96,20 @@ def _answer_book(case: int):
 
 
 def write_sheet_dataset(root: Path) -> Path:
-    """Two tasks: 'tax-3' with three test cases (the original set's layout) and 'tax-1'
-    with one (the verified set's)."""
+    """Three tasks: 'tax-3' with three test cases (the original set's layout), 'tax-1'
+    with one (the verified set's), and 'tax-h' whose input lacks the E1 header that its
+    answer range includes."""
     rows = []
-    for tid, cases in (("tax-3", (1, 2, 3)), ("tax-1", (1,))):
+    for tid, cases, position in (("tax-3", (1, 2, 3), "'Summary'!B1:B2,Data!E2:E5"),
+                                 ("tax-1", (1,), "'Summary'!B1:B2,Data!E2:E5"),
+                                 ("tax-h", (1,), "Data!E1:E5")):
         folder = root / "spreadsheet" / tid
         folder.mkdir(parents=True)
         for k in cases:
-            _input_book(k).save(folder / f"{k}_{tid}_input.xlsx")
+            _input_book(k, header=tid != "tax-h").save(folder / f"{k}_{tid}_input.xlsx")
             _answer_book(k).save(folder / f"{k}_{tid}_answer.xlsx")
         rows.append({"id": tid, "instruction": INSTRUCTION, "spreadsheet_path": f"spreadsheet/{tid}",
-                     "instruction_type": "Cell-Level Manipulation",
-                     "answer_position": "'Summary'!B1:B2,Data!E2:E5"})
+                     "instruction_type": "Cell-Level Manipulation", "answer_position": position})
     (root / "dataset.json").write_text(json.dumps(rows, indent=1))
     return root
 

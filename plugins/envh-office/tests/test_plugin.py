@@ -44,7 +44,7 @@ def test_check_reports_found_and_missing(officeqa_dirs, sheet_data, tmp_path):
     assert report["officeqa"]["found"]["splits"] == {"train": 1, "test": 2}
     assert report["officeqa"]["found"]["corpus"]["documents"] == 6
     assert report["officeqa"]["missing"] == [] and report["spreadsheetbench"]["missing"] == []
-    assert report["spreadsheetbench"]["found"] == {"tasks": 2, "test_cases": 4}
+    assert report["spreadsheetbench"]["found"] == {"tasks": 3, "test_cases": 5}
     missing = runner.invoke(office, ["check", "--officeqa-data", str(tmp_path), "--corpus", str(tmp_path / "no"),
                                      "--spreadsheetbench-data", str(tmp_path)], env={"SPREADSHEETBENCH_DATA": ""})
     assert missing.exit_code == 1

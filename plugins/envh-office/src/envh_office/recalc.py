@@ -1,11 +1,17 @@
 """Headless LibreOffice recalculation, cached by workbook content.
 
-``soffice --headless --convert-to xlsx`` opens each workbook, recalculates every formula
-(the private profile sets Calc's "recalculate on load: always" for OOXML) and writes it
-back with cached values, which ``openpyxl`` reads with ``data_only=True``. Each process
-uses its own LibreOffice profile (removed at exit) and one conversion at a time, so it
-never collides with another soffice. Results are cached on disk by a hash of the
-workbook's parts (``docProps`` excluded: saving stamps a time there), so the golden
+LibreOffice opens each workbook, recalculates every formula and writes it back with
+cached values, which ``openpyxl`` reads with ``data_only=True``. Two ways, same result:
+
+* warm (default when the system ``python3`` has Debian's ``python3-uno``): one
+  ``soffice`` per process, started on first use and driven over UNO by ``_lo_helper``
+  (``calculateAll`` then store), about a tenth of a second per workbook;
+* cold: ``soffice --headless --convert-to xlsx`` per batch (the private profile sets
+  "recalculate on load: always"), seconds per call.
+
+Each process uses its own LibreOffice profile (removed at exit) and one conversion at a
+time, so it never collides with another soffice. Results are cached on disk by a hash of
+the workbook's parts (``docProps`` excluded: saving stamps a time there), so the golden
 workbooks are recalculated once. Any failure is ``envh.errors.InfraError``: a broken
 recalculation is never the policy's fault.
 """
@@ -14,7 +20,9 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -22,7 +30,9 @@ import tempfile
 import threading
 import time
 import zipfile
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from envh import errors
 
@@ -37,7 +47,10 @@ xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
 """
 _lock = threading.Lock()
 _profile: str | None = None
-stats = {"conversions": 0, "workbooks": 0, "seconds": 0.0, "cache_hits": 0}
+_warm: dict[str, Any] = {}
+_uno_ok: bool | None = None
+stats = {"conversions": 0, "workbooks": 0, "seconds": 0.0, "cache_hits": 0, "starts": 0}
+UNO_PYTHON = os.environ.get("ENVH_OFFICE_UNO_PYTHON", "/usr/bin/python3")
 
 
 def soffice_path() -> str | None:
@@ -103,34 +116,125 @@ def _convert(todo: dict[str, str], cache: Path, timeout: float) -> None:
         out.mkdir()
         for key, path in todo.items():
             shutil.copyfile(path, src / f"{key}.xlsx")
-        argv = [exe, f"-env:UserInstallation=file://{_profile_dir()}", "--headless", "--norestore",
-                "--nolockcheck", "--calc", "--convert-to", "xlsx:Calc MS Excel 2007 XML", "--outdir", str(out),
-                *sorted(str(p) for p in src.iterdir())]
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "HOME": _profile_dir(), "SAL_USE_VCLPLUGIN": "svp"})
-        try:
-            log, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise errors.InfraError(f"LibreOffice recalculation timed out after {timeout:g} s "
-                                    f"({len(todo)} workbook(s))") from None
-        finally:
-            try:  # soffice may leave helpers (oosplash children) in its group
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-        stats["conversions"] += 1
-        stats["workbooks"] += len(todo)
-        stats["seconds"] += time.perf_counter() - t0
-        missing = [k for k in todo if not (out / f"{k}.xlsx").is_file()]
-        if proc.returncode != 0 or missing:
-            text = (log or b"").decode("utf-8", "replace").strip()[-800:]
-            raise errors.InfraError(f"LibreOffice recalculation failed (exit {proc.returncode}) for "
-                                    f"{len(missing)} of {len(todo)} workbook(s): {text}")
+        if _uno_available() and os.environ.get("ENVH_OFFICE_RECALC") != "cold":
+            _convert_warm(exe, [(str(src / f"{k}.xlsx"), str(out / f"{k}.xlsx")) for k in todo], timeout)
+        else:
+            _convert_cold(exe, src, out, len(todo), timeout)
         for key in todo:
             tmp = cache / f".{key}.{os.getpid()}.tmp"
             shutil.copyfile(out / f"{key}.xlsx", tmp)
             os.replace(tmp, cache / f"{key}.xlsx")
+
+
+def _uno_available() -> bool:
+    global _uno_ok
+    if _uno_ok is None:
+        try:
+            _uno_ok = subprocess.run([UNO_PYTHON, "-c", "import uno"], capture_output=True, timeout=30).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _uno_ok = False
+    return _uno_ok
+
+
+def _read_line(proc: subprocess.Popen[bytes], buf: bytearray, deadline: float) -> bytes | None:
+    """One line from the helper, or None at the deadline or when it exits."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    while b"\n" not in buf:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return None
+        buf += chunk
+    line, _, rest = bytes(buf).partition(b"\n")
+    buf[:] = rest
+    return line
+
+
+def _stop_warm() -> None:
+    proc = _warm.pop("proc", None)
+    _warm.pop("buf", None)
+    if proc is not None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+atexit.register(_stop_warm)
+
+
+def _start_warm(exe: str) -> None:
+    helper = str(resources.files("envh_office").joinpath("_lo_helper.py"))
+    pipe = f"envh-office-{os.getpid()}-{time.monotonic_ns()}"
+    proc = subprocess.Popen([UNO_PYTHON, helper, exe, _profile_dir(), pipe], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
+                            env={**os.environ, "HOME": _profile_dir(), "SAL_USE_VCLPLUGIN": "svp"})
+    _warm.update(proc=proc, buf=bytearray())
+    stats["starts"] += 1
+    line = _read_line(proc, _warm["buf"], time.monotonic() + 180)
+    if line is None or not json.loads(line).get("ready"):
+        _stop_warm()
+        raise errors.InfraError(f"LibreOffice did not start: {(line or b'no answer in 180 s').decode()[:500]}")
+
+
+def _convert_warm(exe: str, pairs: list[tuple[str, str]], timeout: float) -> None:
+    proc = _warm.get("proc")
+    if proc is None or proc.poll() is not None:
+        _stop_warm()
+        _start_warm(exe)
+        proc = _warm["proc"]
+    t0 = time.perf_counter()
+    try:
+        proc.stdin.write(json.dumps({"files": pairs}).encode() + b"\n")
+        proc.stdin.flush()
+    except OSError as exc:
+        _stop_warm()
+        raise errors.InfraError(f"LibreOffice helper is gone: {exc}") from exc
+    line = _read_line(proc, _warm["buf"], time.monotonic() + timeout)
+    stats["conversions"] += 1
+    stats["workbooks"] += len(pairs)
+    stats["seconds"] += time.perf_counter() - t0
+    if line is None:
+        _stop_warm()
+        raise errors.InfraError(f"LibreOffice recalculation timed out after {timeout:g} s "
+                                f"({len(pairs)} workbook(s)); the office was restarted")
+    reply = json.loads(line)
+    if not reply.get("ok"):
+        raise errors.InfraError(f"LibreOffice recalculation failed: {reply.get('error', reply)}")
+
+
+def _convert_cold(exe: str, src: Path, out: Path, count: int, timeout: float) -> None:
+    argv = [exe, f"-env:UserInstallation=file://{_profile_dir()}", "--headless", "--norestore",
+            "--nolockcheck", "--calc", "--convert-to", "xlsx:Calc MS Excel 2007 XML", "--outdir", str(out),
+            *sorted(str(p) for p in src.iterdir())]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, "HOME": _profile_dir(), "SAL_USE_VCLPLUGIN": "svp"})
+    try:
+        log, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise errors.InfraError(f"LibreOffice recalculation timed out after {timeout:g} s "
+                                f"({count} workbook(s))") from None
+    finally:
+        try:  # soffice may leave helpers (oosplash children) in its group
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    stats["conversions"] += 1
+    stats["workbooks"] += count
+    stats["seconds"] += time.perf_counter() - t0
+    missing = sum(1 for p in src.iterdir() if not (out / p.name).is_file())
+    if proc.returncode != 0 or missing:
+        text = (log or b"").decode("utf-8", "replace").strip()[-800:]
+        raise errors.InfraError(f"LibreOffice recalculation failed (exit {proc.returncode}) for "
+                                f"{missing} of {count} workbook(s): {text}")

@@ -217,7 +217,12 @@ def transaction(path: str) -> Iterator[Any]:
     fd, tmp = tempfile.mkstemp(prefix=".edit-", suffix=".xlsx", dir=directory)
     os.close(fd)
     try:
-        yield wb
+        try:
+            yield wb
+        except WorkbookError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - e.g. openpyxl refusing a control character
+            raise WorkbookError(f"The edit was refused: {type(exc).__name__}: {str(exc)[:300]}") from exc
         try:
             wb.save(tmp)
         except Exception as exc:  # noqa: BLE001 - e.g. an illegal character in a value

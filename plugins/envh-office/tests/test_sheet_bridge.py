@@ -1,0 +1,195 @@
+"""SpreadsheetBench episodes on real containers and real LibreOffice: native tools and
+their transactions, run_python against hostile code, multi-test-case grading, clean-up,
+and the answer never reaching the policy."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+import pytest
+from envh import Action, TaskRef, errors
+from office_fixtures import NATIVE_SOLUTION, SOLUTION_CODE
+
+T3 = TaskRef(suite="spreadsheetbench", split="test", instance_id="tax-3")
+T1 = TaskRef(suite="spreadsheetbench", split="test", instance_id="tax-1")
+
+
+def step(env, tool, **args):
+    return env.step(Action(tool=tool, args=args))
+
+
+def digest(env) -> str:
+    with open(env.unwrapped.work, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def env(sheet_data, soffice, docker_ready):
+    """One env for the module (one container warm-up); tests reset it."""
+    from envh_office.sheet_bridge import SpreadsheetBenchEnv
+
+    e = SpreadsheetBenchEnv(sheet_data, python_timeout=3)
+    yield e
+    e.close()
+
+
+def test_native_tools_and_recalculation(env):
+    first = env.reset(task=T3, seed=0).observation.text
+    assert "Data (A1:E5), Summary (A1:B3)" in first
+    before = step(env, "inspect_range", range="Data!D2:D3").observation.text
+    assert "D2 = =B2*C2 → (not recalculated)" in before
+    assert step(env, "recalculate").info == {}
+    assert env.get_env_state()["recalculated"] is True
+    after = step(env, "inspect_range", range="Data!D2:D3").observation.text
+    assert "D2 = =B2*C2 → 7.5" in after and "D3 = =B3*C3 → 20" in after
+    found = step(env, "find_cells", pattern=r"^item-[24]$").observation.text
+    assert "Data!A3 = item-2" in found and "Data!A5 = item-4" in found
+    step(env, "write_range", range="Summary!C1", values="=SUM(Data!D2:D5)")
+    state = env.get_env_state()
+    assert state["recalculated"] is False and state["cells_written"] == 1 and state["written_ranges"] == ["Summary!C1"]
+    assert "C1 = =SUM(Data!D2:D5) → (not recalculated)" in step(env, "inspect_range", range="Summary!C1").observation.text
+    step(env, "recalculate")
+    assert "→ 56.15" in step(env, "inspect_range", range="Summary!C1").observation.text
+
+
+@pytest.mark.parametrize(("args", "kind"), [
+    ({"range": "Nope!A1", "values": 1}, "No sheet 'Nope'"),
+    ({"range": "Data!A1:B2", "values": [1, 2, 3]}, "do not fit"),
+    ({"range": "Data!A1:B2", "values": [[1, 2], [3, {"x": 1}]]}, "must be strings, numbers"),
+    ({"range": "Data!A1", "values": "bad\x01char"}, "refused"),
+    ({"range": "Data!A1", "values": "x" * 40000}, "32767"),
+    ({"range": "Data!A1:ZZ999", "values": 0}, "at most 20000"),
+    ({"range": "Data!XFE1", "values": 0}, "outside a worksheet"),
+    ({"range": "A1:B", "values": 0}, "not a cell reference"),
+    ({"range": "Data!A1", "fill_color": "yellow"}, "hex RGB"),
+    ({"range": "Data!A1"}, "Nothing to write"),
+])
+def test_failed_writes_change_nothing(env, args, kind):
+    env.reset(task=T1, seed=0)
+    before = digest(env)
+    resp = env.step(Action(tool="write_range", args=args))
+    assert resp.info["error"]["type"] == "workbook_error" and kind in resp.observation.text
+    assert digest(env) == before and env.get_env_state()["edits"] == 0
+
+
+def test_validate_finds_error_values(env):
+    env.reset(task=T1, seed=0)
+    step(env, "write_range", range="Summary!D1:D3", values=["=1/0", "=NOSUCHFUNC(1)", "=Data!B2*2"])
+    bad = step(env, "validate")
+    assert bad.info["error"]["type"] == "validation_failed"
+    assert "Summary!D1: #DIV/0!" in bad.observation.text and "Summary!D2: #NAME?" in bad.observation.text
+    assert "D3" not in bad.observation.text
+    state = env.get_env_state()
+    assert state["validated"] is False and state["validation_problems"] == 2
+    step(env, "write_range", range="Summary!D1:D2", values=[None, None])
+    assert step(env, "validate").info == {} and env.get_env_state()["validated"] is True
+
+
+def test_run_python_edits_and_reports(env):
+    env.reset(task=T1, seed=0)
+    resp = step(env, "run_python", code="import os, openpyxl\nwb = openpyxl.load_workbook(os.environ['WORKBOOK'])\n"
+                                        "wb['Data']['F1'] = 'from code'\nwb.save(os.environ['WORKBOOK'])\n"
+                                        "print(wb.sheetnames)")
+    assert "['Data', 'Summary']" in resp.observation.text and not resp.info
+    assert "F1 = from code" in step(env, "inspect_range", range="Data!F1").observation.text
+    state = env.get_env_state()
+    assert state["python_runs"] == 1 and state["edits"] == 1 and state["sheets"][0]["dimensions"] == "A1:F5"
+    err = step(env, "run_python", code="import pandas as pd\nprint(pd.__version__)\nraise SystemExit(3)")
+    assert err.info["error"]["type"] == "python_error" and "[exit code 3]" in err.observation.text
+    assert "F1 = from code" in step(env, "inspect_range", range="Data!F1").observation.text
+
+
+@pytest.mark.parametrize(("code", "expect", "kind"), [
+    ("while True:\n    pass", "was killed", "timeout"),
+    ("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)", "bytes of output cut", "timeout"),
+    ("open('/work/workbook.xlsx', 'wb').write(b'garbage')", "refused", "workbook_refused"),
+    ("import os\nos.remove('/work/workbook.xlsx')\nos.symlink('/etc/passwd', '/work/workbook.xlsx')",
+     "no longer a regular file", "workbook_refused"),
+    ("import os\nos.remove(os.environ['WORKBOOK'])", "deleted", "workbook_refused"),
+    # a zip whose directory claims 300 MB of parts (a zip bomb, as far as the guard can tell)
+    ("import zipfile\nz = zipfile.ZipFile('/work/workbook.xlsx', 'w')\nz.writestr('xl/workbook.xml', b'<w/>')\n"
+     "z.infolist()[0].file_size = 300 << 20\nz.close()", "unpacks to", "workbook_refused"),
+    ("x = bytearray(4 << 30)", "MemoryError", "python_error"),
+    ("import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=3)", "exit code 1", "python_error"),
+    ("import os\nos.kill(os.getppid(), 9)", "runner died", "python_error"),
+])
+def test_hostile_code_is_contained(env, code, expect, kind):
+    env.reset(task=T1, seed=0)
+    before = digest(env)
+    t0 = time.perf_counter()
+    resp = step(env, "run_python", code=code)
+    assert time.perf_counter() - t0 < 30
+    assert expect in resp.observation.text and resp.info["error"]["type"] == kind
+    assert len(resp.observation.text) < 20_000
+    assert digest(env) == before
+    ok = step(env, "run_python", code="print('still here')")  # the sandbox serves the next call
+    assert "still here" in ok.observation.text
+
+
+def test_fork_bomb_is_bounded(env):
+    env.reset(task=T1, seed=0)
+    code = "import os\nfor _ in range(10000):\n    try:\n        os.fork()\n    except OSError:\n        break\n"
+    t0 = time.perf_counter()
+    step(env, "run_python", code=code)
+    assert time.perf_counter() - t0 < 30
+    assert "still here" in step(env, "run_python", code="print('still here')").observation.text
+
+
+def test_multiple_test_cases_replay_the_solution(env):
+    # literal values of case 1 pass case 1 only: the grader replays them on cases 2 and 3
+    env.reset(task=T3, seed=0)
+    step(env, "write_range", range="Summary!B1", values=56.15, fill_color="FFFF00")
+    step(env, "write_range", range="Summary!B2", values="=B3+30")
+    step(env, "write_range", range="Data!E2:E5", values=[8.25, 22, 22.275, 9.24], font_color="FF0000")
+    verdict = env.evaluate()
+    assert verdict.metrics["test_case_results"] == [1, 0, 0]
+    assert not verdict.success and verdict.score == pytest.approx(1 / 3) and verdict.metrics["pass_at_1"] == 0
+    assert set(verdict.metrics["failures"]) == {"2", "3"}
+    # generic code passes all three
+    env.reset(task=T3, seed=0)
+    assert not env.evaluate().success  # the unsolved workbook fails
+    step(env, "run_python", code=SOLUTION_CODE)
+    done = step(env, "submit")
+    assert done.terminated and done.reward == 1.0
+    assert env.evaluate().metrics["test_case_results"] == [1, 1, 1]
+    assert step(env, "list_sheets").info["error"]["type"] == "episode_over"
+
+
+def test_native_reference_solution_on_every_case(env):
+    env.reset(task=T3, seed=0)
+    for op in NATIVE_SOLUTION:
+        assert not env.step(Action(tool=op["tool"], args=op["args"])).info
+    verdict = env.evaluate()
+    assert verdict.success and verdict.metrics["mean_score"] == 1.0
+
+
+def test_gold_never_leaks(env):
+    secrets = ["'Summary'!B1:B2", "Data!E2:E5", "56.15", "8.25", "22.275", "9.24", "2024-02-14", "45336"]
+    seen = []
+    for task in (T3, T1):
+        seen.append(env.reset(task=task, seed=0).observation.text)
+        for action in [Action(tool="list_sheets"), Action(tool="recalculate"),
+                       Action(tool="inspect_range", args={"range": "Data!A1:Z50"}),
+                       Action(tool="inspect_range", args={"range": "Summary!A1:Z50"}),
+                       Action(tool="find_cells", args={"pattern": "."}), Action(tool="validate"),
+                       Action(tool="run_python", args={"code": "import os; print(os.listdir('/work'), os.listdir('/'))"}),
+                       Action(tool="submit")]:
+            resp = env.step(action)
+            seen += [resp.observation.text, json.dumps(dict(resp.observation.data)), json.dumps(resp.info, default=str),
+                     json.dumps(env.get_env_state())]
+    blob = "\n".join(seen)
+    for secret in secrets:
+        assert secret not in blob
+    assert "answer.xlsx" not in blob and env.workdir not in blob
+
+
+def test_recalculation_failure_in_grading_is_infra(env, monkeypatch, tmp_path):
+    env.reset(task=T1, seed=0)
+    step(env, "write_range", range="Summary!E9", values="=2+2")  # content no cache has seen
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(errors.InfraError, match="LibreOffice"):
+        env.evaluate()
+    with pytest.raises(errors.InfraError):  # raised, never blamed on the policy
+        step(env, "recalculate")
