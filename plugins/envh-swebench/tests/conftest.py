@@ -53,6 +53,19 @@ def instances_path(docker_client) -> str:
     return str(INSTANCES)
 
 
+NOPYTHON_IMAGE = "envh-swebench/mathx-nopython:latest"
+
+
+@pytest.fixture(scope="session")
+def nopython_image(docker_client, instances_path) -> str:
+    """The mathx image without python3 (tests/images/nopython)."""
+    from envh_swebench.runtime import image_exists
+
+    if not image_exists(docker_client, NOPYTHON_IMAGE):
+        _unavailable(f"image {NOPYTHON_IMAGE} is not built")
+    return NOPYTHON_IMAGE
+
+
 @pytest.fixture(scope="session")
 def instances_file() -> Path:
     """The mathx instance file, for tests that need no Docker."""

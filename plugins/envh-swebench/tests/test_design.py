@@ -39,6 +39,13 @@ def test_verify_tests_after_the_last_edit(instances_path, fix_action):
         refused = env.step(Action(tool="submit"))
         assert refused.info["error"]["type"] == "blocked" and "verify-tests" in refused.observation.text
         env.step(RUN_TESTS)
+        # An edit through bash counts as much as one through the editor.
+        env.step(Action(tool="bash", args={"command": "sed -i 's/Middle value/The middle value/' mathx/stats.py"}))
+        sneaky = env.step(Action(tool="submit"))
+        assert sneaky.info["error"]["type"] == "blocked"
+        env.step(Action(tool="bash", args={"command": "python3 -m pytest --version"}))  # runs no test
+        assert env.step(Action(tool="submit")).info["error"]["type"] == "blocked"
+        env.step(RUN_TESTS)
         done = env.step(Action(tool="submit"))
         assert done.terminated and done.reward == 1.0
 

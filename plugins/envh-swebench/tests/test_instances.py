@@ -53,6 +53,63 @@ def test_errors_name_the_problem(tmp_path, row):
         load_instances(tmp_path / "absent.json")
 
 
+def test_instance_file_formats(tmp_path, row):
+    import gzip
+
+    second = {**row, "instance_id": "envh__mathx-2"}
+    lines = "\n".join(json.dumps(r) for r in (row, second)) + "\n"
+    (tmp_path / "lines.json").write_text(lines)  # JSON Lines saved as .json
+    with gzip.open(tmp_path / "i.jsonl.gz", "wt") as fh:
+        fh.write(lines)
+    with gzip.open(tmp_path / "i.json.gz", "wt") as fh:
+        json.dump([row, second], fh)
+    (tmp_path / "keyed.json").write_text(json.dumps({r["instance_id"]: {k: v for k, v in r.items() if k != "instance_id"}
+                                                     for r in (row, second)}))
+    literal = {**row, "FAIL_TO_PASS": "['tests/test_stats.py::test_median_even']"}
+    (tmp_path / "literal.json").write_text(json.dumps([literal]))
+    for name in ("lines.json", "i.jsonl.gz", "i.json.gz", "keyed.json"):
+        assert sorted(load_instances(tmp_path / name)) == ["envh__mathx-1", "envh__mathx-2"], name
+    assert load_instances(tmp_path / "literal.json")["envh__mathx-1"].fail_to_pass == \
+        ["tests/test_stats.py::test_median_even"]
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("empty.json", "", r"empty\.json is empty"),
+    ("blank.jsonl", "\n\n", r"blank\.jsonl is empty"),
+    ("broken.jsonl", '{"instance_id": "a"}\n{oops\n', r"broken\.jsonl line 2 is not JSON"),
+    ("broken.json", "[{", r"broken\.json is not JSON"),
+    ("scalar.json", "42", r"scalar\.json holds a int"),
+    ("list_of_lists.json", "[[1, 2]]", r"list_of_lists\.json row 0 is a list"),
+    ("keyed_mismatch.json", '{"a": {"instance_id": "b"}}', r"entry 'a' holds instance_id 'b'"),
+    ("empty_list.json", "[]", r"empty_list\.json: no rows"),
+])
+def test_bad_instance_files_name_the_file_and_row(tmp_path, name, content, message):
+    (tmp_path / name).write_text(content)
+    with pytest.raises(errors.SpecError, match=message):
+        load_instances(tmp_path / name)
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("FAIL_TO_PASS", "not a list [", r"row 0 \('envh__mathx-1'\): field FAIL_TO_PASS is neither"),
+    ("PASS_TO_PASS", "{'a': 1}", "field PASS_TO_PASS must be a list of test names"),
+    ("FAIL_TO_PASS", [1, 2], "field FAIL_TO_PASS must be a list of test names"),
+    ("instance_id", "../../etc", "instance_id '../../etc' may only hold"),
+    ("instance_id", 7, "field instance_id must be a non-empty string"),
+    ("base_commit", "", "field base_commit must be a non-empty string"),
+    ("test_patch", None, "field test_patch must be a non-empty string"),
+    ("eval_script", ["echo"], "field eval_script must be a string"),
+])
+def test_bad_fields_name_the_row_and_field(row, field, value, message):
+    with pytest.raises(errors.SpecError, match=message):
+        load_instances([{**row, field: value}])
+
+
+def test_bad_gzip_is_named(tmp_path):
+    (tmp_path / "i.jsonl.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(errors.SpecError, match=r"Could not read SWE-bench instances file .*i\.jsonl\.gz"):
+        load_instances(tmp_path / "i.jsonl.gz")
+
+
 def test_eval_script_shape(row):
     inst = Instance.from_row(row)
     script = inst.eval_script()
@@ -68,7 +125,8 @@ def test_eval_script_shape(row):
     ("pytest -q", True), ("python -m pytest tests/x.py", True), ("python3 -X dev -m unittest", True),
     ("cd repo && tox -e py311", True), ("./tests/runtests.py admin_views", True),
     ("python manage.py test", True), ("bin/test sympy/core", True),
-    ("FOO=1 timeout 60 pytest -x", True), ("make test", True), ("git diff && py.test", True),
+    ("FOO=1 timeout 60 pytest -x", True), ("timeout -s KILL 60 python3 -m pytest -q", True),
+    ("timeout 60 python3 reproduce.py", False), ("make test", True), ("git diff && py.test", True),
     ("cat pytest.ini", False), ("grep -rn tox setup.cfg", False), ("ls tests", False),
     ("test -f setup.py && echo yes", False), ("pip install pytest", False),
     ("python -c 'import pytest'", False), ("python3 reproduce.py", False),

@@ -22,10 +22,14 @@ def test_bash_is_stateless_and_reports_exit_codes(make_env):
     failed = bash(env, "python3 -m pytest -q tests/test_stats.py::test_nope")
     assert failed.observation.data["exit_code"] == 4 and "[exit code: 4]" in failed.observation.text
     assert "error" not in failed.info  # a failing command is information, not a mistake
+    assert not env.get_env_state()["tests_run"], "a usage error ran no tests"
+    bash(env, "sed -i 's|sum(values) / len|sum(values) // len|' mathx/stats.py")
+    red = bash(env, "python3 -m pytest -q tests")
+    assert red.observation.data["exit_code"] == 1 and "failed" in red.observation.text
     missing = bash(env, "no-such-tool --version")
     assert missing.info["error"]["type"] == "command_not_runnable"
     state = env.get_env_state()
-    assert state["tests_run"] and state["test_runs"] == 1 and state["last_test_exit_code"] == 4
+    assert state["tests_run"] and state["test_runs"] == 1 and state["last_test_exit_code"] == 1
     assert state["last_exit_code"] == 127 and state["last_error"]
 
 

@@ -8,15 +8,17 @@ SWE-bench paper) and answers one JSON line on stdout. This saves a runtime ``exe
 any Python 3.6+ (f-strings, no walrus), because it executes with the image's interpreter, not the host's.
 
 Request:  {"cmd": str, "cwd": str, "timeout": float, "limit": int, "env": {..},
-           "post": str | null}
+           "post": str | null, "fsize": int | null}
 Response: {"exit_code": int, "output": str, "timed_out": bool, "dropped": int,
            "post_output": str | null}
 ``post`` is a bookkeeping command run right after ``cmd`` (the bridge's ``git status``),
-saving a round trip per step.
+saving a round trip per step. ``fsize`` bounds every file the command writes
+(RLIMIT_FSIZE; a larger write fails with EFBIG).
 """
 
 import json
 import os
+import resource
 import selectors
 import signal
 import subprocess
@@ -28,11 +30,18 @@ def run(req):
     limit = max(int(req.get("limit", 16000)), 64)
     env = dict(os.environ)
     env.update(req.get("env") or {})
+    fsize = req.get("fsize")
+
+    def limit_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large write fails, the shell lives
+        if fsize:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (int(fsize), int(fsize)))
+
     try:
         proc = subprocess.Popen(
             ["bash", "-c", req["cmd"]], cwd=req.get("cwd") or None, env=env,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True)
+            start_new_session=True, preexec_fn=limit_files)
     except OSError as exc:
         return {"exit_code": 127, "output": f"bash: {exc}\n", "timed_out": False, "dropped": 0}
     deadline = time.monotonic() + float(req.get("timeout", 60))

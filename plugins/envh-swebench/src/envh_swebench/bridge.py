@@ -3,7 +3,8 @@
 Tools are the SWE-agent set: ``bash`` (a fresh shell per call in the repository, with a
 timeout and truncated output), ``str_replace_editor`` and ``submit``. ``submit`` captures
 the diff against the base commit and ends the episode; ``evaluate`` grades that diff in
-a fresh container with swebench's own parsers (see ``grading``).
+a fresh container with swebench's own parsers (see ``grading``), also after ``close()``
+(the diff is captured when the container goes away).
 """
 
 from __future__ import annotations
@@ -29,7 +30,14 @@ from envh import (
 from . import runtime
 from .editor import TOOL_PARAMETERS, Editor, EditorError
 from .instances import Instance, load_instances
-from .state import STATE_SCHEMA, EpisodeState, changed_paths, is_test_command
+from .state import STATE_SCHEMA, EpisodeState, changed_paths, counts_as_test_run
+
+TREE_MARK = "@@envh-tree@@"
+# After each bash call: what git reports changed, and a fingerprint of the working tree
+# (its tree object through a scratch index), so any change, by any command, is seen.
+TRACK = ('git status --porcelain --untracked-files=all; echo ' + TREE_MARK + '; idx="$(mktemp)"; '
+         'cp "$(git rev-parse --git-dir)/index" "$idx" 2>/dev/null; '
+         'GIT_INDEX_FILE="$idx" git add -A >/dev/null 2>&1; GIT_INDEX_FILE="$idx" git write-tree; rm -f "$idx"')
 
 TOOLS = [
     ToolSpec(name="bash", description=(
@@ -56,7 +64,9 @@ class SWEBenchEnv(Bridge):
                  workdir: str = "/testbed", cpus: float = 1.0, memory: str = "2g", pids: int = 512,
                  network: bool = False, command_timeout: float = 120.0, eval_timeout: float = 1800.0,
                  output_limit: int = 16_000, reward_on_submit: bool = True, snapshot: bool = False,
-                 command_prefix: str | None = None, track_files: bool = True) -> None:
+                 command_prefix: str | None = None, track_files: bool = True, disk: str | None = "4g",
+                 eval_cpus: float | None = None, eval_memory: str | None = None,
+                 max_snapshots: int = 4, keep_snapshots: bool = False) -> None:
         if instances is None:
             raise errors.SpecError("The swebench bridge needs instances: a .json/.jsonl/.parquet "
                                    "path, 'hf://NAME@SPLIT', or a list of instance rows.")
@@ -64,7 +74,14 @@ class SWEBenchEnv(Bridge):
         self.instances: dict[str, Instance] = load_instances(
             instances, namespace=image_namespace, workdir=workdir)
         self.split, self.docker_url = split, docker_url
-        self.limits = runtime.Limits(cpus=cpus, memory=memory, pids=pids, network=network)
+        self.limits = runtime.Limits(cpus=cpus, memory=memory, pids=pids, network=network, disk=disk)
+        self.limits.disk_bytes  # noqa: B018 - a malformed size fails here, not at reset
+        # Evaluation as run_instance: no limits unless configured, SYS_ADMIN as upstream.
+        self.eval_limits = runtime.Limits(cpus=eval_cpus, memory=eval_memory, pids=None, network=network,
+                                          disk=None, hardened=False, cap_add=("SYS_ADMIN",))
+        self.max_snapshots, self.keep_snapshots = max_snapshots, keep_snapshots
+        self._snapshots: list[str] = []
+        self._tree: str | None = None
         self.command_timeout, self.eval_timeout, self.output_limit = command_timeout, eval_timeout, output_limit
         self.reward_on_submit, self.snapshot, self.track_files = reward_on_submit, snapshot, track_files
         self.command_prefix_config = command_prefix
@@ -111,14 +128,17 @@ class SWEBenchEnv(Bridge):
         self.box = runtime.Sandbox.start(client, restore["image"] if restore else inst.image,
                                          workdir=inst.workdir, limits=self.limits, instance_id=inst.instance_id)
         runtime.track(self.box)
-        if self.command_prefix_config is None:  # SWE-bench images keep the repo's env in conda
+        if self.command_prefix_config is None and inst.activation:  # as the eval script does
+            self.command_prefix = inst.command_prefix()
+        elif self.command_prefix_config is None:  # SWE-bench images keep the repo's env in conda
             if inst.image not in self._prefixes:
                 probe = self.box.run("test -f /opt/miniconda3/bin/activate", timeout=30, limit=100)
                 self._prefixes[inst.image] = ("source /opt/miniconda3/bin/activate testbed >/dev/null 2>&1; "
                                               if probe["exit_code"] == 0 else "")
             self.command_prefix = self._prefixes[inst.image]
         self.timings = {"start_to_first_observation": time.perf_counter() - t0}
-        self.editor = Editor(self.box)
+        self.editor = Editor(self.box, view_limit=self.output_limit)
+        self._tree = self._fingerprint(self.box) if self.track_files else None
         self.state = EpisodeState(instance_id=inst.instance_id, repo=inst.repo,
                                   problem_statement=inst.problem_statement, workdir=inst.workdir)
         self.patch, self._verdicts = None, {}
@@ -135,6 +155,10 @@ class SWEBenchEnv(Bridge):
             self._last = Observation(text=restore["observation"]["text"], data=restore["observation"]["data"])
         return ResetResult(observation=self._last, info={"task": f"swebench/{self.split}/{inst.instance_id}",
                                                          "image": inst.image, **self.timings})
+
+    def _fingerprint(self, box: runtime.Sandbox) -> str | None:
+        res = box.run(TRACK, timeout=120, limit=1_000_000)
+        return res["output"].rpartition(TREE_MARK)[2].strip() or None if res["exit_code"] == 0 else None
 
     def _live(self) -> tuple[runtime.Sandbox, Editor, EpisodeState, Instance]:
         if self.box is None or self.editor is None or self.state is None or self.inst is None:
@@ -156,23 +180,30 @@ class SWEBenchEnv(Bridge):
                 return self._respond(self.error_response(str(exc), kind="editor_error"))
             if written:
                 state.touch([written])
+                state.edited()
+                if self.track_files:
+                    self._tree = self._fingerprint(box)
             state.record(action.tool, command=label, output=text)
             return self._respond(EnvResponse(observation=Observation(text=text, data={"path": editor.resolve(action.args["path"])})))
         return self._submit(box, state, inst)
 
     def _bash(self, box: runtime.Sandbox, state: EpisodeState, inst: Instance, command: str) -> EnvResponse:
         res = box.run(f"{self.command_prefix}{command}", timeout=self.command_timeout, limit=self.output_limit,
-                      post="git status --porcelain --untracked-files=all" if self.track_files else None)
+                      post=TRACK if self.track_files else None)
         code, text = res["exit_code"], res["output"] or "(no output)\n"
         if res["timed_out"]:
             text += f"\n[command timed out after {self.command_timeout:g} s and was killed]"
         elif code:
             text += f"\n[exit code: {code}]"
-        if is_test_command(command, inst.test_cmd):
-            state.tests_run, state.test_runs = True, state.test_runs + 1
-            state.last_test_command, state.last_test_exit_code = command, code
         if res.get("post_output"):
-            state.touch(changed_paths(res["post_output"]))
+            porcelain, _, tree = res["post_output"].rpartition(TREE_MARK)
+            state.touch(changed_paths(porcelain))
+            tree = tree.strip()
+            if tree and tree != self._tree:
+                state.edited()
+            self._tree = tree or self._tree
+        if counts_as_test_run(command, code, res["output"] or "", res["timed_out"], inst.test_cmd):
+            state.tested(command, code)
         # A non-zero exit is information (a failing test run is useful), not a mistake;
         # a command that could not run or ran out of time is the policy's error.
         error = None
@@ -180,6 +211,11 @@ class SWEBenchEnv(Bridge):
             error = {"type": "timeout", "message": f"command timed out after {self.command_timeout:g} s"}
         elif code in (126, 127):
             error = {"type": "command_not_runnable", "message": f"exit code {code}: command not found or not executable"}
+        if self.limits.disk_bytes and (used := box.disk_used()) and used > self.limits.disk_bytes:
+            text += (f"\n[disk limit: the container's files grew by {used} bytes, over the {self.limits.disk} "
+                     "allowed; delete what you do not need]")
+            error = {"type": "disk_limit", "message": f"the container's writable layer holds {used} bytes, "
+                                                      f"over the {self.limits.disk} limit"}
         state.record("bash", command=command, exit_code=code, output=text,
                      error=error["message"] if error else None)
         data = {"exit_code": code, "timed_out": res["timed_out"], "truncated_bytes": res["dropped"]}
@@ -222,12 +258,19 @@ class SWEBenchEnv(Bridge):
     def evaluate(self) -> EvaluationResult:
         """Grade the submitted diff, or (before submit) the working tree's current diff,
         as SWE-agent submits on exit. Cached per diff."""
-        box, _, state, inst = self._live()
-        patch = self.patch if state.submitted else self._diff(box, inst)
+        state, inst = self.state, self.inst
+        if state is None or inst is None:
+            raise errors.EnvhError("SWEBenchEnv.evaluate() called before reset()")
+        if state.submitted or self.box is None:  # after close(): the diff captured then
+            patch = self.patch
+        else:
+            patch = self._diff(self.box, inst)
+        if patch is None:
+            raise errors.EnvhError("SWEBenchEnv.evaluate(): the episode's container is gone and no diff was captured")
         if patch not in self._verdicts:
             from .grading import grade
             verdict = grade(runtime.client(self.docker_url), inst, patch,
-                            limits=self.limits, timeout=self.eval_timeout)
+                            limits=self.eval_limits, timeout=self.eval_timeout)
             self._verdicts[patch] = EvaluationResult(
                 success=verdict.success, score=verdict.score,
                 metrics={**verdict.metrics, "submitted": state.submitted})
@@ -246,8 +289,11 @@ class SWEBenchEnv(Bridge):
         ``docker commit`` of the container, which ``from_state`` starts from directly."""
         saved = super().save_state()
         if self.snapshot and self.box is not None and self.state is not None and self._last is not None:
+            image = self.box.commit()
+            self._snapshots.append(image)
+            self._gc_snapshots(keep=self.max_snapshots)
             saved["snapshot"] = {
-                "image": self.box.commit(), "env_state": self.state.to_json(), "patch": self.patch,
+                "image": image, "env_state": self.state.to_json(), "patch": self.patch,
                 "editor_history": {k: list(v) for k, v in (self.editor.history if self.editor else {}).items()},
                 "observation": {"text": self._last.text, "data": dict(self._last.data)}}
         return saved
@@ -265,14 +311,30 @@ class SWEBenchEnv(Bridge):
         self._episode["mark"] = state.get("replay_mark")
         return self.observe()
 
+    def _gc_snapshots(self, keep: int) -> None:
+        """Remove this env's oldest snapshot images beyond ``keep`` (a state whose image
+        is gone restores by replay)."""
+        client = runtime.client(self.docker_url)
+        drop, self._snapshots = self._snapshots[:len(self._snapshots) - keep], self._snapshots[len(self._snapshots) - keep:]
+        for image in reversed(drop):  # children before the parents they were committed from
+            runtime.remove_image(client, image)
+
     def _close_box(self) -> None:
         if self.box is not None:
-            box, self.box = self.box, None
+            box = self.box
+            if self.inst is not None and self.state is not None and not self.state.submitted:
+                try:  # evaluate() after close() grades what the episode left
+                    self.patch = self._diff(box, self.inst)
+                except errors.InfraError:
+                    self.patch = None
+            self.box = None
             runtime.untrack(box)
             box.close()
 
     def close(self) -> None:
         self._close_box()
+        if self._snapshots and not self.keep_snapshots:
+            self._gc_snapshots(keep=0)
         for thread in self._disposing:
             thread.join()
         self._disposing = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import socket
 import tarfile
 import time
@@ -98,14 +99,72 @@ def cleanup_orphans(client: docker.DockerClient) -> list[str]:
     return removed
 
 
+_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+# Episode containers keep only what a developer's shell in a repository needs: file
+# ownership and permission changes, signals to its own processes, setuid tools (su).
+EPISODE_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"]
+
+
+def parse_size(text: str | int | None) -> int | None:
+    """``"2g"`` -> bytes; None stays None."""
+    if text is None or isinstance(text, int):
+        return text
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmgt]?)b?\s*", str(text).lower())
+    if not m:
+        raise errors.SpecError(f"Not a size: {text!r} (use e.g. 512m, 2g)")
+    return int(float(m.group(1)) * _UNITS[m.group(2)])
+
+
+class FileTooLargeError(OSError):
+    """A file is larger than the caller is willing to read."""
+
+    def __init__(self, path: str, size: int, limit: int) -> None:
+        super().__init__(f"{path} holds {size} bytes, more than the {limit} allowed")
+        self.path, self.size, self.limit = path, size, limit
+
+
+_STORAGE_OPT: dict[int, bool] = {}
+
+
+def _storage_opt_supported(client: docker.DockerClient) -> bool:
+    """Can the daemon bound a container's writable layer (``--storage-opt size``)?
+    overlay2 only on xfs mounted with pquota; devicemapper, btrfs and zfs always."""
+    key = id(client)
+    if key not in _STORAGE_OPT:
+        try:
+            info = client.info()
+        except docker.errors.DockerException:
+            info = {}
+        driver = info.get("Driver", "")
+        status = dict(info.get("DriverStatus") or [])
+        _STORAGE_OPT[key] = driver in ("devicemapper", "btrfs", "zfs") or (
+            driver == "overlay2" and status.get("Backing Filesystem") == "xfs")
+    return _STORAGE_OPT[key]
+
+
 @attrs.frozen(kw_only=True)
 class Limits:
-    """Resource limits of episode and evaluation containers."""
+    """Resource limits of a container. None: no limit (run_instance sets none).
+    ``disk`` bounds the writable layer: with the daemon's ``storage_opt`` where it can
+    (overlay2 on xfs with pquota), and always per file (RLIMIT_FSIZE in every command)
+    plus a check of the layer's size after each command (``Sandbox.disk_used``).
+    ``hardened``: no-new-privileges, every capability dropped but ``EPISODE_CAPS``.
+    ``cap_add``: extra capabilities (evaluation adds SYS_ADMIN, as run_instance does)."""
 
-    cpus: float = 1.0
-    memory: str = "2g"
-    pids: int = 512
+    cpus: float | None = 1.0
+    memory: str | None = "2g"
+    pids: int | None = 512
     network: bool = False
+    disk: str | None = "4g"
+    hardened: bool = True
+    cap_add: tuple[str, ...] = ()
+
+    @property
+    def disk_bytes(self) -> int | None:
+        return parse_size(self.disk)
+
+
+EVAL_LIMITS = Limits(cpus=None, memory=None, pids=None, disk=None, hardened=False, cap_add=("SYS_ADMIN",))
 
 
 @attrs.define(eq=False)
@@ -116,19 +175,40 @@ class Sandbox:
     container: Any
     workdir: str
     session: RunnerSession | None = None
+    file_limit: int | None = None
+    no_runner: bool = False  # the image cannot run the runner: one exec per command
 
     @classmethod
     def start(cls, client: docker.DockerClient, image: str, *, workdir: str, limits: Limits,
               instance_id: str, purpose: str = "episode") -> Sandbox:
         name = f"envh-swebench-{purpose}-{uuid.uuid4().hex[:10]}"
+        kwargs: dict[str, Any] = {
+            "name": name, "detach": True, "init": True, "user": "root", "working_dir": workdir,
+            "network_mode": "bridge" if limits.network else "none",
+            "labels": {LABEL: purpose, OWNER_LABEL: owner_token(), INSTANCE_LABEL: instance_id}}
+        if limits.cpus:
+            kwargs["nano_cpus"] = int(limits.cpus * 1e9)
+        if limits.memory:
+            kwargs.update(mem_limit=limits.memory, memswap_limit=limits.memory)
+        if limits.pids:
+            kwargs["pids_limit"] = limits.pids
+        if limits.hardened:
+            kwargs.update(security_opt=["no-new-privileges"], cap_drop=["ALL"],
+                          cap_add=sorted(set(EPISODE_CAPS) | set(limits.cap_add)))
+        elif limits.cap_add:
+            kwargs["cap_add"] = list(limits.cap_add)
+        if limits.disk_bytes and _storage_opt_supported(client):
+            kwargs["storage_opt"] = {"size": str(limits.disk_bytes)}
         try:
             client.images.get(image)  # never pull: no registry is assumed reachable
-            container = client.containers.create(
-                image, ["sleep", "infinity"], name=name, detach=True, init=True,
-                working_dir=workdir, network_mode="bridge" if limits.network else "none",
-                nano_cpus=int(limits.cpus * 1e9), mem_limit=limits.memory,
-                memswap_limit=limits.memory, pids_limit=limits.pids,
-                labels={LABEL: purpose, OWNER_LABEL: owner_token(), INSTANCE_LABEL: instance_id})
+            try:
+                container = client.containers.create(image, ["sleep", "infinity"], **kwargs)
+            except docker.errors.APIError as exc:
+                if "storage_opt" not in kwargs or "storage" not in str(exc).lower():
+                    raise
+                _STORAGE_OPT[id(client)] = False  # e.g. xfs without pquota: per-file bound only
+                kwargs.pop("storage_opt")
+                container = client.containers.create(image, ["sleep", "infinity"], **kwargs)
         except docker.errors.ImageNotFound as exc:
             raise errors.InfraError(
                 f"Image {image!r} for instance {instance_id!r} is not present locally; build it "
@@ -136,7 +216,7 @@ class Sandbox:
                 f"instance's 'image' field.") from exc
         except docker.errors.DockerException as exc:
             raise errors.InfraError(f"Could not create a container from {image!r}: {exc}") from exc
-        box = cls(client=client, container=container, workdir=workdir)
+        box = cls(client=client, container=container, workdir=workdir, file_limit=limits.disk_bytes)
         try:
             container.start()
         except docker.errors.DockerException as exc:
@@ -150,10 +230,11 @@ class Sandbox:
         """Run ``bash -c command``; returns exit_code, output, timed_out, dropped, and
         post_output: the output of ``post`` run right after (None if it failed)."""
         request = {"cmd": command, "cwd": cwd or self.workdir, "timeout": timeout,
-                   "limit": limit, "env": env or {}, "post": post}
+                   "limit": limit, "env": env or {}, "post": post, "fsize": self.file_limit}
         try:
-            if self.session is None:
+            if self.session is None and not self.no_runner:
                 self.session = RunnerSession.open(self.client, self.container.id)
+                self.no_runner = self.session is None
             if self.session is not None:
                 return self.session.request(request, timeout=timeout + 30)
             return self._exec_fallback(request)
@@ -164,18 +245,40 @@ class Sandbox:
             raise self.infra_error(f"command failed to run: {exc!r}") from exc
 
     def _exec_fallback(self, req: dict[str, Any]) -> dict[str, Any]:
-        """No Python in the image: one runtime exec per command, ``timeout`` kills it."""
-        argv = ["timeout", "-s", "KILL", str(max(1, int(req["timeout"]))), "bash", "-c", req["cmd"]]
-        res = self.container.exec_run(argv, workdir=req["cwd"], environment=req["env"])
-        raw = res.output or b""
-        limit, dropped = req["limit"], max(0, len(raw) - req["limit"])
-        out = raw.decode("utf-8", "replace")
+        """No usable Python in the image: one runtime exec per command; ``timeout -s KILL``
+        ends it, ``ulimit -f`` bounds files, output is streamed and cut to head and tail."""
+        cmd = req["cmd"]
+        if req.get("fsize"):  # ulimit -f counts 1024-byte blocks
+            cmd = f"trap '' XFSZ; ulimit -f {max(1, req['fsize'] // 1024)}; {cmd}"
+        argv = ["timeout", "-s", "KILL", str(max(1, int(req["timeout"]))), "bash", "-c", cmd]
+        api = self.client.api
+        exec_id = api.exec_create(self.container.id, argv, workdir=req["cwd"],
+                                  environment=req["env"] or None)["Id"]
+        limit = max(int(req["limit"]), 64)
+        keep_tail = limit // 2
+        head, tail, dropped = bytearray(), bytearray(), 0
+        handle = api.exec_start(exec_id, socket=True)
+        stream = RunnerSession(sock=getattr(handle, "_sock", handle), handle=handle)
+        stream.sock.settimeout(float(req["timeout"]) + 30)
+        try:
+            for chunk in stream.frames():
+                room = limit - keep_tail - len(head)
+                if room > 0:
+                    head += chunk[:room]
+                    chunk = chunk[room:]
+                if chunk:
+                    tail += chunk
+                    if len(tail) > keep_tail:
+                        dropped += len(tail) - keep_tail
+                        del tail[:len(tail) - keep_tail]
+        finally:
+            stream.close()
+        code = api.exec_inspect(exec_id).get("ExitCode")
+        out = head.decode("utf-8", "replace")
         if dropped:
-            half = limit // 2
-            out = (raw[:half].decode("utf-8", "replace")
-                   + f"\n[... {dropped} bytes of output truncated ...]\n"
-                   + raw[-half:].decode("utf-8", "replace"))
-        reply = {"exit_code": res.exit_code, "output": out, "timed_out": res.exit_code == 137,
+            out += f"\n[... {dropped} bytes of output truncated ...]\n"
+        out += tail.decode("utf-8", "replace")
+        reply = {"exit_code": code, "output": out, "timed_out": code == 137,
                  "dropped": dropped, "post_output": None}
         if req.get("post"):
             after = self.container.exec_run(["bash", "-c", req["post"]], workdir=req["cwd"])
@@ -184,9 +287,9 @@ class Sandbox:
         return reply
 
     # -- files (archives, no exec) ----------------------------------------------------
-    def read_file(self, path: str) -> tuple[bytes, int]:
+    def read_file(self, path: str, *, max_bytes: int | None = None) -> tuple[bytes, int]:
         """Contents and permission bits of a regular file; FileNotFoundError or
-        IsADirectoryError otherwise."""
+        IsADirectoryError otherwise; FileTooLargeError beyond ``max_bytes``."""
         try:
             stream, stat = self.container.get_archive(path)
         except docker.errors.NotFound as exc:
@@ -195,6 +298,11 @@ class Sandbox:
             raise self.infra_error(f"reading {path} failed: {exc}") from exc
         if stat.get("mode", 0) & (1 << 31):  # os.ModeDir in Go's FileMode
             raise IsADirectoryError(path)
+        if max_bytes is not None and stat.get("size", 0) > max_bytes:
+            close = getattr(stream, "close", None)
+            if close:
+                close()
+            raise FileTooLargeError(path, int(stat.get("size", 0)), max_bytes)
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
             member = tar.next()
             handle = tar.extractfile(member) if member is not None else None
@@ -233,11 +341,19 @@ class Sandbox:
             f"Container {self.container.name} ({state.get('Status', '?')}, exit code "
             f"{state.get('ExitCode', '?')}, OOMKilled={state.get('OOMKilled', '?')}): {what}")
 
+    def disk_used(self) -> int | None:
+        """Bytes in the container's writable layer (docker's SizeRw), None if unknown."""
+        try:
+            rows = self.client.api.containers(all=True, size=True, filters={"id": self.container.id})
+        except docker.errors.DockerException:
+            return None
+        return int(rows[0].get("SizeRw") or 0) if rows else None
+
     def commit(self, repository: str = "envh-swebench-snapshot") -> str:
         """Snapshot the container's filesystem as an image; returns the image id."""
         try:
             image = self.container.commit(repository=repository, tag=uuid.uuid4().hex[:12],
-                                          conf={"Labels": {LABEL: "snapshot"}})
+                                          conf={"Labels": {LABEL: "snapshot", OWNER_LABEL: owner_token()}})
         except docker.errors.DockerException as exc:
             raise self.infra_error(f"docker commit failed: {exc}") from exc
         return str(image.id)

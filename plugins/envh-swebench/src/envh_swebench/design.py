@@ -4,8 +4,9 @@ Each has a ``name``, a ``direction`` (scaffold or pressure), ``magnitudes(env, t
 (solvable settings, weakest first) and ``instantiate(env, task, magnitude)`` returning
 env-spec layer dicts; contract code reads only ``get_env_state()`` fields.
 
-* ``VerifyTests`` (pressure): the paper's flagship contract; submit is refused until a
-  test command ran (magnitude 2: until one ran after the last edit).
+* ``VerifyTests`` (pressure): the paper's flagship contract; submit is refused until
+  tests ran (magnitude 2: until they ran after the last change to the working tree, made
+  by the editor or by any bash command such as ``sed -i``).
 * ``TruncateOutput`` (pressure): bash observations cut to their last N characters.
 * ``RevealFailingTests`` (scaffold): the first observation names the first n
   FAIL_TO_PASS tests, which the hidden grader will run.
@@ -27,16 +28,8 @@ def filter_action(action, state, memo):
     if action.tool == "submit":
         if not state["tests_run"]:
             return Block(reason=MESSAGE)
-        if AFTER_EDITS and memo.get("edits_since_tests", 0) > 0:
+        if AFTER_EDITS and state["edits"] and not state["tests_since_last_edit"]:
             return Block(reason=MESSAGE)
-    return None
-
-
-def modify_transition(action, response, state, memo):
-    if action.tool == "str_replace_editor" and action.args.get("command") != "view":
-        memo["edits_since_tests"] = memo.get("edits_since_tests", 0) + 1
-    elif action.tool == "bash" and state["last_test_command"] == action.args.get("command"):
-        memo["edits_since_tests"] = 0
     return None
 '''
 

@@ -1,10 +1,12 @@
 """``str_replace_editor``: SWE-agent's file editor, over container archives.
 
 Reads and writes go through Docker's archive API (no process in the container);
-listing a directory and creating parent folders use the sandbox's runner. Every edit
-keeps the previous contents so ``undo_edit`` can restore them. Mistakes (a missing
-file, an ambiguous ``old_str``) raise ``EditorError``, which the bridge turns into an
-error observation.
+resolving a path, listing a directory and creating parent folders use the sandbox's
+runner. Every path must resolve (symbolic links followed, in the container) inside the
+repository. ``view`` shows at most ``view_limit`` characters and says how to see the
+rest. Every edit keeps the previous contents so ``undo_edit`` can restore them. Mistakes
+(a missing file, an ambiguous ``old_str``, a path outside the repository) raise
+``EditorError``, which the bridge turns into an error observation.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from typing import Any
 
 import attrs
 
-from .containers import Sandbox
+from .containers import FileTooLargeError, Sandbox
 
 COMMANDS = ["view", "create", "str_replace", "insert", "undo_edit"]
 SNIPPET_LINES = 4
+VIEW_LIMIT = 16_000
+MAX_FILE_BYTES = 4 * 2**20  # the editor shows and edits text files up to this size
 TOOL_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -36,6 +40,10 @@ TOOL_PARAMETERS: dict[str, Any] = {
 }
 
 
+def _short(text: str, n: int = 300) -> str:
+    return text if len(text) <= n else f"{text[:n]}[... {len(text) - n} more characters]"
+
+
 class EditorError(Exception):
     """A policy mistake in an editor call; the message is shown to the policy."""
 
@@ -51,33 +59,63 @@ class Editor:
 
     box: Sandbox
     history: dict[str, list[str | None]] = attrs.Factory(dict)
+    view_limit: int = VIEW_LIMIT
 
     def resolve(self, path: str) -> str:
-        return posixpath.normpath(posixpath.join(self.box.workdir, path))
+        """The absolute path, lexically (no container access)."""
+        return posixpath.normpath(posixpath.join(self.box.workdir, str(path)))
 
-    def __call__(self, args: dict[str, Any]) -> tuple[str, str | None]:
+    def _inside(self, path: str) -> bool:
+        root = posixpath.normpath(self.box.workdir)
+        return path == root or path.startswith(root.rstrip("/") + "/")
+
+    def confine(self, raw: str) -> str:
+        """``raw`` resolved in the container (links followed); EditorError outside the repo."""
+        if not isinstance(raw, str) or not raw or "\x00" in raw:
+            raise EditorError("Parameter `path` must be a non-empty path string.")
+        path = self.resolve(raw)
+        if not self._inside(path):
+            raise EditorError(f"The path {path} is outside the repository {self.box.workdir}; "
+                              "the editor only works on files inside it.")
+        res = self.box.run(f"realpath -m -- {shlex.quote(path)}", timeout=30, limit=8000)
+        real = res["output"].strip()
+        if res["exit_code"] != 0 or not real:
+            raise EditorError(f"The path {path} cannot be resolved: {res['output'].strip()[:200]}")
+        root = self.box.run(f"realpath -m -- {shlex.quote(self.box.workdir)}", timeout=30, limit=8000)
+        root_real = root["output"].strip()
+        if not (real == root_real or real.startswith(root_real.rstrip("/") + "/")):
+            raise EditorError(f"The path {path} leads outside the repository {self.box.workdir} "
+                              f"(to {real}); the editor only works on files inside it.")
+        return path
+
+    def __call__(self, args: Any) -> tuple[str, str | None]:
         """Run one call; returns (text for the policy, path written or None)."""
-        path = self.resolve(args["path"])
+        path = self.confine(args["path"])
         command = args["command"]
         if command == "view":
             return self.view(path, args.get("view_range")), None
         if command == "create":
             if "file_text" not in args:
                 raise EditorError("Parameter `file_text` is required for command: create.")
-            return self.create(path, args["file_text"]), path
+            return self.create(path, str(args["file_text"])), path
         if command == "str_replace":
             if "old_str" not in args:
                 raise EditorError("Parameter `old_str` is required for command: str_replace.")
-            return self.str_replace(path, args["old_str"], args.get("new_str", "")), path
+            return self.str_replace(path, str(args["old_str"]), str(args.get("new_str") or "")), path
         if command == "insert":
             if "insert_line" not in args or "new_str" not in args:
                 raise EditorError("Parameters `insert_line` and `new_str` are required for command: insert.")
-            return self.insert(path, args["insert_line"], args["new_str"]), path
+            if not isinstance(args["insert_line"], int) or isinstance(args["insert_line"], bool):
+                raise EditorError("Parameter `insert_line` must be an integer.")
+            return self.insert(path, args["insert_line"], str(args["new_str"])), path
         return self.undo(path), path
 
     def _read(self, path: str) -> tuple[str, int]:
         try:
-            data, mode = self.box.read_file(path)
+            data, mode = self.box.read_file(path, max_bytes=MAX_FILE_BYTES)
+        except FileTooLargeError as exc:
+            raise EditorError(f"The file {path} holds {exc.size} bytes, more than the editor handles "
+                              f"({MAX_FILE_BYTES}); use bash (head, sed -n, grep) on it.") from None
         except FileNotFoundError:
             raise EditorError(f"The path {path} does not exist. Please provide a valid path.") from None
         except IsADirectoryError:
@@ -100,13 +138,14 @@ class Editor:
             if view_range:
                 raise EditorError("The `view_range` parameter is not allowed when `path` points to a directory.") from None
             res = self.box.run(f"find {shlex.quote(path)} -maxdepth 2 -not -path '*/.*' | sort",
-                               timeout=30, limit=20000)
+                               timeout=30, limit=self.view_limit)
             return (f"Here's the files and directories up to 2 levels deep in {path}, excluding "
                     f"hidden items:\n{res['output']}")
         lines = text.split("\n")
         if view_range is None:
-            return f"Here's the result of running `cat -n` on {path}:\n{numbered(text)}\n"
-        if len(view_range) != 2:
+            return self._capped(path, lines, 1)
+        if (not isinstance(view_range, (list, tuple)) or len(view_range) != 2
+                or not all(isinstance(v, int) and not isinstance(v, bool) for v in view_range)):
             raise EditorError("Invalid `view_range`: it should be a list of two integers.")
         first, last = view_range
         if not 1 <= first <= len(lines):
@@ -114,7 +153,32 @@ class Editor:
         if last != -1 and not first <= last <= len(lines):
             raise EditorError(f"Invalid `view_range` {view_range}: the second element should be -1 or within [{first}, {len(lines)}].")
         shown = lines[first - 1:] if last == -1 else lines[first - 1:last]
-        return f"Here's the result of running `cat -n` on {path}:\n{numbered(chr(10).join(shown), first)}\n"
+        return self._capped(path, shown, first, total=len(lines))
+
+    def _capped(self, path: str, lines: list[str], first: int, total: int | None = None) -> str:
+        """``cat -n`` of ``lines`` (numbered from ``first``) within ``view_limit``
+        characters; when cut, the text says which lines it shows and how to see more."""
+        total = len(lines) + first - 1 if total is None else total
+        head = f"Here's the result of running `cat -n` on {path}:\n"
+        out, used = [], len(head)
+        for i, line in enumerate(lines, first):
+            row = f"{i:6}\t{line}"
+            if used + len(row) + 1 > self.view_limit:
+                break
+            out.append(row)
+            used += len(row) + 1
+        if len(out) == len(lines):
+            return head + "\n".join(out) + "\n"
+        last = first + len(out) - 1
+        if not out:  # one line longer than the whole budget
+            cut = lines[0][: max(0, self.view_limit - len(head) - 200)]
+            out, last = [f"{first:6}\t{cut}"], first
+            note = f"[line {first} is {len(lines[0])} characters long; showing its start]"
+        else:
+            note = ""
+        return (head + "\n".join(out) + "\n" + (note + "\n" if note else "")
+                + f"[output cut at {self.view_limit} characters: showing lines {first}-{last} of {total}; "
+                f"use `view_range` [{last + 1}, ...] to see the rest, or grep/sed in bash]\n")
 
     def create(self, path: str, file_text: str) -> str:
         try:
@@ -131,13 +195,17 @@ class Editor:
         return f"File created successfully at: {path}"
 
     def str_replace(self, path: str, old: str, new: str) -> str:
+        if old == new:
+            raise EditorError("No replacement was performed: `old_str` and `new_str` are the same.")
+        if not old:
+            raise EditorError("Parameter `old_str` must not be empty.")
         text, mode = self._read(path)
         count = text.count(old)
         if count == 0:
-            raise EditorError(f"No replacement was performed, old_str `{old}` did not appear verbatim in {path}.")
+            raise EditorError(f"No replacement was performed, old_str `{_short(old)}` did not appear verbatim in {path}.")
         if count > 1:
             at = [i + 1 for i, line in enumerate(text.split("\n")) if old.split("\n")[0] in line]
-            raise EditorError(f"No replacement was performed. Multiple occurrences of old_str `{old}` "
+            raise EditorError(f"No replacement was performed. Multiple occurrences of old_str `{_short(old)}` "
                               f"in lines {at}. Please ensure it is unique.")
         result = text.replace(old, new)
         self._write(path, result, mode, text)
@@ -169,7 +237,9 @@ class Editor:
     def _snippet(self, path: str, text: str, line: int, added: int) -> str:
         lines = text.split("\n")
         first = max(0, line - SNIPPET_LINES)
-        shown = "\n".join(lines[first:line + added + SNIPPET_LINES + 1])
+        shown = numbered("\n".join(lines[first:line + added + SNIPPET_LINES + 1]), first + 1)
+        if len(shown) > self.view_limit:
+            shown = shown[:self.view_limit] + "\n[snippet cut; view the file with `view_range` to see more]"
         return (f"The file {path} has been edited. Here's the result of running `cat -n` on a "
-                f"snippet of {path}:\n{numbered(shown, first + 1)}\n"
+                f"snippet of {path}:\n{shown}\n"
                 "Review the changes and make sure they are as expected. Edit the file again if necessary.")

@@ -1,10 +1,14 @@
 """The sealed verifier: grade a patch in a fresh container with swebench's own code.
 
-It follows ``swebench.harness.run_evaluation``: apply the patch (trying SWE-bench's
-apply commands in turn), run the instance's eval script (which applies the test patch
-and runs the tests between the start/end markers), then hand the log to
-``swebench.harness.grading.get_eval_report`` and its registered log parser. The
-episode container is never used, so nothing the policy left behind can leak in.
+It follows ``swebench.harness.run_evaluation.run_instance``: a container from the
+instance image (as root, no resource limits unless configured), the patch applied with
+swebench's apply commands in turn, the instance's eval script run as ``/bin/bash
+/eval.sh``, and the whole output handed to ``swebench.harness.grading.get_eval_report``
+with the TestSpec ``make_test_spec`` builds from the row. The log is kept whole (it is
+written to a file in the container and read back, never cut in the middle). As upstream,
+a patch that does not apply or tests that time out are errors, not a parsed verdict:
+they grade unresolved with ``metrics["error"]`` saying which. The episode container is
+never used, so nothing the policy left behind can leak in.
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ from .containers import Limits, Sandbox
 from .instances import Instance
 
 PATCH_PATH = "/tmp/patch.diff"  # swebench.harness.constants.CONTAINER_PATCH_FILE
+LOG_PATH = "/tmp/envh_test_output.txt"
 FALLBACK_APPLY = ["git apply --verbose", "git apply --verbose --3way",
                   "git apply --verbose --reject", "patch --batch --forward --fuzz=5 -p1 -i"]
-LOG_LIMIT = 4_000_000
+LOG_MAX_BYTES = 512 * 2**20  # a larger test log is refused, never shortened
 
 
 def _swebench() -> tuple[Any, Any, Any, list[str]]:
@@ -36,13 +41,16 @@ def _swebench() -> tuple[Any, Any, Any, list[str]]:
 
 def swebench_row(inst: Instance) -> dict[str, Any]:
     """The instance as ``swebench.harness.utils.make_test_spec`` expects it."""
-    constants, _, _, _ = _swebench()
-    fail_only = inst.repo in getattr(constants, "FAIL_ONLY_REPOS", set())
     return {**inst.raw, "instance_id": inst.instance_id, "image": inst.image, "repo": inst.repo,
             "version": inst.version, "FAIL_TO_PASS": inst.fail_to_pass,
             "PASS_TO_PASS": inst.pass_to_pass, "eval_script": inst.eval_script(),
-            "log_parser": inst.raw.get("log_parser") or "parse_log_pytest",
-            "eval_type": inst.raw.get("eval_type") or ("fail_only" if fail_only else "pass_and_fail")}
+            "log_parser": inst.log_parser, "eval_type": inst.eval_type}
+
+
+def make_spec(inst: Instance) -> Any:
+    """swebench's own TestSpec for the instance."""
+    _, _, utils, _ = _swebench()
+    return utils.make_test_spec(swebench_row(inst))
 
 
 def _apply(box: Sandbox, patch: str, apply_cmds: list[str]) -> tuple[bool, str]:
@@ -50,7 +58,7 @@ def _apply(box: Sandbox, patch: str, apply_cmds: list[str]) -> tuple[bool, str]:
     out = ""
     for attempt, cmd in enumerate(apply_cmds):
         if attempt:  # a failed attempt (notably --reject) can leave partial state
-            box.run("git checkout -- . ; git clean -fdq", timeout=120, limit=4000)
+            box.run("git checkout -- . ; git clean -fd", timeout=120, limit=4000)
         res = box.run(f"{cmd} {PATCH_PATH}", timeout=120, limit=20000)
         out = res["output"]
         if res["exit_code"] == 0:
@@ -59,37 +67,18 @@ def _apply(box: Sandbox, patch: str, apply_cmds: list[str]) -> tuple[bool, str]:
     return check["exit_code"] == 0, out
 
 
-def grade(client: Any, inst: Instance, patch: str | None, *, limits: Limits,
-          timeout: float = 1800) -> EvaluationResult:
-    """Resolved = every FAIL_TO_PASS and PASS_TO_PASS test passes, per swebench."""
-    constants, grading, utils, apply_cmds = _swebench()
-    row = swebench_row(inst)
-    spec = utils.make_test_spec(row)
+def report_from_log(inst: Instance, patch: str | None, log: str, *,
+                    metrics: dict[str, Any] | None = None) -> EvaluationResult:
+    """Grade a recorded test log (what ``run_instance`` writes to test_output.txt) with
+    swebench's TestSpec, log parser and report code."""
+    constants, grading, _, _ = _swebench()
+    spec = make_spec(inst)
     prediction = {"instance_id": inst.instance_id, "model_name_or_path": "envh", "model_patch": patch}
-    log: list[str] = []
-    metrics: dict[str, Any] = {"instance_id": inst.instance_id, "patch_chars": len(patch or "")}
-    box = Sandbox.start(client, inst.image, workdir=inst.workdir, limits=limits,
-                        instance_id=inst.instance_id, purpose="eval")
-    try:
-        if patch and patch.strip():
-            applied, out = _apply(box, patch, apply_cmds)
-            log.append(f"{constants.APPLY_PATCH_PASS if applied else constants.APPLY_PATCH_FAIL}:\n{out}")
-            metrics["patch_applied"] = applied
-        if metrics.get("patch_applied", True):
-            box.write_file("/eval.sh", spec.eval_script.encode(), mode=0o755)
-            res = box.run("/bin/bash /eval.sh", timeout=timeout, limit=LOG_LIMIT)
-            log.append(res["output"])
-            metrics["tests_timed_out"] = res["timed_out"]
-            if res["timed_out"]:
-                log.append(f"{constants.TESTS_TIMEOUT}\n\nTimeout error: {int(timeout)} seconds exceeded.")
-            state = box.status()
-            if state.get("OOMKilled") or state.get("Status") != "running":
-                raise box.infra_error("the evaluation container stopped while the tests ran")
-    finally:
-        box.close()
+    out: dict[str, Any] = {"instance_id": inst.instance_id, "patch_chars": len(patch or ""),
+                           "log_parser": spec.log_parser, "eval_type": spec.eval_type, **(metrics or {})}
     with tempfile.TemporaryDirectory(prefix="envh-swebench-eval-") as tmp:
         log_path = Path(tmp) / "test_output.txt"
-        log_path.write_text("\n".join(log))
+        log_path.write_text(log)
         report = grading.get_eval_report(spec, prediction, str(log_path), include_tests_status=True)
     entry = report[inst.instance_id]
     if entry.get("infra_failure"):
@@ -99,12 +88,53 @@ def grade(client: Any, inst: Instance, patch: str | None, *, limits: Limits,
     status = entry.get("tests_status") or {}
     f2p, p2p = status.get(constants.FAIL_TO_PASS, {}), status.get(constants.PASS_TO_PASS, {})
     resolved = bool(entry.get("resolved"))
-    metrics.update(
+    out.update(
         resolved=resolved, patch_exists=bool(entry.get("patch_exists")),
         patch_successfully_applied=bool(entry.get("patch_successfully_applied")),
         FAIL_TO_PASS={"success": list(f2p.get("success", [])), "failure": list(f2p.get("failure", []))},
         PASS_TO_PASS={"success": list(p2p.get("success", [])), "failure": list(p2p.get("failure", []))},
         fail_to_pass_rate=grading.compute_fail_to_pass(status) if status else 0.0,
         pass_to_pass_rate=grading.compute_pass_to_pass(status) if status else 0.0,
-        test_exit_code=grading.parse_test_exit_code("\n".join(log)))
-    return EvaluationResult(success=resolved, score=1.0 if resolved else 0.0, metrics=metrics)
+        test_exit_code=grading.parse_test_exit_code(log))
+    return EvaluationResult(success=resolved, score=1.0 if resolved else 0.0, metrics=out)
+
+
+def _unresolved(inst: Instance, patch: str | None, metrics: dict[str, Any]) -> EvaluationResult:
+    return EvaluationResult(success=False, score=0.0, metrics={
+        "instance_id": inst.instance_id, "patch_chars": len(patch or ""), "resolved": False,
+        "patch_exists": patch is not None, "patch_successfully_applied": False,
+        "log_parser": inst.log_parser, "eval_type": inst.eval_type, **metrics})
+
+
+def grade(client: Any, inst: Instance, patch: str | None, *, limits: Limits,
+          timeout: float = 1800) -> EvaluationResult:
+    """Resolved = every FAIL_TO_PASS and PASS_TO_PASS test passes, per swebench."""
+    constants, _, _, apply_cmds = _swebench()
+    spec = make_spec(inst)
+    metrics: dict[str, Any] = {}
+    box = Sandbox.start(client, inst.image, workdir=inst.workdir, limits=limits,
+                        instance_id=inst.instance_id, purpose="eval")
+    try:
+        if patch and patch.strip():
+            applied, out = _apply(box, patch, apply_cmds)
+            metrics["patch_applied"] = applied
+            if not applied:
+                return _unresolved(inst, patch, {**metrics, "error": "patch_apply_failed",
+                                                 "apply_output": f"{constants.APPLY_PATCH_FAIL}:\n{out[-4000:]}"})
+        box.write_file("/eval.sh", spec.eval_script.encode(), mode=0o755)
+        res = box.run(f"/bin/bash /eval.sh > {LOG_PATH} 2>&1", timeout=timeout, limit=4000)
+        metrics["tests_timed_out"] = res["timed_out"]
+        state = box.status()
+        if state.get("OOMKilled") or state.get("Status") != "running":
+            raise box.infra_error("the evaluation container stopped while the tests ran")
+        try:
+            raw, _ = box.read_file(LOG_PATH, max_bytes=LOG_MAX_BYTES)
+        except FileNotFoundError:
+            raise box.infra_error("the eval script left no output file") from None
+        log = raw.decode("utf-8", "replace")  # as exec_run_with_timeout decodes
+    finally:
+        box.close()
+    if res["timed_out"]:  # run_instance: an EvaluationError, no report
+        return _unresolved(inst, patch, {**metrics, "error": "tests_timed_out",
+                                         "log_tail": f"{log[-2000:]}\n\nTimeout error: {int(timeout)} seconds exceeded."})
+    return report_from_log(inst, patch, log, metrics=metrics)

@@ -1,17 +1,24 @@
-"""SWE-bench task instances: loading them and deriving their image and eval script.
+"""SWE-bench task instances: loading them and deciding how each one is graded.
 
 Instances keep SWE-bench's own schema (instance_id, repo, base_commit, problem_statement,
-patch, test_patch, FAIL_TO_PASS, PASS_TO_PASS, version, environment_setup_commit, ...),
-optionally with the newer per-instance fields ``image``, ``eval_script``, ``log_parser``
-and ``eval_type``. Where those are missing they are derived the way SWE-bench does:
-the evaluation image name, and a pytest-style eval script from ``test_cmd``.
+patch, test_patch, FAIL_TO_PASS, PASS_TO_PASS, version, ...). The installed ``swebench``
+(5.x) grades from fields every row of the current datasets carries: ``eval_script`` (the
+whole script: environment activation, test patch, the test command between the output
+markers), ``log_parser`` (a key of its ``PARSER_REGISTRY``), ``eval_type`` and ``image``
+(``harness.utils.make_test_spec``); it has no per-repo spec tables to derive them from.
+So a row is graded exactly as ``swebench`` would when it carries ``eval_script``; a row
+that only has the older fields is refused at load, with the reason, unless it is a
+custom instance that names its own ``test_cmd`` (then envh builds a pytest-style script).
 """
 
 from __future__ import annotations
 
+import ast
+import gzip
 import json
 import platform
 import re
+import shlex
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -22,14 +29,14 @@ from envh import errors
 
 REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "test_patch",
             "FAIL_TO_PASS", "PASS_TO_PASS")
-DEFAULT_TEST_CMD = "pytest -rA"
 START, END = ">>>>> Start Test Output", ">>>>> End Test Output"  # swebench.harness.constants
-
-
-def _as_list(value: Any) -> list[str]:
-    if isinstance(value, str):
-        value = json.loads(value) if value.strip() else []
-    return [str(v) for v in value or []]
+OFFICIAL_HINT = ("Load rows of the current SWE-bench datasets (SWE-bench/SWE-bench, _Lite, "
+                 "_Verified, _Multilingual, ...), which carry eval_script, log_parser, eval_type "
+                 "and image, or add those fields; a custom instance may set test_cmd instead.")
+# Lines of an eval script that set up the repository's environment (conda activation,
+# exported variables) before it touches the repository.
+_ACTIVATION = re.compile(r"^\s*(source\s+\S*activate\b.*|\.\s+\S*activate\b.*|conda\s+activate\s+\S+\s*"
+                         r"|export\s+[A-Za-z_][A-Za-z0-9_]*=.*)$")
 
 
 def host_arch() -> str:
@@ -39,7 +46,8 @@ def host_arch() -> str:
 
 
 def default_image(instance_id: str, namespace: str | None = None, tag: str = "latest") -> str:
-    """SWE-bench's evaluation image name: ``sweb.eval.<arch>.<instance_id>:<tag>``."""
+    """SWE-bench's evaluation image name (``image_builder.image_spec.ImageSpec.name``):
+    ``[namespace/]sweb.eval.<arch>.<instance_id>:<tag>``, ``__`` as ``_1776_`` when remote."""
     name = f"sweb.eval.{host_arch()}.{instance_id}:{tag}"
     if namespace:
         name = f"{namespace}/{name}".replace("__", "_1776_")
@@ -54,9 +62,71 @@ def patched_files(test_patch: str) -> list[str]:
     return list(seen)
 
 
+def activation_lines(eval_script: str) -> list[str]:
+    """The environment set-up an eval script does before its first other command
+    (``source /opt/miniconda3/bin/activate``, ``conda activate testbed``, exports):
+    episodes run the policy's commands in the same environment."""
+    out = []
+    for line in eval_script.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#") or stripped in ("set -uxo pipefail", "set -euxo pipefail"):
+            continue
+        if not _ACTIVATION.match(stripped):
+            break
+        out.append(stripped)
+    return out
+
+
+def _where(source: str, index: int, row: Mapping[str, Any] | None = None) -> str:
+    iid = row.get("instance_id") if isinstance(row, Mapping) else None
+    return f"{source} row {index}" + (f" ({iid!r})" if iid else "")
+
+
+def _as_list(value: Any, where: str, field: str) -> list[str]:
+    """A test list given as a list, JSON text, or Python-literal text."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return []
+        try:
+            value = json.loads(text)
+        except ValueError:
+            try:
+                value = ast.literal_eval(text)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                raise errors.SpecError(
+                    f"{where}: field {field} is neither a JSON nor a Python list of test names: "
+                    f"{text[:120]!r}") from None
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise errors.SpecError(f"{where}: field {field} must be a list of test names (strings), "
+                               f"got {type(value).__name__} {str(value)[:120]!r}")
+    return list(value)
+
+
+def _parser_names() -> tuple[dict[str, Any], dict[str, str]]:
+    """swebench's parser registry, and repo -> parser name from its per-language tables."""
+    from swebench.harness import log_parsers
+    from swebench.harness.log_parsers import PARSER_REGISTRY
+
+    by_func = {id(f): name for name, f in PARSER_REGISTRY.items()}
+    by_repo: dict[str, str] = {}
+    for mod_name in ("python", "javascript", "c", "go", "java", "php", "ruby", "rust"):
+        mod = getattr(log_parsers, mod_name, None)
+        for attr, table in vars(mod).items() if mod else ():
+            if attr.startswith("MAP_REPO_TO_PARSER") and isinstance(table, dict):
+                for repo, func in table.items():
+                    if id(func) in by_func:
+                        by_repo.setdefault(repo, by_func[id(func)])
+    return dict(PARSER_REGISTRY), by_repo
+
+
 @attrs.frozen(kw_only=True)
 class Instance:
-    """One task instance; ``raw`` keeps every field of the source row."""
+    """One task instance; ``raw`` keeps every field of the source row. ``grading`` says
+    where the eval script comes from: ``dataset`` (the row's own, graded exactly as
+    swebench does) or ``test_cmd`` (a custom instance's pytest-style script)."""
 
     instance_id: str
     repo: str
@@ -70,43 +140,150 @@ class Instance:
     image: str
     test_cmd: str
     workdir: str
+    log_parser: str
+    eval_type: str
+    grading: str
+    activation: tuple[str, ...] = ()
     raw: dict[str, Any] = attrs.field(repr=False)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any], *, namespace: str | None = None,
-                 workdir: str = "/testbed") -> Instance:
+                 workdir: str = "/testbed", where: str = "instance") -> Instance:
+        if not isinstance(row, Mapping):
+            raise errors.SpecError(f"{where} is a {type(row).__name__}, not an object of SWE-bench fields.")
         missing = [k for k in REQUIRED if k not in row]
         if missing:
             raise errors.SpecError(
-                f"SWE-bench instance {row.get('instance_id', '?')!r} lacks field(s) "
-                f"{', '.join(missing)}; instances need {', '.join(REQUIRED)}.")
-        iid = str(row["instance_id"])
+                f"{where} lacks field(s) {', '.join(missing)}; instances need {', '.join(REQUIRED)}.")
+        for key in ("instance_id", "repo", "base_commit", "problem_statement", "test_patch"):
+            if not isinstance(row[key], str) or (key != "problem_statement" and not row[key].strip()):
+                raise errors.SpecError(f"{where}: field {key} must be a non-empty string, got {row[key]!r:.80}")
+        iid = row["instance_id"]
+        if not re.fullmatch(r"[A-Za-z0-9_.+-]+", iid):
+            raise errors.SpecError(f"{where}: instance_id {iid!r} may only hold letters, digits and _.+-")
+        registry, by_repo = _parser_names()
+        constants = _constants()
+        eval_script = row.get("eval_script")
+        if eval_script is not None and not isinstance(eval_script, str):
+            raise errors.SpecError(f"{where}: field eval_script must be a string")
+        if eval_script and eval_script.strip():
+            grading = "dataset"
+            parser = row.get("log_parser") or by_repo.get(row["repo"])
+            if not parser:
+                raise errors.SpecError(
+                    f"{where} has an eval_script but no log_parser, and swebench knows no parser "
+                    f"for repo {row['repo']!r}: set log_parser to one of swebench's PARSER_REGISTRY.")
+        elif row.get("test_cmd"):
+            grading, parser = "test_cmd", row.get("log_parser") or "parse_log_pytest"
+        else:
+            raise errors.SpecError(
+                f"{where} cannot be graded faithfully: it has no eval_script. The installed swebench "
+                f"{_version()} grades from each row's eval_script, log_parser, eval_type and image "
+                f"(harness.utils.make_test_spec) and has no per-repo spec tables to rebuild them from; "
+                f"grading it with a guessed script would be wrong without warning. {OFFICIAL_HINT}")
+        if parser not in registry:
+            raise errors.SpecError(f"{where}: log_parser {parser!r} is not in swebench's PARSER_REGISTRY "
+                                   f"({_version()}); choose one of: {', '.join(sorted(registry))}")
+        fail_only = row["repo"] in getattr(constants, "FAIL_ONLY_REPOS", set())
+        eval_type = row.get("eval_type") or ("fail_only" if fail_only else "pass_and_fail")
+        if eval_type not in {e.value for e in constants.EvalType}:
+            raise errors.SpecError(f"{where}: eval_type {eval_type!r} is not one of "
+                                   f"{sorted(e.value for e in constants.EvalType)}")
+        if row.get("image_assets"):
+            raise errors.SpecError(
+                f"{where} declares image_assets: swebench fetches those binary test files from their "
+                "URLs at evaluation time, and envh downloads nothing while it runs. Bake them into "
+                "the image and drop image_assets, or grade this row with swebench's own harness.")
+        image = row.get("image") or default_image(iid, namespace)
+        if not isinstance(image, str):
+            raise errors.SpecError(f"{where}: field image must be a string")
+        script = str(eval_script or "")
+        activation = activation_lines(script) if grading == "dataset" else (
+            [str(row["env_setup"])] if row.get("env_setup") else [])
         return cls(
-            instance_id=iid, repo=str(row["repo"]), base_commit=str(row["base_commit"]),
-            problem_statement=str(row["problem_statement"]), patch=str(row.get("patch") or ""),
-            test_patch=str(row["test_patch"]), fail_to_pass=_as_list(row["FAIL_TO_PASS"]),
-            pass_to_pass=_as_list(row["PASS_TO_PASS"]), version=str(row.get("version") or ""),
-            image=str(row.get("image") or default_image(iid, namespace)),
-            test_cmd=str(row.get("test_cmd") or DEFAULT_TEST_CMD), workdir=workdir, raw=dict(row))
+            instance_id=iid, repo=row["repo"], base_commit=row["base_commit"],
+            problem_statement=row["problem_statement"], patch=str(row.get("patch") or ""),
+            test_patch=row["test_patch"], fail_to_pass=_as_list(row["FAIL_TO_PASS"], where, "FAIL_TO_PASS"),
+            pass_to_pass=_as_list(row["PASS_TO_PASS"], where, "PASS_TO_PASS"),
+            version=str(row.get("version") or ""), image=image,
+            test_cmd=str(row.get("test_cmd") or ""), workdir=workdir, log_parser=parser,
+            eval_type=eval_type, grading=grading, activation=tuple(activation), raw=dict(row))
 
     def eval_script(self) -> str:
-        """The instance's ``eval_script``, or one built like SWE-bench's for pytest repos:
-        reset the test files, apply the test patch, run the tests between the markers."""
-        if self.raw.get("eval_script"):
+        """The row's ``eval_script``, verbatim; for a ``test_cmd`` instance one built like
+        SWE-bench's: reset the test files, apply the test patch, run the tests between
+        the markers, reset the test files."""
+        if self.grading == "dataset":
             return str(self.raw["eval_script"])
-        files = " ".join(patched_files(self.test_patch))
+        files = " ".join(shlex.quote(f) for f in patched_files(self.test_patch))
         delim = f"EOF_{uuid.uuid5(uuid.NAMESPACE_URL, self.test_patch).hex}"
-        lines = ["#!/bin/bash", "set -uxo pipefail", f"cd {self.workdir}"]
-        if self.raw.get("env_setup"):
-            lines.append(str(self.raw["env_setup"]))
-        lines += [f"git checkout {self.base_commit} {files}",
-                  f"git apply -v - <<'{delim}'\n{self.test_patch.rstrip(chr(10))}\n{delim}",
-                  f": '{START}'", f"{self.test_cmd} {files}", f": '{END}'",
-                  f"git checkout {self.base_commit} {files}"]
+        lines = ["#!/bin/bash", "set -uxo pipefail", *self.activation, f"cd {self.workdir}",
+                 f"git checkout {self.base_commit} {files}",
+                 f"git apply -v - <<'{delim}'\n{self.test_patch.rstrip(chr(10))}\n{delim}",
+                 f": '{START}'", f"{self.test_cmd} {files}", f": '{END}'",
+                 f"git checkout {self.base_commit} {files}"]
         return "\n".join(lines) + "\n"
 
+    def command_prefix(self) -> str:
+        """What runs before each policy command: the eval script's environment set-up."""
+        if not self.activation:
+            return ""
+        return "; ".join(f"{line} >/dev/null 2>&1" if "activate" in line else line
+                         for line in self.activation) + "; "
 
-def _rows(source: str | Path) -> Iterable[Mapping[str, Any]]:
+
+def _constants() -> Any:
+    from swebench.harness import constants
+    return constants
+
+
+def _version() -> str:
+    import swebench
+    return f"swebench {getattr(swebench, '__version__', '?')}"
+
+
+# -- files ------------------------------------------------------------------------------
+def _read_text(path: Path) -> str:
+    try:
+        if path.name.endswith(".gz"):
+            with gzip.open(path, "rt", encoding="utf-8") as fh:
+                return fh.read()
+        return path.read_text(encoding="utf-8")
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise errors.SpecError(f"Could not read SWE-bench instances file {path}: {exc}") from exc
+
+
+def _jsonl(text: str, source: str) -> list[Any]:
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except ValueError as exc:
+            raise errors.SpecError(f"{source} line {number} is not JSON: {exc}") from None
+    return rows
+
+
+def _from_json(data: Any, source: str) -> list[Any]:
+    if isinstance(data, list):
+        return data
+    if isinstance(data, dict):
+        if "instance_id" in data:
+            return [data]
+        if data and all(isinstance(v, dict) for v in data.values()):  # keyed by instance id
+            rows = []
+            for key, row in data.items():
+                if row.get("instance_id", key) != key:
+                    raise errors.SpecError(f"{source}: entry {key!r} holds instance_id "
+                                           f"{row['instance_id']!r}; the key and the id must agree.")
+                rows.append({**row, "instance_id": key})
+            return rows
+    raise errors.SpecError(f"{source} holds a {type(data).__name__} that is neither a list of instance "
+                           "rows, one row, nor an object of rows keyed by instance_id.")
+
+
+def _rows(source: str | Path) -> list[Any]:
     text = str(source)
     if text.startswith("hf://"):
         name, _, split = text[5:].partition("@")
@@ -116,26 +293,44 @@ def _rows(source: str | Path) -> Iterable[Mapping[str, Any]]:
         except Exception as exc:  # network, auth, unknown name: all infrastructure here
             raise errors.InfraError(f"Could not load SWE-bench instances from {text!r}: {exc!r}") from exc
     path = Path(text).expanduser()
-    if not path.exists():
+    if not path.is_file():
         raise errors.SpecError(f"SWE-bench instances file {text!r} does not exist.")
-    if path.suffix == ".parquet":
+    name = path.name.lower().removesuffix(".gz")
+    if name.endswith(".parquet"):
         import pyarrow.parquet as pq
-        return pq.read_table(path).to_pylist()
-    if path.suffix == ".jsonl":
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    data = json.loads(path.read_text())
-    return [data] if isinstance(data, dict) else data
+        try:
+            return pq.read_table(path).to_pylist()
+        except Exception as exc:  # pyarrow raises its own error types
+            raise errors.SpecError(f"Could not read Parquet file {path}: {exc}") from exc
+    body = _read_text(path)
+    if not body.strip():
+        raise errors.SpecError(f"SWE-bench instances file {path} is empty.")
+    if name.endswith(".jsonl"):
+        return _jsonl(body, str(path))
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        # JSON Lines saved as .json: one object per line.
+        if body.lstrip().startswith("{") and "\n" in body.strip():
+            return _jsonl(body, str(path))
+        raise errors.SpecError(f"{path} is not JSON: {exc}") from None
+    return _from_json(data, str(path))
 
 
 def load_instances(source: str | Path | Iterable[Mapping[str, Any]], *, namespace: str | None = None,
                    workdir: str = "/testbed") -> dict[str, Instance]:
-    """Instances by id from a .json / .jsonl / .parquet file, ``hf://NAME@SPLIT`` (HF
-    datasets, where reachable) or an iterable of rows."""
-    rows = _rows(source) if isinstance(source, (str, Path)) else source
+    """Instances by id from a .json / .jsonl / .parquet file (each optionally .gz),
+    ``hf://NAME@SPLIT`` (HF datasets, where reachable) or an iterable of rows. Every row
+    is checked here: a row that cannot be graded faithfully stops the load."""
+    label = str(source) if isinstance(source, (str, Path)) else "rows"
+    rows = _rows(source) if isinstance(source, (str, Path)) else list(source)
+    if not rows:
+        raise errors.SpecError(f"SWE-bench instances {label}: no rows.")
     out: dict[str, Instance] = {}
-    for row in rows:
-        inst = Instance.from_row(row, namespace=namespace, workdir=workdir)
+    for index, row in enumerate(rows):
+        where = _where(label, index, row if isinstance(row, Mapping) else None)
+        inst = Instance.from_row(row, namespace=namespace, workdir=workdir, where=where)
         if inst.instance_id in out:
-            raise errors.SpecError(f"Duplicate SWE-bench instance id {inst.instance_id!r} in {source!s:.200}.")
+            raise errors.SpecError(f"Duplicate SWE-bench instance id {inst.instance_id!r} in {label:.200}.")
         out[inst.instance_id] = inst
     return out

@@ -17,7 +17,7 @@ import docker.errors
 
 from .containers import Limits, Sandbox, cleanup_orphans, connect
 
-__all__ = ["Limits", "Sandbox", "client", "dispose", "image_exists", "track", "untrack"]
+__all__ = ["Limits", "Sandbox", "client", "dispose", "image_exists", "remove_image", "track", "untrack"]
 
 _clients: dict[tuple[int, str | None], Any] = {}
 _open: set[Sandbox] = set()
@@ -40,6 +40,17 @@ def image_exists(c: Any, image: str) -> bool:
     try:
         c.images.get(image)
     except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def remove_image(c: Any, image: str) -> bool:
+    """Remove an image this package made (a snapshot); False if it was gone or in use."""
+    try:
+        c.images.remove(image, force=False, noprune=False)
+    except (docker.errors.ImageNotFound, docker.errors.NotFound):
+        return False
+    except docker.errors.APIError:  # a container still runs from it, or a child image
         return False
     return True
 

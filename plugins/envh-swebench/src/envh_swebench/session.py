@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+from collections.abc import Iterator
 from importlib import resources
 from typing import Any
 
@@ -44,11 +45,13 @@ class RunnerSession:
         raw.settimeout(timeout)
         session = cls(sock=raw, handle=handle)
         try:
-            hello = session._read_line()
-        except EOFError:
+            hello = json.loads(session._read_line())
+        except (EOFError, ValueError, OSError):
+            # python3 missing (the runtime prints its exec error, not our hello) or too
+            # old to run the runner: the sandbox falls back to one exec per command.
             session.close()
-            return None  # python3 missing: the sandbox falls back to one exec per command
-        if not json.loads(hello).get("ready"):
+            return None
+        if not isinstance(hello, dict) or not hello.get("ready"):
             session.close()
             return None
         return session
@@ -71,6 +74,17 @@ class RunnerSession:
                                + self._stderr.decode("utf-8", "replace")[-500:])
             data += chunk
         return bytes(data)
+
+    def frames(self) -> Iterator[bytes]:
+        """Payloads of the exec's output frames (stdout and stderr) until it ends."""
+        while True:
+            header = self.sock.recv(8)
+            if not header:
+                return
+            if len(header) < 8:
+                header += self._read_exact(8 - len(header))
+            _stream, size = struct.unpack(">BxxxL", header)
+            yield self._read_exact(size)
 
     def _read_line(self) -> bytes:
         while b"\n" not in self._stdout:

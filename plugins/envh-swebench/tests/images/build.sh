@@ -7,6 +7,8 @@
 #   sweb.eval.<arch>.envh__mathx-1:latest
 #                                 a SWE-style instance image FROM the base: a tiny repo
 #                                 at a pinned base commit in /testbed (docker layer cache)
+#   envh-swebench/mathx-nopython:latest
+#                                 the same without python3 (the exec fallback's test)
 #
 # Env: ENVH_DEBIAN_MIRROR (default deb.debian.org), ENVH_SWEBENCH_BASE_IMAGE.
 set -euo pipefail
@@ -51,3 +53,6 @@ if [ -n "$want" ] && [ "$want" != "$got" ]; then
   exit 1
 fi
 echo "envh-swebench: instance image $image at $got"
+docker build --build-arg "BASE_IMAGE=$image" -t envh-swebench/mathx-nopython:latest "$here/nopython" \
+  >/tmp/envh-swebench-build.log 2>&1 || { tail -20 /tmp/envh-swebench-build.log; exit 1; }
+echo "envh-swebench: python-less image envh-swebench/mathx-nopython:latest"

@@ -1,0 +1,217 @@
+"""What a hostile or careless policy can do, and what it cannot: editor confinement and
+caps, test runs that prove themselves, container privileges and disk, an image without
+Python, evaluation after close, snapshot images that do not pile up."""
+
+from __future__ import annotations
+
+import pytest
+from envh import Action
+from envh_swebench.containers import EPISODE_CAPS
+
+
+def bash(env, command):
+    return env.step(Action(tool="bash", args={"command": command}))
+
+
+def edit(env, **args):
+    return env.step(Action(tool="str_replace_editor", args=args))
+
+
+@pytest.fixture(scope="module")
+def env(instances_path):
+    """One episode container shared by the read-mostly checks of this module."""
+    from envh_swebench.bridge import SWEBenchEnv
+
+    shared = SWEBenchEnv(instances_path, output_limit=2000, disk="8m")
+    shared.reset()
+    yield shared
+    shared.close()
+
+
+@pytest.mark.parametrize("path", [
+    "../etc/hostname", "/etc/hostname", "/testbed/../etc/passwd", "mathx/../../etc/hostname",
+    "/testbedx/file", "",
+])
+def test_editor_paths_stay_in_the_repository(env, path):
+    for command in ("view", "create", "str_replace", "insert"):
+        resp = edit(env, command=command, path=path, file_text="x", old_str="a", new_str="b",
+                    insert_line=0)
+        assert resp.info["error"]["type"] in ("editor_error", "invalid_arguments"), (command, path)
+        assert "root:" not in resp.observation.text
+
+
+def test_editor_does_not_follow_links_out_of_the_repository(env):
+    bash(env, "ln -sfn /etc escape && ln -sf /etc/hostname host.txt")
+    try:
+        for path in ("escape/hostname", "host.txt", "escape"):
+            resp = edit(env, command="view", path=path)
+            assert "leads outside the repository" in resp.info["error"]["message"], path
+        resp = edit(env, command="create", path="escape/evil.txt", file_text="x")
+        assert resp.info["error"] and bash(env, "ls /etc/evil.txt").observation.data["exit_code"] == 2
+    finally:
+        bash(env, "rm -f escape host.txt")
+
+
+def test_view_output_is_capped_and_says_how_to_see_more(env):
+    bash(env, "seq 1 200000 > big.txt")
+    try:
+        resp = edit(env, command="view", path="big.txt")
+        text = resp.observation.text
+        assert len(text) < 2300 and "use `view_range`" in text and "of 200001" in text
+        assert text.splitlines()[1] == "     1\t1"
+        tail = edit(env, command="view", path="big.txt", view_range=[199999, -1]).observation.text
+        assert "199999\t199999" in tail and "200000\t200000" in tail
+        bash(env, "head -c 100000 /dev/zero | tr '\\0' a > wide.txt")
+        wide = edit(env, command="view", path="wide.txt").observation.text
+        assert len(wide) < 2300 and "characters long" in wide
+    finally:
+        bash(env, "rm -f big.txt wide.txt")
+
+
+def test_str_replace_that_changes_nothing_is_an_error(env):
+    resp = edit(env, command="str_replace", path="mathx/stats.py", old_str="def mean", new_str="def mean")
+    assert resp.info["error"]["type"] == "editor_error" and "the same" in resp.observation.text
+    assert edit(env, command="str_replace", path="mathx/stats.py", old_str="", new_str="x").info["error"]
+    assert edit(env, command="view", path="mathx/stats.py", view_range=["1", 2]).info["error"]
+
+
+@pytest.mark.parametrize("command", [
+    "python3 -m pytest --version", "false && python3 -m pytest tests", "python3 -m pytest -q tests/nope.py",
+    "echo pytest", "python3 -m pytest --collect-only -q tests", "true || python3 -m pytest tests",
+])
+def test_commands_that_run_no_test_do_not_count(env, command):
+    before = env.get_env_state()["test_runs"]
+    bash(env, command)
+    assert env.get_env_state()["test_runs"] == before, command
+
+
+def test_a_real_test_run_counts(env):
+    before = env.get_env_state()["test_runs"]
+    bash(env, "python3 -m pytest -q tests")
+    bash(env, "timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_stats.py")
+    state = env.get_env_state()
+    assert state["test_runs"] == before + 2 and state["last_test_exit_code"] == 0
+
+
+def test_edits_through_bash_are_edits(env):
+    before = env.get_env_state()["edits"]
+    bash(env, "python3 -m pytest -q tests")
+    assert env.get_env_state()["tests_since_last_edit"]
+    bash(env, "sed -i 's/Middle value/The middle value/' mathx/stats.py")
+    state = env.get_env_state()
+    assert state["edits"] == before + 1 and not state["tests_since_last_edit"]
+    bash(env, "cat mathx/stats.py > /dev/null; ls")  # reading is not editing
+    bash(env, "sed -i 's/The middle value/Middle value/' mathx/stats.py")  # back to the base: still an edit
+    assert env.get_env_state()["edits"] == before + 2
+
+
+def test_container_runs_without_privileges(env):
+    host = env.box.container.attrs["HostConfig"]
+    assert host["SecurityOpt"] == ["no-new-privileges"] and host["CapDrop"] == ["ALL"]
+    assert sorted(host["CapAdd"]) == sorted(EPISODE_CAPS) and host["NetworkMode"] == "none"
+    status = bash(env, "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status").observation.text
+    assert "NoNewPrivs:\t1" in status
+    assert "CapEff:\t00000000a80425fb" not in status  # docker's default set is not there
+    assert bash(env, "mount -t tmpfs none /mnt").observation.data["exit_code"] != 0
+
+
+def test_files_and_the_writable_layer_are_bounded(env):
+    big = bash(env, "head -c 20000000 /dev/zero > /tmp/big.bin; stat -c 'size=%s' /tmp/big.bin; rm /tmp/big.bin")
+    assert "File too large" in big.observation.text and f"size={8 * 2**20}\n" in big.observation.text
+    assert "error" not in big.info
+    full = bash(env, "for i in 1 2; do head -c 7000000 /dev/zero > /tmp/f$i.bin; done; true")
+    assert full.info["error"]["type"] == "disk_limit" and "over the 8m" in full.observation.text
+    bash(env, "rm -f /tmp/*.bin")
+    assert "error" not in bash(env, "true").info
+
+
+def test_files_touched_and_state_stay_bounded(make_env):
+    env = make_env(reward_on_submit=False)
+    env.reset()
+    bash(env, "mkdir -p junk && cd junk && seq 1 500 | xargs touch")
+    state = env.get_env_state()
+    assert len(state["files_touched"]) == 200 and state["files_touched_more"] == 300
+    bash(env, "echo " + "x" * 50_000)
+    state = env.get_env_state()
+    assert len(state["last_command"]) < 2100 and len(state["last_output"]) <= 2000
+
+
+def test_evaluate_after_close_grades_the_captured_diff(make_env, fix_action):
+    env = make_env()
+    env.reset()
+    env.step(fix_action)
+    env.close()
+    assert env.box is None
+    verdict = env.evaluate()
+    assert verdict.success and verdict.metrics["submitted"] is False
+
+
+def test_evaluation_container_matches_run_instance(instances_path, docker_client, mathx_row, monkeypatch):
+    """As run_instance: root, no resource limits, SYS_ADMIN; plus no network here."""
+    from envh_swebench import grading
+    from envh_swebench.bridge import SWEBenchEnv
+
+    seen = []
+    real_start = grading.Sandbox.start
+
+    def spy(*args, **kwargs):
+        box = real_start(*args, **kwargs)
+        seen.append(box.container.attrs["HostConfig"] | {"User": box.container.attrs["Config"]["User"]})
+        return box
+
+    monkeypatch.setattr(grading.Sandbox, "start", spy)
+    env = SWEBenchEnv(instances_path)
+    try:
+        env.reset()
+        assert env.evaluate().success is False
+    finally:
+        env.close()
+    host = seen[-1]  # the episode's container came first
+    assert len(seen) == 2 and (host["NanoCpus"], host["Memory"], host["PidsLimit"] or 0) == (0, 0, 0)
+    assert host["CapAdd"] == ["SYS_ADMIN"] and host["User"] == "root" and host["NetworkMode"] == "none"
+
+
+def test_image_without_python_falls_back_to_exec(nopython_image, mathx_row, fix_action):
+    from envh_swebench.bridge import SWEBenchEnv
+
+    env = SWEBenchEnv([{**mathx_row, "image": nopython_image}], output_limit=1000, command_timeout=2,
+                      reward_on_submit=False)
+    try:
+        first = env.reset()
+        assert "median" in first.observation.text and env.box.no_runner
+        assert bash(env, "command -v python3; echo $?").observation.text.strip() == "1"
+        big = bash(env, "seq 1 100000")
+        assert "bytes of output truncated" in big.observation.text and len(big.observation.text) < 1200
+        assert big.observation.text.rstrip().endswith("100000")
+        slow = bash(env, "sleep 20")
+        assert slow.info["error"]["type"] == "timeout"
+        env.step(fix_action)
+        bash(env, "sed -i 's/Middle value/The middle value/' mathx/stats.py")
+        state = env.get_env_state()
+        assert state["files_touched"] == ["mathx/stats.py"] and state["edits"] == 2
+        done = env.step(Action(tool="submit"))
+        assert "(ordered[middle - 1] + ordered[middle]) / 2" in done.observation.data["patch"]
+    finally:
+        env.close()
+
+
+def test_snapshot_images_are_collected(make_env, docker_client):
+    import docker.errors
+
+    env = make_env(snapshot=True, max_snapshots=2)
+    env.reset()
+    made = []
+    for i in range(3):
+        bash(env, f"echo {i} > n.txt")
+        made.append(env.save_state()["snapshot"]["image"])
+
+    def exists(image):
+        try:
+            docker_client.images.get(image)
+            return True
+        except docker.errors.ImageNotFound:
+            return False
+
+    assert [exists(i) for i in made] == [False, True, True]
+    env.close()
+    assert not any(exists(i) for i in made)

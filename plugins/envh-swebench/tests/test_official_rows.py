@@ -1,0 +1,113 @@
+"""Official-schema rows graded from recorded logs with swebench's own TestSpec and parser.
+
+Three repositories with different harness specs: Django (``tests/runtests.py``, Django's
+log format, locale exports), requests (pytest ``-rA`` summary lines with parametrised ids)
+and sympy (``bin/test``, its own format, environment exported before the tests). Each
+row carries the fields of the current SWE-bench datasets; the logs are what
+``run_instance`` writes to test_output.txt for the gold patch and for a failing one.
+No Docker: the verdict comes from the row and the log alone.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from envh import errors
+from envh_swebench.grading import make_spec, report_from_log, swebench_row
+from envh_swebench.instances import Instance, load_instances
+
+DATA = Path(__file__).parent / "data"
+ROWS = {r["instance_id"]: r for r in json.loads((DATA / "official_rows.json").read_text())}
+PARSERS = {"django__django-11099": "parse_log_django", "psf__requests-5414": "parse_log_pytest_options",
+           "sympy__sympy-21171": "parse_log_sympy"}
+
+
+@pytest.fixture(scope="module")
+def instances():
+    return load_instances(DATA / "official_rows.json")
+
+
+@pytest.mark.parametrize("iid", sorted(ROWS))
+def test_spec_is_swebench_own(instances, iid):
+    """The TestSpec is exactly what swebench's make_test_spec builds from the raw row."""
+    from swebench.harness.utils import make_test_spec
+
+    inst = instances[iid]
+    ours, theirs = make_spec(inst), make_test_spec(ROWS[iid])
+    assert inst.grading == "dataset" and inst.log_parser == PARSERS[iid]
+    assert ours.eval_script == theirs.eval_script and ours.log_parser == theirs.log_parser
+    assert (ours.FAIL_TO_PASS, ours.PASS_TO_PASS, ours.eval_type) == \
+           (theirs.FAIL_TO_PASS, theirs.PASS_TO_PASS, theirs.eval_type)
+    assert "source /opt/miniconda3/bin/activate" in ours.eval_script  # the environment comes along
+
+
+@pytest.mark.parametrize("iid", sorted(ROWS))
+def test_gold_log_resolves_failing_log_does_not(instances, iid):
+    inst = instances[iid]
+    gold = report_from_log(inst, inst.patch, (DATA / f"{iid}.gold.log").read_text())
+    fail = report_from_log(inst, inst.patch, (DATA / f"{iid}.fail.log").read_text())
+    assert gold.success and gold.metrics["FAIL_TO_PASS"]["failure"] == []
+    assert gold.metrics["PASS_TO_PASS"]["success"] == inst.pass_to_pass
+    assert not fail.success and fail.metrics["FAIL_TO_PASS"]["failure"]
+    assert fail.metrics["PASS_TO_PASS"]["failure"] == [], "only the issue's tests fail"
+    assert (gold.metrics["test_exit_code"], fail.metrics["test_exit_code"]) == (0, 1)
+
+
+def test_wrong_parser_would_grade_django_wrong(instances):
+    """The bug the row's own parser prevents: pytest's parser finds nothing in Django's log."""
+    import attrs
+
+    inst = instances["django__django-11099"]
+    wrong = attrs.evolve(inst, log_parser="parse_log_pytest")
+    assert not report_from_log(wrong, inst.patch, (DATA / "django__django-11099.gold.log").read_text()).success
+
+
+def test_episode_environment_comes_from_the_eval_script(instances):
+    sympy = instances["sympy__sympy-21171"]
+    assert sympy.activation == ("source /opt/miniconda3/bin/activate", "conda activate testbed",
+                                "export PYTHONIOENCODING=utf8")
+    assert sympy.command_prefix().endswith("export PYTHONIOENCODING=utf8; ")
+    assert instances["django__django-11099"].activation[:2] == sympy.activation[:2]
+    literal = Instance.from_row({**ROWS["sympy__sympy-21171"], "FAIL_TO_PASS": "['test_latex_SingularityFunction']"})
+    assert literal.fail_to_pass == sympy.fail_to_pass == ["test_latex_SingularityFunction"]
+
+
+def test_images_follow_the_row(instances):
+    assert instances["django__django-11099"].image == "swebench/sweb.eval.x86_64.django_1776_django-11099:latest"
+    row = {k: v for k, v in ROWS["django__django-11099"].items() if k != "image"}
+    ns = Instance.from_row(row, namespace="swebench").image
+    assert ns.startswith("swebench/sweb.eval.") and ns.endswith(".django_1776_django-11099:latest")
+
+
+def test_row_without_eval_script_is_refused_with_the_reason():
+    bare = {k: v for k, v in ROWS["django__django-11099"].items()
+            if k not in ("eval_script", "log_parser", "eval_type", "image")}
+    with pytest.raises(errors.SpecError, match=r"row 0 \('django__django-11099'\) cannot be graded faithfully"
+                                                r".*no eval_script.*make_test_spec"):
+        load_instances([bare])
+
+
+def test_parser_from_swebench_repo_table_when_the_row_names_none():
+    row = {k: v for k, v in ROWS["django__django-11099"].items() if k != "log_parser"}
+    assert Instance.from_row(row).log_parser == "parse_log_django"
+    with pytest.raises(errors.SpecError, match="no log_parser"):
+        Instance.from_row({**row, "repo": "someone/unknown"})
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"log_parser": "parse_log_nonsense"}, "not in swebench's PARSER_REGISTRY"),
+    ({"eval_type": "fail_sometimes"}, "eval_type 'fail_sometimes'"),
+    ({"image_assets": {"test_patch": [{"path": "a.png", "url": "https://example.invalid/a.png"}]}},
+     "image_assets"),
+])
+def test_rows_swebench_could_not_grade_here_are_refused(change, message):
+    with pytest.raises(errors.SpecError, match=message):
+        load_instances([{**ROWS["psf__requests-5414"], **change}])
+
+
+def test_row_for_swebench_matches_its_own_fields(instances):
+    row = swebench_row(instances["psf__requests-5414"])
+    assert row["eval_script"] == ROWS["psf__requests-5414"]["eval_script"]
+    assert row["log_parser"] == "parse_log_pytest_options"
