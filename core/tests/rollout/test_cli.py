@@ -66,7 +66,7 @@ def test_run_show_and_export(tmp_path, cli_env):
     assert lines[0]["tools"][0]["function"]["name"] == "combine" and lines[0]["success"] is True
 
     again = envh("run", str(spec), "--split", "medium", "--tasks", "4", "--policy", "solver", "-k", "2",
-                 "--out", str(out), "--plugin", "rollout_policies", env=cli_env, check=False)
+                 "--workers", "2", "--out", str(out), "--plugin", "rollout_policies", env=cli_env, check=False)
     assert again.returncode == 2 and "--resume" in again.stderr
 
 
@@ -103,3 +103,116 @@ def test_kill_9_of_the_whole_run_then_resume(tmp_path, cli_env):
     assert {r["run_id"] for r in rows} == {run_id}
     assert [r["seq"] for r in rows[:len(before)]] == [r["seq"] for r in before]  # earlier rows kept
     assert all(r["error_class"] is None for r in rows)
+
+
+def run_args(spec, out, *extra):
+    return ["run", str(spec), "--out", str(out), "--plugin", "rollout_policies", "--plugin", "hostile", *extra]
+
+
+@pytest.mark.parametrize("bad, message", [
+    (["--policy", "randmo"], "Unknown policy 'randmo'. Choose one of:"),
+    (["--policy", "solver", "--executor", "poool"], "Unknown executor 'poool'. Choose one of:"),
+    (["--policy", "solver", "--task", "nosuchtask", "--split", "easy"], "Unknown task 'nosuchtask'"),
+    (["--policy", "hostile:build"], "this policy cannot be built"),
+    (["--policy", "hostile:build", "--executor", "inline"], "this policy cannot be built"),
+    (["--policy", "solver", "--policy-option", "nokey"], "expected KEY=VALUE"),
+    (["--policy", "solver", "-k", "0"], "k must be an integer"),
+    (["--policy", "human", "--executor", "pool"], "plays inline"),
+    (["--policy", "solver", "--retry", "failed"], "--retry needs --resume"),
+    (["--policy", "solver", "--resume"], "holds no run to resume"),
+])
+def test_bad_commands_fail_before_anything_is_written(tmp_path, cli_env, bad, message):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    out = tmp_path / "run"
+    proc = envh(*run_args(spec, out, *bad), env=cli_env, check=False)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+    assert not out.exists(), "a refused command leaves nothing behind"
+
+
+def test_a_policy_that_cannot_be_built_in_the_worker_names_its_cause(tmp_path, cli_env):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    missing = tmp_path / "no-such-script.json"
+    proc = envh(*run_args(spec, tmp_path / "run", "--policy", f"scripted:{missing}"), env=cli_env, check=False)
+    assert proc.returncode == 2 and "cannot be built" in proc.stderr and "no-such-script.json" in proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_resume_refuses_a_different_configuration_and_lists_it(tmp_path, cli_env):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    out = tmp_path / "run"
+    base = ["--split", "easy", "--tasks", "2", "--policy", "solver", "--workers", "1", "--executor", "inline"]
+    envh(*run_args(spec, out, *base, "--policy-option", "temperature=0.0"), env=cli_env)
+    with TrajectoryStore(out) as store:
+        before = store.rows(kind=None)
+        manifest = store.manifest(store.runs()[0])
+    config = manifest["config"]
+    assert config["policy_options"] == {"temperature": 0.0} and config["executor"] == "inline"
+    assert config["seed"] == 0 and config["max_steps"] == 100 and config["k"] == 1
+    assert manifest["versions"]["envh"] and config["spec"]["bridge"] == "toy24"
+    changed = envh(*run_args(spec, out, *base, "--policy-option", "temperature=0.7", "--seed", "3",
+                             "--max-steps", "7", "--resume"), env=cli_env, check=False)
+    assert changed.returncode == 2
+    for line in ("policy_options.temperature: 0.0 → 0.7", "seed: 0 → 3", "max_steps: 100 → 7"):
+        assert line in changed.stderr, changed.stderr
+    with TrajectoryStore(out) as store:
+        assert store.rows(kind=None) == before
+    # the same command resumes (nothing left to play); --workers is not part of the identity
+    same = envh(*run_args(spec, out, *base[:-4], "--workers", "2", "--executor", "inline",
+                          "--policy-option", "temperature=0.0", "--resume"), env=cli_env)
+    assert "1.000" in same.stdout
+
+
+def test_a_run_whose_every_episode_failed_exits_non_zero(tmp_path, cli_env):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    proc = envh(*run_args(spec, tmp_path / "run", "--split", "easy", "--tasks", "3", "--policy",
+                          "hostile:systemexit@0", "--executor", "inline"), env=cli_env, check=False)
+    assert proc.returncode == 2 and "Every episode (3) failed the same way: 3 policy_error" in proc.stderr
+    with TrajectoryStore(tmp_path / "run") as store:
+        (row, *_) = list(store.query())
+    assert row.error_type == "SystemExit" and "Traceback" in row.error_traceback
+
+
+def test_an_endpoint_outage_stops_the_run_and_retry_failed_finishes_it(tmp_path, cli_env, shared_dir):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    out = tmp_path / "run"
+    outage = shared_dir / "endpoint-down"
+    outage.write_text("down")
+    args = run_args(spec, out, "--split", "medium", "--tasks", "8", "--policy", f"flaky:{outage}", "--workers", "1",
+                    "--max-endpoint-failures", "3")
+    proc = envh(*args, env=cli_env, check=False)
+    assert proc.returncode == 2 and "3 consecutive episodes failed on the model endpoint" in proc.stderr
+    assert "--resume --retry failed" in proc.stderr
+    with TrajectoryStore(out) as store:
+        rows = store.rows()
+    assert len(rows) == 3 and all(r["error_class"] == "policy_error" and r["retryable"] for r in rows)
+
+    outage.unlink()  # the endpoint is back
+    no_retry = envh(*args, "--resume", env=cli_env)  # plays only the missing keys
+    with TrajectoryStore(out) as store:
+        assert len(store.rows()) == 8 and sum(1 for r in store.rows() if r["error_class"]) == 3
+    envh(*args, "--resume", "--retry", "failed", env=cli_env)
+    with TrajectoryStore(out) as store:
+        latest, everything = store.rows(), store.rows(kind=None)
+        retried = [t for t in store.query() if t.retry]
+    assert "1.000" not in no_retry.stdout
+    assert len(latest) == 8 and all(r["error_class"] is None and r["success"] for r in latest)
+    assert len(everything) == 11  # the three failed rows stay, superseded
+    assert len(retried) == 3 and {t.retry for t in retried} == {1} and all(t.success for t in retried)
+    shown = json.loads(envh("show", str(out), "--json", env=cli_env).stdout)
+    assert shown[0]["episodes"] == 8 and shown[0]["successes"] == 8
+
+
+def test_export_to_a_missing_directory_is_a_clear_error(tmp_path, cli_env):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    out = tmp_path / "run"
+    envh(*run_args(spec, out, "--split", "easy", "--tasks", "1", "--policy", "solver", "--executor", "inline"),
+         env=cli_env)
+    proc = envh("export", str(out), "--format", "messages", "-o", str(tmp_path / "nowhere" / "x.jsonl"),
+                env=cli_env, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "nowhere" in proc.stderr

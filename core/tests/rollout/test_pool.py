@@ -110,7 +110,8 @@ def test_episode_timeouts_and_cpu_budgets_end_as_timeouts(registry, worker_env):
         slow, burn = pool.run([req(registry, "slow", "sleepy:10", timeout_s=0.3),
                                req(registry, "burn", "sleepy", policy_options={"seconds": 30, "burn": True})])
     assert slow.error_class == "timeout" and slow.final and slow.attempt == 0
-    assert burn.error_class == "timeout" and "CPU budget" in burn.error and burn.duration_s < 10
+    # 1 s of CPU, not the 30 s the policy would burn (wall time stretches on a loaded machine)
+    assert burn.error_class == "timeout" and "CPU budget" in burn.error and burn.duration_s < 25
 
 
 def test_workers_hold_no_secrets_unless_passed(registry, worker_env, monkeypatch):

@@ -94,7 +94,7 @@ def differences(old: Any, new: Any, path: str = "") -> list[str]:
     if isinstance(old, dict) and isinstance(new, dict):
         out = []
         for key in sorted(set(old) | set(new), key=str):
-            if path == "" and key in OPERATIONAL:
+            if path in ("", "config") and key in OPERATIONAL:
                 continue
             sub = f"{path}.{key}" if path else str(key)
             if key not in old:
