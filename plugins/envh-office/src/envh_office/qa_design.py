@@ -32,7 +32,8 @@ def filter_action(action, state, memo):
 
 
 def filter_observation(observation, state, memo):
-    if state["steps"] == 0:
+    if not memo.get("shown"):  # the episode's first observation, after any stage
+        memo["shown"] = True
         return observation.text + "\\n\\nThe answer is in: " + ", ".join(SOURCES) + " (searches cover only these)."
     return None
 '''
@@ -41,7 +42,8 @@ POINT_CODE = '''HINT = {hint!r}
 
 
 def filter_observation(observation, state, memo):
-    if state["steps"] == 0:
+    if not memo.get("shown"):  # the episode's first observation, after any stage
+        memo["shown"] = True
         return observation.text + "\\n\\n" + HINT
     return None
 '''
@@ -85,7 +87,7 @@ def filter_action(action, state, memo):
 
 
 def filter_observation(observation, state, memo):
-    if state["steps"] == 0 and HEADER in observation.text:
+    if HEADER in observation.text:  # only the reset observation carries the index
         return observation.text.split(HEADER)[0].rstrip()
     return None
 '''

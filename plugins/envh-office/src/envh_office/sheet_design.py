@@ -18,7 +18,8 @@ REVEAL_CODE = '''POSITION = {position!r}
 
 
 def filter_observation(observation, state, memo):
-    if state["steps"] == 0:
+    if not memo.get("shown"):  # the episode's first observation, after any stage
+        memo["shown"] = True
         return observation.text + "\\n\\nThe graded cells are: " + POSITION + "."
     return None
 '''
