@@ -1,0 +1,143 @@
+"""WebShop over a catalogue in WebShop's data format: the scripted buyer scores 1, a near
+miss scores in between, text and browser modes agree, splits follow the index ranges."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from envh import Action, TaskRef, errors
+from envh_webarena.axtree import find_bid
+
+RANGES = {"test": [0, 3], "train": [3, None]}
+
+
+@pytest.fixture(scope="module")
+def text_env(webshop_data):
+    from envh_webarena.webshop.bridge import make_webshop
+
+    env = make_webshop(mode="text", data=webshop_data, split_ranges=RANGES)
+    yield env
+    env.close()
+
+
+@pytest.fixture(scope="module")
+def browser_env(webshop_data):
+    from envh_webarena.webshop.bridge import make_webshop
+
+    env = make_webshop(mode="browser", data=webshop_data, split_ranges=RANGES)
+    yield env
+    env.close()
+
+
+def goal_for(env, asin: str) -> tuple[TaskRef, dict]:
+    goals = env.site.catalogue.goals
+    i = next(i for i, g in enumerate(goals) if g["asin"] == asin)
+    split = "test" if i < 3 else "train"
+    return TaskRef(suite="webshop", split=split, instance_id=str(i)), goals[i]
+
+
+def text_plan(goal: dict, options: list[str]) -> list[str]:
+    return [f"search[{goal['query']}]", f"click[{goal['asin'].lower()}]", *[f"click[{o}]" for o in options],
+            "click[buy now]"]
+
+
+def act(text: str) -> Action:
+    return Action(tool="act", args={"action": text})
+
+
+def test_text_buyer_scores_one(text_env) -> None:
+    for asin in ("B0TSHIRT01", "B0BOTTLE04", "B0GREENT05"):
+        task, goal = goal_for(text_env, asin)
+        first = text_env.reset(task=task).observation
+        assert goal["instruction_text"] in first.text and "search[<your query>]" in first.text
+        for a in text_plan(goal, goal["goal_options"]):
+            resp = text_env.step(act(a))
+            assert not resp.info.get("error"), resp.info
+        assert resp.terminated and resp.reward == pytest.approx(1.0)
+        verdict = text_env.evaluate()
+        assert verdict.success and verdict.metrics["asin"] == asin
+
+
+def test_near_miss_scores_partially(text_env) -> None:
+    task, goal = goal_for(text_env, "B0TSHIRT01")  # navy blue, large, machine wash, cotton, price
+    text_env.reset(task=task)
+    for a in text_plan(goal, ["navy blue", "small"]):  # the wrong size
+        text_env.step(act(a))
+    verdict = text_env.evaluate()
+    assert not verdict.success
+    # (2 attributes + 1 of 2 options + price) / (2 + 2 + 1) with the right product type
+    assert verdict.score == pytest.approx(4 / 5)
+    task, goal = goal_for(text_env, "B0TSHIRT01")
+    text_env.reset(task=task)
+    for a in ["search[polo shirt]", "click[b0polo0002]", "click[navy blue]", "click[large]", "click[buy now]"]:
+        text_env.step(act(a))
+    wrong_product = text_env.evaluate()
+    assert 0 < wrong_product.score < verdict.score and not wrong_product.success
+
+
+def test_text_mode_rejects_bad_actions(text_env) -> None:
+    task, _ = goal_for(text_env, "B0GREENT05")
+    text_env.reset(task=task)
+    for bad in ["click[buy now]", "buy it", "search[]", "click[b0nothere]"]:
+        resp = text_env.step(act(bad))
+        assert resp.info["error"]["type"] == "invalid_action" and "Available actions" in resp.observation.text
+    text_env.step(act("search[tea]"))
+    assert text_env.step(act("search[mug]")).info["error"]  # no search box on the results page
+    assert text_env.get_env_state()["page"] == "results"
+
+
+def test_splits_follow_index_ranges(text_env, webshop_data) -> None:
+    from envh_webarena.webshop.bridge import make_webshop
+
+    assert [t.instance_id for t in text_env.list_tasks("test")] == ["0", "1", "2"]
+    assert [t.instance_id for t in text_env.list_tasks("train")] == ["3"]
+    default = make_webshop(data=webshop_data)  # WebShop's own ranges: all 4 goals fall in test (0-500)
+    assert len(default.list_tasks("test")) == 4 and default.list_tasks("train") == []
+    with pytest.raises(errors.UnknownNameError):
+        make_webshop(data=webshop_data, split="dev")
+    with pytest.raises(errors.SpecError):
+        make_webshop(mode="gui", data=webshop_data)
+
+
+def browser_buy(env, task: TaskRef, goal: dict, options: list[str]) -> None:
+    obs = env.reset(task=task).observation
+    env.step(Action(tool="fill", args={"bid": find_bid(obs.text, "textbox", "Search"), "value": goal["query"]}))
+    obs = env.step(Action(tool="click", args={"bid": find_bid(obs.text, "button", "Search")})).observation
+    assert "Total results" in obs.text
+    obs = env.step(Action(tool="click", args={"bid": find_bid(obs.text, "link", goal["asin"])})).observation
+    for option in options:
+        obs = env.step(Action(tool="click", args={"bid": find_bid(obs.text, "radio", option)})).observation
+        assert re.search(rf"radio '{re.escape(option)}', checked", obs.text), obs.text
+    resp = env.step(Action(tool="click", args={"bid": find_bid(obs.text, "button", "Buy Now")}))
+    assert resp.terminated and "Thank you for shopping" in resp.observation.text
+
+
+def test_text_and_browser_modes_agree(text_env, browser_env) -> None:
+    for asin, options in [("B0TSHIRT01", ["navy blue", "large"]), ("B0TSHIRT01", ["white", "large"]),
+                          ("B0SHOES003", ["pink", "8"])]:
+        task, goal = goal_for(text_env, asin)
+        text_env.reset(task=task)
+        for a in text_plan(goal, options):
+            text_env.step(act(a))
+        browser_buy(browser_env, task, goal, options)
+        t, b = text_env.evaluate(), browser_env.evaluate()
+        assert (t.success, t.score) == (b.success, b.score)
+        assert t.metrics["options"] == b.metrics["options"] == dict(zip(["color", "size"], options, strict=True))
+    assert browser_env.evaluate().success  # the shoes: pink, size 8
+
+
+def test_reward_parts_follow_webshop_rules(text_env) -> None:
+    from envh_webarena.webshop import reward
+
+    products = text_env.site.catalogue.products
+    _, goal = goal_for(text_env, "B0TSHIRT01")
+    shirt = products["B0TSHIRT01"]
+    full = reward.score(shirt, goal, 15.99, {"color": "navy blue", "size": "large"})
+    assert full["reward"] == 1.0 and full["r_type"] == 1.0
+    over_budget = reward.score(shirt, goal, 1000.0, {"color": "navy blue", "size": "large"})
+    assert over_budget["reward"] == pytest.approx(4 / 5) and not over_budget["r_price"]
+    # size matches exactly only: "large" is not "x-large"
+    assert reward.option_matches(shirt, ["x-large"], {"size": "large"}) == 0
+    tea = products["B0GREENT05"]
+    assert reward.type_reward(tea, goal)["r_type"] < 1.0  # tea is not a shirt
