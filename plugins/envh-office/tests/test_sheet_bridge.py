@@ -30,7 +30,17 @@ def env(sheet_data, soffice, docker_ready):
     """One env for the module (one container warm-up); tests reset it."""
     from envh_office.sheet_bridge import SpreadsheetBenchEnv
 
-    e = SpreadsheetBenchEnv(sheet_data, python_timeout=3)
+    e = SpreadsheetBenchEnv(sheet_data, python_timeout=30)
+    yield e
+    e.close()
+
+
+@pytest.fixture(scope="module")
+def short_env(sheet_data, soffice, docker_ready):
+    """A 2-second run_python limit, for code that never ends."""
+    from envh_office.sheet_bridge import SpreadsheetBenchEnv
+
+    e = SpreadsheetBenchEnv(sheet_data, python_timeout=2)
     yield e
     e.close()
 
@@ -115,7 +125,8 @@ def test_run_python_edits_and_reports(env):
     ("import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=3)", "exit code 1", "python_error"),
     ("import os\nos.kill(os.getppid(), 9)", "runner died", "python_error"),
 ])
-def test_hostile_code_is_contained(env, code, expect, kind):
+def test_hostile_code_is_contained(env, short_env, code, expect, kind):
+    env = short_env if kind == "timeout" else env
     env.reset(task=T1, seed=0)
     before = digest(env)
     t0 = time.perf_counter()

@@ -47,9 +47,18 @@ def run(req):
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
            "WORKBOOK": BOOK, "PYTHONDONTWRITEBYTECODE": "1",
            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MPLCONFIGDIR": "/tmp"}
-    proc = subprocess.Popen([sys.executable, CODE], cwd=WORK, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                            preexec_fn=_limits(int(req.get("memory", 1 << 30))))
+    proc = None
+    for attempt in range(20):  # pids still held by a previous call's processes: wait for them
+        try:
+            proc = subprocess.Popen([sys.executable, CODE], cwd=WORK, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                                    preexec_fn=_limits(int(req.get("memory", 1 << 30))))
+            break
+        except OSError as exc:
+            if attempt == 19:
+                return {"exit_code": -1, "output": f"python could not start: {exc}\n", "timed_out": False,
+                        "dropped": 0, "workbook": None, "workbook_problem": "the code did not run"}
+            time.sleep(0.1)
     deadline = time.monotonic() + float(req.get("timeout", 60))
     head, tail, dropped, keep_tail = bytearray(), bytearray(), 0, limit // 2
     timed_out, exited_at = False, None
@@ -91,6 +100,13 @@ def run(req):
         pass
     proc.stdout.close()
     code = proc.wait()
+    gone = time.monotonic() + 5
+    while time.monotonic() < gone:  # the group's last members (a fork bomb's) are reaped by init
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            break
+        time.sleep(0.02)
     out = head.decode("utf-8", "replace")
     if dropped:
         out += f"\n[... {dropped} bytes of output cut ...]\n"
