@@ -61,7 +61,7 @@ def types(session: nox.Session) -> None:
     session.run("mypy", "src/envh")
 
 
-@nox.session
+@nox.session(reuse_venv=False, default=False)
 def wheels(session: nox.Session) -> None:
     """The publishable path: build every package's wheel, install them into this fresh
     venv from the wheel files alone (dependencies from the package index), and check that
