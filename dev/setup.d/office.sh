@@ -2,19 +2,21 @@
 # $PY (the venv's python) set and the repository root as the working directory.
 # Idempotent and quick once done:
 #   1. apt-get install libreoffice-calc-nogui (headless Calc: recalculation) and python3-uno
-#      (the system python drives one warm soffice per process) when missing;
+#      (the system python drives one warm soffice per process) and bubblewrap (it runs
+#      jailed: no network, no host files) when missing;
 #   2. pip install -e plugins/envh-office when it does not import;
 #   3. build envh-office/sandbox:bookworm (python3 + openpyxl + pandas) FROM the
 #      debootstrap base image docker.sh builds; docker's layer cache makes a re-run instant.
 
 envh_office_setup() {
-  if ! command -v soffice >/dev/null 2>&1 || ! /usr/bin/python3 -c "import uno" 2>/dev/null; then
-    echo "office.sh: installing libreoffice-calc-nogui python3-uno"
+  if ! command -v soffice >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1 \
+      || ! /usr/bin/python3 -c "import uno" 2>/dev/null; then
+    echo "office.sh: installing libreoffice-calc-nogui python3-uno bubblewrap"
     if ! DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
-        --no-install-recommends libreoffice-calc-nogui python3-uno >/dev/null 2>&1; then
+        --no-install-recommends libreoffice-calc-nogui python3-uno bubblewrap >/dev/null 2>&1; then
       DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null || return 1
       DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
-        --no-install-recommends libreoffice-calc-nogui python3-uno >/dev/null || return 1
+        --no-install-recommends libreoffice-calc-nogui python3-uno bubblewrap >/dev/null || return 1
     fi
   fi
   "$PY" -c "import envh_office.sheet_bridge, re2, openpyxl" 2>/dev/null \

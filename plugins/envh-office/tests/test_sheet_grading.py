@@ -109,6 +109,51 @@ def test_recalculation_is_cached_by_content(books, tmp_path):
     assert recalc.stats["conversions"] == before["conversions"]
 
 
+def test_libreoffice_runs_jailed(books):
+    """No network and no host files for the office: a formula cannot reach the host."""
+    import http.server
+    import subprocess
+    import threading
+
+    prefix = recalc.jail()
+    assert prefix and recalc.stats["jailed"], "bubblewrap must confine LibreOffice (dev/setup.d/office.sh installs it)"
+    probe = ("import os, socket\nprint(sorted(os.listdir('/')))\n"
+             "print(os.path.exists('/root'), os.path.exists('/work'), os.path.exists('/etc/shadow'))\n"
+             "try:\n    socket.create_connection(('127.0.0.1', 22), timeout=2)\nexcept OSError as e:\n"
+             "    print('net', e.errno)\n")
+    out = subprocess.run([*prefix, "/usr/bin/python3", "-c", probe], capture_output=True, text=True, timeout=60)
+    lines = out.stdout.splitlines()
+    assert lines[0] == str(sorted(["bin", "dev", "etc", "lib", "lib64", "proc", "sbin", "tmp", "usr"]))
+    assert lines[1] == "False False False" and lines[2].startswith("net ")
+
+    hits = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the stdlib's name
+            hits.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"LOOPBACK-SECRET")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        wb = openpyxl.Workbook()
+        wb.active["A1"] = f'=_xlfn.WEBSERVICE("http://127.0.0.1:{server.server_port}/")'
+        wb.active["A2"] = '=INDIRECT("\'file:///etc/hostname\'#$Sheet1.A1")'
+        path = os.path.join(os.path.dirname(books["raw"]["gold"]), "ssrf.xlsx")
+        wb.save(path)
+        values = openpyxl.load_workbook(recalc.recalculate([path])[0], data_only=True).active
+        assert "LOOPBACK-SECRET" not in str(values["A1"].value) and hits == []
+        assert str(values["A2"].value).startswith("#")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_recalculation_failures_are_infra_errors(books, tmp_path, monkeypatch):
     fresh = tmp_path / "fresh.xlsx"
     wb = _input_book(2)

@@ -9,8 +9,11 @@ cached values, which ``openpyxl`` reads with ``data_only=True``. Two ways, same 
 * cold: ``soffice --headless --convert-to xlsx`` per batch (the private profile sets
   "recalculate on load: always"), seconds per call.
 
-Each process uses its own LibreOffice profile (removed at exit) and one conversion at a
-time, so it never collides with another soffice. Results are cached on disk by a hash of
+LibreOffice runs jailed with bubblewrap when ``bwrap`` works here: no network (formulas
+such as ``WEBSERVICE`` cannot reach the host's services or the internet), only ``/usr``,
+a few ``/etc`` entries and its private folder visible (``INDIRECT`` into host files finds
+nothing). Each process uses its own profile folder (removed at exit) and one conversion
+at a time, so it never collides with another soffice. Results are cached on disk by a hash of
 the workbook's parts (``docProps`` excluded: saving stamps a time there), so the golden
 workbooks are recalculated once. Any failure is ``envh.errors.InfraError``: a broken
 recalculation is never the policy's fault.
@@ -49,7 +52,7 @@ _lock = threading.Lock()
 _profile: str | None = None
 _warm: dict[str, Any] = {}
 _uno_ok: bool | None = None
-stats = {"conversions": 0, "workbooks": 0, "seconds": 0.0, "cache_hits": 0, "starts": 0}
+stats: dict[str, Any] = {"conversions": 0, "workbooks": 0, "seconds": 0.0, "cache_hits": 0, "starts": 0, "jailed": False}
 UNO_PYTHON = os.environ.get("ENVH_OFFICE_UNO_PYTHON", "/usr/bin/python3")
 
 
@@ -94,6 +97,32 @@ def _profile_dir() -> str:
     return _profile
 
 
+_ETC = ("fonts", "libreoffice", "ld.so.cache", "alternatives", "passwd", "group", "nsswitch.conf", "localtime")
+_jail: list[str] | None = None
+
+
+def jail() -> list[str]:
+    """The bubblewrap prefix that confines LibreOffice ([] when bwrap is missing or cannot
+    create namespaces here, or ``ENVH_OFFICE_RECALC_JAIL=0``)."""
+    global _jail
+    if _jail is None:
+        base = _profile_dir()
+        argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr",
+                "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
+                "--symlink", "usr/sbin", "/sbin", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+                *[a for e in _ETC for a in ("--ro-bind-try", f"/etc/{e}", f"/etc/{e}")],
+                "--bind", base, base, "--setenv", "HOME", base, "--chdir", base]
+        _jail = []
+        if os.environ.get("ENVH_OFFICE_RECALC_JAIL", "1") != "0" and shutil.which("bwrap"):
+            try:
+                probe = subprocess.run([*argv, "/usr/bin/true"], capture_output=True, timeout=30)
+                _jail = argv if probe.returncode == 0 else []
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        stats["jailed"] = bool(_jail)
+    return _jail
+
+
 def recalculate(paths: list[str], *, timeout: float = 180.0) -> list[str]:
     """Recalculated copies of ``paths`` (same order), from the cache when present."""
     cache = cache_dir()
@@ -110,7 +139,9 @@ def _convert(todo: dict[str, str], cache: Path, timeout: float) -> None:
     if exe is None:
         raise errors.InfraError("LibreOffice (soffice) is not installed; dev/setup.d/office.sh installs "
                                 "Debian's libreoffice-calc-nogui.")
-    with _lock, tempfile.TemporaryDirectory(prefix="envh-office-recalc-") as work:
+    xfer = Path(_profile_dir()) / "xfer"
+    xfer.mkdir(exist_ok=True)
+    with _lock, tempfile.TemporaryDirectory(prefix="recalc-", dir=xfer) as work:
         src, out = Path(work) / "in", Path(work) / "out"
         src.mkdir()
         out.mkdir()
@@ -173,7 +204,8 @@ atexit.register(_stop_warm)
 def _start_warm(exe: str) -> None:
     helper = str(resources.files("envh_office").joinpath("_lo_helper.py"))
     pipe = f"envh-office-{os.getpid()}-{time.monotonic_ns()}"
-    proc = subprocess.Popen([UNO_PYTHON, helper, exe, _profile_dir(), pipe], stdin=subprocess.PIPE,
+    source = Path(helper).read_text()
+    proc = subprocess.Popen([*jail(), UNO_PYTHON, "-c", source, exe, _profile_dir(), pipe], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
                             env={**os.environ, "HOME": _profile_dir(), "SAL_USE_VCLPLUGIN": "svp"})
     _warm.update(proc=proc, buf=bytearray())
@@ -211,7 +243,7 @@ def _convert_warm(exe: str, pairs: list[tuple[str, str]], timeout: float) -> Non
 
 
 def _convert_cold(exe: str, src: Path, out: Path, count: int, timeout: float) -> None:
-    argv = [exe, f"-env:UserInstallation=file://{_profile_dir()}", "--headless", "--norestore",
+    argv = [*jail(), exe, f"-env:UserInstallation=file://{_profile_dir()}", "--headless", "--norestore",
             "--nolockcheck", "--calc", "--convert-to", "xlsx:Calc MS Excel 2007 XML", "--outdir", str(out),
             *sorted(str(p) for p in src.iterdir())]
     t0 = time.perf_counter()
