@@ -70,6 +70,62 @@ class Solver:
         pass
 
 
+class Rate:
+    """Known true rates: with probability ``rates[n]`` (n = numbers at the start) it plays the
+    solver's plan, else it stops at once (a loss unless the start already shows 24). The
+    draw comes from the episode seed, so the rate of any candidate is known exactly."""
+
+    policy_id = "test-rate"
+
+    def __init__(self, arg=None, rates=None, **options):
+        self.rates = {int(k): float(v) for k, v in (rates or {}).items()}
+        self.play = False
+
+    def start(self, *, task, tools, observation, seed=None):
+        import random
+
+        n = len(observation.data.get("numbers", []))
+        self.play = random.Random(f"rate-{seed}").random() < self.rates.get(n, 1.0 if n <= 1 else 0.0)
+
+    def act(self, observation, tools):
+        action = _solver_move(observation.data) if self.play else Action(tool="stop")
+        return PolicyStep(action=action, raw=action.tool)
+
+    def close(self):
+        pass
+
+
+class Slow:
+    """Always solves, after W wasted (invalid) turns, W ~ Binomial(4 (n - 1), 1/2) for n numbers
+    at the start: true mean steps 3 (n - 1) + 1 (10, 7, 4, 1 for n = 4, 3, 2, 1)."""
+
+    policy_id = "test-slow"
+
+    def __init__(self, arg=None, **options):
+        self.waste = 0
+        self.data = {}
+
+    def start(self, *, task, tools, observation, seed=None):
+        import random
+
+        rng = random.Random(f"slow-{seed}")
+        self.data = dict(observation.data)
+        n = len(self.data.get("numbers", []))
+        self.waste = sum(rng.random() < 0.5 for _ in range(4 * max(0, n - 1)))
+
+    def act(self, observation, tools):
+        if "numbers" in observation.data:  # an error observation carries no numbers
+            self.data = dict(observation.data)
+        if self.waste > 0:
+            self.waste -= 1
+            return PolicyStep(action=Action(tool="think", args={}), raw="think")
+        return PolicyStep(action=_solver_move(self.data), raw="solver")
+
+    def close(self):
+        pass
+
+
 @envh.hookimpl
 def envh_policies():
-    return [envh.PolicyInfo(name="coin", factory=Coin), envh.PolicyInfo(name="solver", factory=Solver)]
+    return [envh.PolicyInfo(name="coin", factory=Coin), envh.PolicyInfo(name="solver", factory=Solver),
+            envh.PolicyInfo(name="rate", factory=Rate), envh.PolicyInfo(name="slow", factory=Slow)]

@@ -34,8 +34,9 @@ def test_weak_policy_is_scaffolded_into_the_band(registry, tmp_path):
             env.reset(task=task, seed=0)
             assert len(env.get_env_state()["numbers"]) == 2
     report = (out / "report.md").read_text()
-    assert "accepted" in report and "sr_per_round.png" in report
-    for png in ("sr_per_round.png", "rollouts.png"):
+    assert "accepted" in report and "metric_per_round.png" in report
+    assert "Policy `coin`" in report and "designer `template`" in report and '"kind": "stage"' in report
+    for png in ("metric_per_round.png", "rollouts.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
 
 

@@ -28,7 +28,9 @@ DEFAULT_POLICY = "local:smollm2"
 @click.option("--target", default="sr:0.4-0.6", show_default=True,
               help="sr:LO-HI | steps:LO-HI | beats-baseline:D | weakness:\"...\"")
 @click.option("-k", "k", default=5, show_default=True, help="Rollouts per observation batch.")
-@click.option("--k-max", default=10, show_default=True, help="Most rollouts one validation may use.")
+@click.option("--k-max", type=int, default=None,
+              help="Cap on the rollouts of one validation (default: the validator's design for the "
+                   "band, 30 at width 0.2; a lower cap voids its stated error rates).")
 @click.option("--rounds", default=5, show_default=True, help="Design rounds per task.")
 @click.option("--out", "out", default="runs/rig", show_default=True, help="Output directory.")
 @click.option("--resume", is_flag=True, help="Continue the run in --out without redoing work.")
@@ -46,7 +48,7 @@ DEFAULT_POLICY = "local:smollm2"
               help="Worker processes playing a batch of rollouts at once (1: in this process).")
 def rig_cmd(spec: str, tasks: str | None, policy: str, policy_options: tuple[str, ...],
             designer_options: tuple[str, ...], designer: str, target: str, k: int,
-            k_max: int, rounds: int, out: str, resume: bool, coevolve: bool, base_pool: str | None,
+            k_max: int | None, rounds: int, out: str, resume: bool, coevolve: bool, base_pool: str | None,
             max_rollouts: int | None, max_tokens: int | None, max_dollars: float | None,
             max_seconds: float | None, prices: str | None, seed: int, max_steps: int | None,
             workers: int) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from envh.rollout.trajectory import Trajectory
 
-from .stats import wilson
+from .stats import mean_interval, wilson
 
 
 def steps_of(t: Trajectory) -> int:
@@ -31,8 +31,9 @@ def candidate_acted(t: Trajectory, layer_ids: set[str]) -> bool:
     return False
 
 
-def summarize(trajs: Sequence[Trajectory], *, confidence: float = 0.9) -> dict[str, Any]:
-    """Success rate (with a Wilson interval), steps, how episodes ended, error types."""
+def summarize(trajs: Sequence[Trajectory]) -> dict[str, Any]:
+    """Success rate (Wilson 95 % interval), mean steps (t 95 % interval), how episodes ended,
+    error types."""
     n = len(trajs)
     wins = sum(t.success for t in trajs)
     steps = [steps_of(t) for t in trajs]
@@ -50,7 +51,8 @@ def summarize(trajs: Sequence[Trajectory], *, confidence: float = 0.9) -> dict[s
         usage.update(t.usage)
     return {
         "n": n, "successes": wins, "success_rate": wins / n if n else 0.0,
-        "interval": list(wilson(wins, n, confidence)),
+        "interval": list(wilson(wins, n)),
+        "steps_interval": list(mean_interval(steps)) if n > 1 else [None, None],
         "mean_steps": sum(steps) / n if n else 0.0,
         "mean_steps_success": sum(win_steps) / len(win_steps) if win_steps else None,
         "stops": dict(Counter(t.stop for t in trajs)),

@@ -112,7 +112,8 @@ class TaskLoop:
             values += [float(t.success) if binary else float(steps_of(t)) for t in new]
         decision, decisive = self.r.validator.decide(values, band, binary=binary)
         stats = summarize(trajs)
-        stats.update(decision=decision, decisive=decisive, band=list(band))
+        stats.update(decision=decision, decisive=decisive, band=list(band),
+                     confidence=self.r.validator.confidence(values, band, binary=binary))
         return trajs, stats
 
     # -- the loop ------------------------------------------------------------------------
@@ -191,6 +192,10 @@ class TaskLoop:
 
     def _judge(self, stats: dict[str, Any], trajs: list[Any], proposal: Proposal) -> tuple[str, str]:
         decision = stats["decision"]
+        crashed = sum(stats["error_classes"].values())
+        if crashed * 2 >= max(1, stats["n"]):
+            return "rejected", (f"{crashed} of {stats['n']} validation episodes ended in errors "
+                                f"{stats['error_classes']}: they measure a broken episode, not the policy")
         if stats["successes"] == 0 and stats["blocked_steps"] > 0:
             return "rejected", ("no success and actions were blocked: the candidate may make the task "
                                 "unsolvable for this policy; loosen it")

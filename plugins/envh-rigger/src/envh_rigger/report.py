@@ -1,13 +1,19 @@
 """The report of a rig run: ``OUT/report.md`` and PNG plots (matplotlib, Agg backend).
 
-``sr_per_round.png``: per task, the success rate of the baseline (round 0) and of each
-validated candidate with its Wilson interval, against the target band.
-``rollouts.png``: where rollouts went, per task: observation vs validation of accepted
-and rejected candidates (candidates stopped by the free cascade cost none).
+It speaks the target's language: the metric the target names (success rate, or mean
+steps), its band, the validator's decision per round with the posterior mass of each
+region and the validator's stated error rates, each candidate's layers (the rendered
+spec) and rationale, and in the header the policy, designer, spec and seed.
+
+``metric_per_round.png``: per task, the metric of the baseline (round 0) and of each
+validated candidate with its 95 % interval (Wilson for rates, t for means), against the
+band. ``rollouts.png``: where rollouts went (observation vs validation of accepted and
+rejected candidates; candidates stopped by the free cascade cost none).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -16,16 +22,30 @@ from envh import TaskRef
 
 from .budget import Usage
 from .journal import Journal
+from .stats import SequentialValidator
 from .targets import Target
+
+PLOT = "metric_per_round.png"
 
 
 def _task_rows(journal: Journal, key: str) -> dict[str, Any]:
     events = journal.events(key)
-    baselines = [e for e in events if e["kind"] == "baseline"]
-    attempts = [e["attempt"] for e in events if e["kind"] == "attempt"]
+    # one observation per observed spec: a resumed run that re-records one does not count twice
+    observations = list({e["spec_id"]: e for e in events if e["kind"] == "baseline"}.values())
+    attempts = list({(e["attempt"]["round"], e["attempt"].get("spec_id"), json.dumps(e["attempt"]["layers"],
+                                                                                       sort_keys=True)): e["attempt"]
+                     for e in events if e["kind"] == "attempt"}.values())
     accepted = [e for e in events if e["kind"] == "accepted"]
-    return {"baseline": baselines[0] if baselines else None, "observations": baselines,
-            "attempts": attempts, "accepted": accepted}
+    baseline = next((e for e in events if e["kind"] == "baseline"), None)
+    return {"baseline": baseline, "observations": observations, "attempts": attempts, "accepted": accepted}
+
+
+def _value(stats: dict[str, Any], target: Target) -> tuple[float, tuple[float, float]]:
+    if target.binary:
+        return float(stats["success_rate"]), tuple(stats["interval"])  # type: ignore[return-value]
+    mean = float(stats["mean_steps"])
+    lo, hi = stats.get("steps_interval") or [None, None]
+    return mean, (mean if lo is None or not math.isfinite(lo) else lo, mean if hi is None or not math.isfinite(hi) else hi)
 
 
 def _plots(out: Path, rows: dict[str, dict[str, Any]], target: Target) -> list[str]:
@@ -34,38 +54,41 @@ def _plots(out: Path, rows: dict[str, dict[str, Any]], target: Target) -> list[s
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    made = []
+    made: list[str] = []
     keys = [k for k, r in rows.items() if r["baseline"]]
     if not keys:
         return made
+    label = "success rate" if target.binary else "mean steps"
     cols = min(3, len(keys))
     nrows = math.ceil(len(keys) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.2 * nrows), squeeze=False)
-    for ax, key in zip(axes.flat, keys):
+    for ax, key in zip(axes.flat, keys, strict=False):
         r = rows[key]
         base = r["baseline"]
         lo, hi = base["band"]
         ax.axhspan(lo, hi, color="tab:green", alpha=0.15, label="target band")
-        pts = [(0, base["stats"]["success_rate"], base["stats"]["interval"], "tab:gray")]
+        y, iv = _value(base["stats"], target)
+        pts = [(0, y, iv, "tab:gray")]
         for a in r["attempts"]:
             res = a.get("result")
             if res:
-                color = "tab:green" if a["verdict"] == "accepted" else "tab:red"
-                pts.append((a["round"], res["success_rate"], res["interval"], color))
+                y, iv = _value(res, target)
+                pts.append((a["round"], y, iv, "tab:green" if a["verdict"] == "accepted" else "tab:red"))
         for x, y, (ilo, ihi), color in pts:
-            ax.errorbar([x], [y], yerr=[[y - ilo], [ihi - y]], fmt="o", color=color, capsize=3)
+            ax.errorbar([x], [y], yerr=[[max(0.0, y - ilo)], [max(0.0, ihi - y)]], fmt="o", color=color, capsize=3)
         ax.plot([p[0] for p in pts], [p[1] for p in pts], color="tab:blue", alpha=0.4)
         ax.set_title(key, fontsize=9)
-        ax.set_ylim(-0.05, 1.05)
+        if target.binary:
+            ax.set_ylim(-0.05, 1.05)
         ax.set_xlabel("round (0 = baseline)")
-        ax.set_ylabel("success rate")
+        ax.set_ylabel(label)
     for ax in list(axes.flat)[len(keys):]:
         ax.axis("off")
-    fig.suptitle(f"success rate per round vs {target}")
+    fig.suptitle(f"{label} per round vs {target}")
     fig.tight_layout()
-    fig.savefig(out / "sr_per_round.png", dpi=90)
+    fig.savefig(out / PLOT, dpi=90)
     plt.close(fig)
-    made.append("sr_per_round.png")
+    made.append(PLOT)
 
     obs, acc, rej = [], [], []
     for key in keys:
@@ -77,7 +100,8 @@ def _plots(out: Path, rows: dict[str, dict[str, Any]], target: Target) -> list[s
     xs = range(len(keys))
     ax.bar(xs, obs, label="observe", color="tab:gray")
     ax.bar(xs, acc, bottom=obs, label="validate (accepted)", color="tab:green")
-    ax.bar(xs, rej, bottom=[o + a for o, a in zip(obs, acc)], label="validate (rejected)", color="tab:red")
+    ax.bar(xs, rej, bottom=[o + a for o, a in zip(obs, acc, strict=True)], label="validate (rejected)",
+           color="tab:red")
     ax.set_xticks(list(xs), [k.split("/")[-1] for k in keys], rotation=30, fontsize=8)
     ax.set_ylabel("rollouts")
     ax.set_title("where rollouts went")
@@ -89,44 +113,86 @@ def _plots(out: Path, rows: dict[str, dict[str, Any]], target: Target) -> list[s
     return made
 
 
-def _fmt_sr(stats: dict[str, Any] | None) -> str:
+def _fmt(stats: dict[str, Any] | None, target: Target) -> str:
     if not stats:
         return "-"
-    lo, hi = stats["interval"]
-    return f"{stats['success_rate']:.2f} [{lo:.2f}, {hi:.2f}] (n={stats['n']})"
+    y, (lo, hi) = _value(stats, target)
+    return f"{y:.2f} [{lo:.2f}, {hi:.2f}] (n={stats['n']})"
+
+
+def _confidence(res: dict[str, Any]) -> str:
+    conf = res.get("confidence")
+    if not conf:
+        return ""
+    return " (posterior " + ", ".join(f"{k} {v:.2f}" for k, v in conf.items()) + ")"
+
+
+def _guarantee(target: Target, band: list[float], validator: SequentialValidator) -> str:
+    if not target.binary:
+        return ("mean-steps rule: t posterior, stated at sd <= one band width: P(in | centre) >= 0.95, "
+                "P(in | an edge -/+ one width) <= 0.03")
+    c = validator.characteristic((band[0], band[1]))
+    parts = [f"P(in | p={v['p']:.2f}) = {v['p_in']:.2f} with {v['rollouts']:.1f} rollouts" for k, v in c.items()
+             if not k.startswith("p=")]
+    return "validator's exact error rates at this band: " + "; ".join(parts)
 
 
 def write_report(out: Path, journal: Journal, tasks: list[TaskRef], target: Target, usage: Usage,
-                 stops: dict[str, str]) -> Path:
+                 stops: dict[str, str], *, config: dict[str, Any] | None = None,
+                 validator: SequentialValidator | None = None) -> Path:
     """Write ``report.md`` and the plots; returns the report's path."""
+    cfg = config or {}
+    validator = validator or SequentialValidator()
     rows = {str(t): _task_rows(journal, str(t)) for t in tasks}
     plots = _plots(out, rows, target)
     u = usage.to_data()
+    metric = "success rate" if target.binary else "mean steps"
+    spec = cfg.get("spec")
     lines = [f"# envh rig report: {target}", "",
-             f"Target: {target.describe()}. Rollouts: {u['rollouts']}; LLM tokens: "
+             f"Policy `{cfg.get('policy', '?')}` · designer `{cfg.get('designer', '?')}` · diagnoser "
+             f"`{cfg.get('diagnoser', 'stats')}` · spec `{spec if isinstance(spec, str) else json.dumps(spec)}` · "
+             f"seed {cfg.get('seed', 0)}.", "",
+             f"Target: {target.describe()} (metric: {metric}). Rollouts: {u['rollouts']}; LLM tokens: "
              f"{u['prompt_tokens'] + u['completion_tokens']} ({u['llm_calls']} calls, {u['retries']} retries); "
              f"cost ${u['dollars']:.4f}.", "",
-             "| task | baseline | stop | rounds | accepted | best candidate |", "|---|---|---|---|---|---|"]
+             f"| task | baseline {metric} | band | stop | rounds | accepted | best candidate |",
+             "|---|---|---|---|---|---|---|"]
     for key, r in rows.items():
         tried = [a for a in r["attempts"] if a.get("result")]
         band = r["baseline"]["band"] if r["baseline"] else None
-        best = min(tried, key=lambda a: abs(a["result"]["success_rate"] - sum(band) / 2)) if tried and band else None
-        lines.append(f"| {key} | {_fmt_sr(r['baseline']['stats'] if r['baseline'] else None)} | "
-                     f"{stops.get(key, 'not run')} | {max((a['round'] for a in r['attempts']), default=0)} | "
-                     f"{len(r['accepted'])} | {_fmt_sr(best['result'] if best else None)} |")
+        best = (min(tried, key=lambda a: abs(_value(a["result"], target)[0] - sum(band) / 2))
+                if tried and band else None)
+        lines.append(f"| {key} | {_fmt(r['baseline']['stats'] if r['baseline'] else None, target)} | "
+                     f"{band} | {stops.get(key, 'not run')} | {max((a['round'] for a in r['attempts']), default=0)} | "
+                     f"{len(r['accepted'])} | {_fmt(best['result'] if best else None, target)} |")
     lines += [""] + [f"![{p}]({p})" for p in plots]
     for key, r in rows.items():
         lines += ["", f"## {key}", ""]
         if r["baseline"]:
             b = r["baseline"]
-            lines.append(f"Baseline {_fmt_sr(b['stats'])}, band {b['band']}, direction "
-                         f"{b['direction'] or 'none needed'}. Diagnosis ({b['diagnosis']['failure_axis']}): "
-                         f"{b['diagnosis']['summary']}")
+            diag = b["diagnosis"]
+            lines.append(f"Baseline {metric} {_fmt(b['stats'], target)}, band {b['band']}, direction "
+                         f"{b['direction'] or 'none needed'}. Diagnosis ({diag.get('failure_axis')}): "
+                         f"{diag.get('summary', '')}")
+            for claim in diag.get("claims", [])[:6]:
+                ev = claim.get("evidence", {})
+                lines.append(f"  - {claim.get('axis')}: {claim.get('claim')} — episode seed {ev.get('seed')}, "
+                             f"step {ev.get('step')}: \"{str(ev.get('quote', ''))[:120]}\"")
+            if b.get("weakness"):
+                lines.append(f"  Weakness predicate: `{b['weakness']}`")
+            if b.get("reference"):
+                lines.append(f"  Solvability check: {b['reference']}")
+            lines.append(f"  {_guarantee(target, b['band'], validator)}.")
         for a in r["attempts"]:
             what = a["meta"] or {"kinds": [layer.get("kind") for layer in a["layers"]]}
             res = a.get("result")
-            measured = f"{_fmt_sr(res)}, {res['decision']}" if res else f"cascade {a['cascade']['stage']}"
+            measured = (f"{_fmt(res, target)}, decision **{res['decision']}**{_confidence(res)}" if res
+                        else f"cascade {a['cascade']['stage']}")
             lines.append(f"- round {a['round']}: {what} → {measured} → **{a['verdict']}** ({a['reason'][:200]})")
+            if a.get("rationale"):
+                lines.append(f"  - rationale: {a['rationale'][:300]}")
+            lines.append("  - layers:\n\n    ```json\n" + "\n".join(
+                "    " + ln for ln in json.dumps(a["layers"], indent=2).splitlines()) + "\n    ```")
         for acc in r["accepted"]:
             lines.append(f"- pool: `{acc['path']}` (spec id {acc['spec_id'][:12]})")
     path = out / "report.md"

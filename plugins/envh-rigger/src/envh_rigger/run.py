@@ -42,7 +42,7 @@ class RigConfig:
     designer_options: dict[str, Any] = attrs.field(factory=dict)
     target: str = "sr:0.4-0.6"
     k: int = 5
-    k_max: int = 10
+    k_max: int | None = None  # None: the band's validator design picks it (30 at width 0.2)
     rounds: int = 5
     out: str = "runs/rig"
     resume: bool = False
@@ -170,6 +170,7 @@ def rig(config: RigConfig, *, registry: Registry | None = None,
         rollouts.close()
     from .report import write_report
 
-    report = write_report(out, journal, tasks, target, usage, stops)
+    report = write_report(out, journal, tasks, target, usage, stops, config=_config_data(config),
+                          validator=run.validator)
     journal.close()
     return {"report": str(report), "stops": stops, "usage": usage.to_data(), "out": str(out)}

@@ -16,6 +16,8 @@ from typing import Any, Literal
 import attrs
 from envh import errors
 
+from .stats import MIN_WIDTH
+
 Metric = Literal["success_rate", "mean_steps"]
 WEAKNESS_MARGIN = 0.2
 
@@ -91,12 +93,13 @@ def parse_target(text: str | Target) -> Target:
         m = re.fullmatch(rf"({_NUM})\s*-\s*({_NUM})", rest)
         if m:
             lo, hi = float(m.group(1)), float(m.group(2))
-            if lo <= hi and (kind == "steps" or 0 <= lo <= hi <= 1):
+            if lo <= hi and (kind == "steps" or (0 <= lo <= hi <= 1 and hi - lo >= MIN_WIDTH - 1e-9)):
                 return Target(kind=kind, lo=lo, hi=hi)  # type: ignore[arg-type]
     elif kind == "beats-baseline" and re.fullmatch(_NUM, rest):
         return Target(kind="beats-baseline", delta=float(rest))
     elif kind == "weakness" and rest.strip("\"'"):
         return Target(kind="weakness", text=rest.strip("\"'"))
     raise errors.EnvhError(
-        f"Bad target {text!r}. Use sr:LO-HI (0 <= LO <= HI <= 1), steps:LO-HI, "
+        f"Bad target {text!r}. Use sr:LO-HI (0 <= LO <= HI <= 1, HI - LO >= {MIN_WIDTH:g}: a narrower "
+        "band needs hundreds of rollouts per verdict), steps:LO-HI, "
         "beats-baseline:DELTA or weakness:\"plain words\".")
