@@ -151,3 +151,38 @@ def test_tolerance_config_and_metrics(officeqa_dirs):
         m = env.evaluate().metrics
         assert (m["score_tol_0"], m["score_tol_1"], m["score_tol_5"]) == (0.0, 0.0, 1.0)
         assert env.list_tasks() and {t.split for t in env.list_tasks()} == {"all"}
+
+
+def test_question_csv_inside_the_corpus_is_never_served(tmp_path):
+    """A user who keeps officeqa.csv (gold answers) inside the corpus folder: the tools
+    neither list, read nor grep it."""
+    import csv
+
+    from envh_office.qa_bridge import OfficeQAEnv
+    from office_fixtures import write_corpus
+
+    write_corpus(tmp_path, [(1941, 1)])
+    root = tmp_path / "treasury_bulletins_parsed"
+    with open(root / "officeqa.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["uid", "question", "answer", "source_docs", "source_files", "difficulty"])
+        w.writeheader()
+        w.writerow(QUESTIONS[0])
+    (root / "splits.json").write_text(json.dumps({"dev": ["UID0001"]}))
+    (root / "answers_link.csv").symlink_to(root / "officeqa.csv")
+    with OfficeQAEnv(str(root / "officeqa.csv"), str(tmp_path), str(root / "splits.json")) as env:
+        env.reset(task=TaskRef(suite="officeqa", split="dev", instance_id="UID0001"), seed=0)
+        texts = [step(env, "glob", pattern="**").observation.text,
+                 step(env, "grep", pattern="UID0001|budget receipts in fiscal").observation.text,
+                 step(env, "read", path="officeqa.csv").observation.text,
+                 step(env, "read", path="answers_link.csv").observation.text,
+                 step(env, "read", path="splits.json").observation.text]
+    assert not any(GOLD["UID0001"] in t for t in texts)
+    assert "officeqa.csv" not in texts[0] and "splits.json" not in texts[0] and "answers_link" not in texts[0]
+
+
+@pytest.mark.parametrize("pattern", ["?*" * 40 + "X", "**a" * 30 + "b", "{" * 50 + "a", "[" * 30, "x" * 2000])
+def test_hostile_globs_finish_fast(qa_env, pattern):
+    qa_env.reset(task=T1, seed=0)
+    t0 = time.perf_counter()
+    resp = step(qa_env, "glob", pattern=pattern)
+    assert time.perf_counter() - t0 < 1.0 and len(resp.observation.text) < 3000

@@ -62,7 +62,7 @@ def page_of_file(rel: str) -> int | None:
     return int(m.group(2)) if m and m.group(2) is not None else None
 
 
-def glob_regex(pattern: str) -> re.Pattern[str]:
+def glob_regex(pattern: str) -> re2._Regexp:
     """Translate a glob (``*``, ``?``, ``[...]``, ``**``, ``{a,b}``) over '/'-paths."""
     out, i = [], 0
     while i < len(pattern):
@@ -93,15 +93,20 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
                 out.append(re.escape(ch))
             else:
                 alts = pattern[i + 1:end].split(",")
-                out.append("(?:" + "|".join(glob_regex(a).pattern[4:-3] for a in alts) + ")")
+                out.append("(?:" + "|".join(glob_regex(a).pattern[4:-1] for a in alts) + ")")
                 i = end
         else:
             out.append(re.escape(ch))
         i += 1
-    try:
-        return re.compile("(?s:" + "".join(out) + r")\Z")
-    except re.error as exc:
-        raise CorpusError(f"Invalid glob pattern {pattern!r}: {exc}") from exc
+    if len(pattern) > 1000:
+        raise CorpusError("The glob pattern is longer than 1000 characters.")
+    options = re2.Options()
+    options.max_mem = RE2_MAX_MEM
+    options.log_errors = False
+    try:  # RE2: linear time whatever the pattern
+        return re2.compile("(?s:" + "".join(out) + ")", options)
+    except re2.error as exc:
+        raise CorpusError(f"Invalid glob pattern {pattern[:200]!r}.") from exc
 
 
 def _check_relative(what: str, value: str) -> str:
@@ -118,11 +123,15 @@ def _check_relative(what: str, value: str) -> str:
 class Corpus:
     """A confined view of one corpus directory (``root``)."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, hidden: tuple[str, ...] = ()) -> None:
         self.root = os.path.realpath(root)
         if not os.path.isdir(self.root):
             raise FileNotFoundError(f"OfficeQA corpus directory not found: {root}")
-        self.files: list[str] = _index(self.root)
+        # files that must never be served even if they sit inside the corpus (the question
+        # CSV with its gold answers, the split manifest)
+        self.hidden = frozenset(os.path.realpath(h) for h in hidden)
+        self.files: list[str] = [f for f in _index(self.root)
+                                 if os.path.realpath(os.path.join(self.root, f)) not in self.hidden]
 
     # -- paths ------------------------------------------------------------------------
     def resolve(self, path: str) -> tuple[str, str]:
@@ -131,7 +140,7 @@ class Corpus:
         real = os.path.realpath(os.path.join(self.root, rel))
         if real != self.root and not real.startswith(self.root + os.sep):
             raise CorpusError(f"The path {path[:200]!r} resolves outside the corpus; refused.")
-        if not os.path.isfile(real):
+        if not os.path.isfile(real) or real in self.hidden:
             near = [f for f in self.files if doc_of(f) == doc_of(rel)][:5]
             hint = f" Did you mean: {', '.join(near)}?" if near else " Use glob() to list files."
             raise CorpusError(f"No file {rel[:200]!r} in the corpus.{hint}")
@@ -140,7 +149,7 @@ class Corpus:
     def glob(self, pattern: str, allowed: list[str] | None = None) -> list[str]:
         pattern = _check_relative("pattern", pattern or "**") or "**"
         regex = glob_regex(pattern)
-        return [f for f in (allowed if allowed is not None else self.files) if regex.match(f)]
+        return [f for f in (allowed if allowed is not None else self.files) if regex.fullmatch(f)]
 
     # -- tools ------------------------------------------------------------------------
     def list_text(self, pattern: str) -> str:

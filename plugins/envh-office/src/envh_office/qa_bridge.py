@@ -82,7 +82,8 @@ class OfficeQAEnv(Bridge):
             raise errors.SpecError(f"tolerance must be within [0, 1] (0.01 = 1 %), got {tolerance}")
         self.questions = qa_data.load_questions(csv_path)
         self.splits = qa_data.load_splits(cfg["split_manifest"], list(self.questions))
-        self.corpus = Corpus(qa_data.corpus_root(str(cfg["corpus"])))
+        hidden = tuple(str(p) for p in (csv_path, cfg["split_manifest"]) if p)
+        self.corpus = Corpus(qa_data.corpus_root(str(cfg["corpus"])), hidden=hidden)
         self.tolerance, self.reward_on_answer, self.show_index = tolerance, reward_on_answer, show_index
         self.question: qa_data.Question | None = None
         self.state: QAState | None = None
