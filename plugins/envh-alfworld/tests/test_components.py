@@ -194,3 +194,41 @@ def test_a_replay_longer_than_the_bridge_budget_is_not_truncated(games_root, bui
         env.reset(task=game.task, seed=0)
         assert (env.get_env_state()["steps"], env.get_env_state()["repeats"]) == (0, 0)
         assert [env.step(do("inventory")).truncated for _ in range(3)] == [False, False, True]
+
+
+@pytest.mark.parametrize("make_stage", [
+    lambda state: templates.hide_target_in_closed_receptacle(state, receptacle="drawer 2"),
+    lambda state: templates.precomplete_subgoal(state, subgoal="take"),
+])
+def test_stage_templates_keep_the_room_description(games_root, built, make_stage):
+    """A stage changes the world, not what the policy is first told: the room list and
+    the task stay in the first observation, exactly as without the stage."""
+    game = built["pick_and_place_simple"]
+    stage = make_stage(initial_state(games_root, game.task))
+    with envh.make(spec(games_root, stage)) as env, envh.make(spec(games_root)) as bare:
+        staged = env.reset(task=game.task, seed=0).observation.text
+        plain = bare.reset(task=game.task, seed=0).observation.text
+        assert "Looking quickly around you, you see" in staged and "drawer 2" in staged
+        assert staged == plain
+
+
+def test_replayed_facts_do_not_reach_the_belief(games_root, built):
+    """After the hide stage the belief knows only what the policy saw (the room list): it
+    has not visited the hiding place, does not know the mug is there, and the teleport
+    contract still refuses going straight to it."""
+    game = built["pick_and_place_simple"]
+    stage = templates.hide_target_in_closed_receptacle(initial_state(games_root, game.task), receptacle="drawer 2")
+    with envh.make(spec(games_root, stage, templates.block_unvisited_goto())) as env:
+        env.reset(task=game.task, seed=0)
+        state = env.get_env_state()
+        assert state["world"]["objects"]["mug 1"] == "drawer 2", "the world did change"
+        known = state["belief"]["receptacles"]
+        assert not any(r["visited"] for r in known.values())
+        assert all(r["contents"] is None for r in known.values())
+        assert state["location"] is None and state["holding"] is None
+        blocked = env.step(do("go to drawer 2"))
+        assert blocked.info["error"]["type"] == "blocked"
+    take = templates.precomplete_subgoal(initial_state(games_root, game.task), subgoal="take")
+    with envh.make(spec(games_root, take)) as env:
+        env.reset(task=game.task, seed=0)
+        assert env.get_env_state()["holding"] == "mug 1", "what it holds, it can feel"

@@ -144,10 +144,11 @@ def test_belief_parsing_rules():
     assert tracker.snapshot()["holding"] is None
 
 
-def test_close_releases_the_engine(make_env, built):
+def test_close_releases_the_engine(make_env, built, monkeypatch):
     """Engines hand their fast-downward library copy back on close: making and closing many
-    envs in one worker maps no more copies than were alive at once."""
-    from envh_alfworld.engine import loaded_library_copies
+    envs in one worker maps no more copies than were alive at once. With recycling off the
+    same loop maps a new copy per engine, so the count does see the copies."""
+    from envh_alfworld.engine import PddlAdapter, loaded_library_copies
 
     task = built["pick_and_place_simple"].task
     warm = make_env()
@@ -160,4 +161,13 @@ def test_close_releases_the_engine(make_env, built):
         env.step(do("look"))
         env.close()
         assert env.get_env_state()["world"] == {}
-    assert loaded_library_copies() == before
+    assert loaded_library_copies() == before >= 1
+    from envh_alfworld import engine
+
+    monkeypatch.setattr(PddlAdapter, "recycle", False)
+    monkeypatch.setattr(engine, "_FREE_LIBS", [])
+    for _ in range(2):
+        env = make_env()
+        env.reset(task=task)
+        env.close()
+    assert loaded_library_copies() == before + 2, "without recycling, every engine maps a new copy"

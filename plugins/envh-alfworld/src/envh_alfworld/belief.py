@@ -120,6 +120,17 @@ class BeliefTracker:
         if word not in states:
             states.append(word)
 
+    def state(self) -> dict[str, Any]:
+        """Everything the tracker holds, for ``restore``."""
+        return copy.deepcopy({"location": self.location, "holding": self.holding,
+                              "receptacles": self.receptacles, "object_states": self.object_states,
+                              "room": self.room})
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        saved = copy.deepcopy(saved)
+        self.location, self.holding, self.room = saved["location"], saved["holding"], saved["room"]
+        self.receptacles, self.object_states = saved["receptacles"], saved["object_states"]
+
     def snapshot(self) -> dict[str, Any]:
         """The belief as fresh JSON data (safe to hand to untrusted component code)."""
         return {

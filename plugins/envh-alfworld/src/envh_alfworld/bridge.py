@@ -26,6 +26,7 @@ from envh import (
 
 from envh_alfworld import data
 from envh_alfworld.belief import BeliefTracker, parse_goal
+from envh_alfworld.catalogue import TASK_TYPES
 from envh_alfworld.engine import TextEngine
 from envh_alfworld.state import STATE_SCHEMA
 
@@ -60,6 +61,10 @@ class AlfworldEnv(Bridge):
                  task_types: list[str] | None = None, max_steps: int | None = 50,
                  max_repeats: int | None = None, show_admissible: bool = False) -> None:
         data.check_split(split)
+        unknown = sorted(set(task_types or ()) - set(TASK_TYPES))
+        if unknown:
+            raise errors.SpecError(f"Unknown ALFWorld task type(s) {', '.join(map(repr, unknown))} in "
+                                   f"task_types. Choose from: {', '.join(TASK_TYPES)}")
         if max_steps is not None and max_steps < 1:
             raise errors.SpecError(f"alfworld max_steps must be >= 1 or null, got {max_steps}")
         if max_repeats is not None and max_repeats < 2:
@@ -77,6 +82,8 @@ class AlfworldEnv(Bridge):
         self.last_command: str | None = None
         self.truncated = False
         self._obs = Observation(text="", data={})
+        self._belief_before_replay: dict[str, Any] | None = None
+        self._game_files: dict[TaskRef, str] = {}
 
     # -- tasks ---------------------------------------------------------------------------
     def list_games(self, split: str | None = None, *, refresh: bool = False) -> list[data.GameInfo]:
@@ -104,7 +111,10 @@ class AlfworldEnv(Bridge):
             if not games:
                 raise errors.EnvError(f"No ALFWorld games in split {self.split!r} under {self.root}. {data.FETCH_HINT}")
             task = games[0].task
-        game_file = data.game_file_for(self.root, task)
+        task = data.canonical_task(task)
+        if task not in self._game_files:
+            self._game_files[task] = data.game_file_for(self.root, task)
+        game_file = self._game_files[task]
         self.engine.load(game_file)
         intro = self.engine.reset().strip()
         self.task, self.goal = task, parse_goal(intro)
@@ -159,12 +169,20 @@ class AlfworldEnv(Bridge):
 
     def notify_replay_start(self) -> None:
         self._replaying = True
+        self._belief_before_replay = self.belief.state()
 
     def notify_replay_complete(self) -> None:
         super().notify_replay_complete()
         self.steps = self.repeats = 0
         self.truncated = False
         self._replaying = False
+        if self._belief_before_replay is not None:
+            # What the replay showed was never shown to the policy: the belief goes back to
+            # what it had seen, keeping only what it holds (it can feel that).
+            holding = self.belief.holding
+            self.belief.restore(self._belief_before_replay)
+            self.belief.holding = holding
+            self._belief_before_replay = None
 
     def observe(self) -> Observation:
         return attrs.evolve(self._obs, data=dict(self._obs.data))

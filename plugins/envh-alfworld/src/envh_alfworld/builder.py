@@ -24,7 +24,7 @@ from envh import TaskRef, errors
 
 from envh_alfworld import data
 from envh_alfworld.problem import render_problem, render_traj_data
-from envh_alfworld.rooms import Room, room_to_dict
+from envh_alfworld.rooms import Room, check_room_name, room_to_dict
 
 BUILDER_VERSION = "1"
 
@@ -106,6 +106,8 @@ def build_games(rooms: Iterable[Room], out: str | Path, *, split: str = "train",
     ``data_path``) at it to play the games.
     """
     rooms = list(rooms)
+    for room in rooms:  # names become folders: never write outside the split root
+        check_room_name(room.name)
     names = [r.name for r in rooms]
     if len(set(names)) != len(names):
         raise BuildError(f"Room names must be unique within a build, got {names}")
@@ -142,16 +144,30 @@ def _generate(rooms: list[Room], base: Path, digests: dict[str, str], timeout: f
                "--data_path", str(src), "--save_path", str(dst), "--expert_type", "planner",
                "--domain", alfworld.info.ALFRED_PDDL_PATH, "--grammar", alfworld.info.ALFRED_TWL2_PATH,
                "--start", "0", "--end", str(len(rooms) + 1)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, check=False)
-        if proc.returncode != 0:
-            raise BuildError(f"alfworld-generate failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+        failure = None
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                  stdin=subprocess.DEVNULL, check=False)
+            if proc.returncode != 0:
+                failure = f"alfworld-generate failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}"
+        except subprocess.TimeoutExpired:
+            failure = f"alfworld-generate did not finish within {timeout:g} s"
+        # Whatever finished is kept (and cached), even when the batch failed or timed out.
+        kept = []
         for room in rooms:
             made, final = dst / room.name, base / room.name
-            if not (made / data.GAME_FILE).is_file():
-                continue
+            try:
+                json.loads((made / data.GAME_FILE).read_text())
+            except (OSError, ValueError):
+                continue  # not made, or cut off mid-write
             shutil.copy(src / room.name / "initial_state.pddl", made / "initial_state.pddl")
             if final.exists():
                 shutil.rmtree(final)
             final.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(made), str(final))
+            kept.append(room.name)
+        if failure:
+            missing = [r.name for r in rooms if r.name not in kept]
+            raise BuildError(f"{failure}. Kept the {len(kept)} game(s) it finished ({', '.join(kept) or 'none'}); "
+                             f"not built: {', '.join(missing)}. Run the same command again to build the "
+                             "rest (finished games are cached).")

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from envh_alfworld.catalogue import TASK_TYPES
+
 
 @click.group(name="alfworld")
 def alfworld() -> None:
@@ -40,12 +42,15 @@ def check(data_path: str | None, as_json: bool) -> None:
 @click.option("--split", default="train", show_default=True, help="train, valid_seen or valid_unseen.")
 @click.option("--seed", default=0, show_default=True, help="First seed for random rooms.")
 @click.option("--count", default=6, show_default=True, help="How many random rooms (cycling task types).")
-@click.option("--task-type", "task_types", multiple=True, help="Restrict random rooms to these task types.")
+@click.option("--task-type", "task_types", multiple=True, type=click.Choice(TASK_TYPES),
+              help="Restrict random rooms to these task types.")
 @click.option("--examples", is_flag=True, help="Build the example room of each task type instead.")
 @click.option("--room", "room_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="A room description JSON file (an object, or a list of them); replaces random rooms.")
+@click.option("--timeout", default=600.0, show_default=True,
+              help="Seconds for alfworld-generate; games it finished by then are kept.")
 def make_games(out: str, split: str, seed: int, count: int, task_types: tuple[str, ...],
-               examples: bool, room_files: tuple[str, ...]) -> None:
+               examples: bool, room_files: tuple[str, ...], timeout: float) -> None:
     """Build ALFWorld games (traj_data.json, initial_state.pddl, game.tw-pddl) with alfworld-generate."""
     from envh_alfworld.builder import build_games
     from envh_alfworld.rooms import RoomError, room_from_dict
@@ -59,8 +64,16 @@ def make_games(out: str, split: str, seed: int, count: int, task_types: tuple[st
         elif room_files:
             rooms = []
             for path in room_files:
-                loaded = json.loads(Path(path).read_text())
-                rooms += [room_from_dict(r) for r in (loaded if isinstance(loaded, list) else [loaded])]
+                try:
+                    loaded = json.loads(Path(path).read_text())
+                    entries = loaded if isinstance(loaded, list) else [loaded]
+                    for i, entry in enumerate(entries):
+                        try:
+                            rooms.append(room_from_dict(entry))
+                        except RoomError as exc:
+                            raise RoomError(f"room {i}: {exc}" if isinstance(loaded, list) else str(exc)) from exc
+                except (RoomError, ValueError, OSError) as exc:
+                    raise click.ClickException(f"{path}: {exc}") from exc
         else:
             rooms = sample_rooms(seed, count, task_types or None)
     except (RoomError, ValueError) as exc:
@@ -68,7 +81,7 @@ def make_games(out: str, split: str, seed: int, count: int, task_types: tuple[st
     from envh_alfworld.builder import BuildError
 
     try:
-        games = build_games(rooms, out, split=split)
+        games = build_games(rooms, out, split=split, timeout=timeout)
     except BuildError as exc:
         raise click.ClickException(str(exc)) from exc
     for game in games:

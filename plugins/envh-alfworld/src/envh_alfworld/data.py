@@ -77,13 +77,27 @@ def discover(root: Path, split: str) -> list[GameInfo]:
     return games
 
 
-def game_file_for(root: Path, task: TaskRef) -> str:
-    """The ``game.tw-pddl`` of ``task``; a clear error when the task is not there."""
+def canonical_task(task: TaskRef) -> TaskRef:
+    """The one spelling of a task: the game folder relative to the split root, without a
+    ``/game.tw-pddl`` suffix, ``./`` parts, doubled or trailing slashes."""
     if task.suite != SUITE:
         raise errors.EnvhError(f"Task {task} is not an ALFWorld task (suite must be {SUITE!r})")
+    check_split(task.split)
+    parts = [p for p in task.instance_id.replace("\\", "/").split("/") if p not in ("", ".")]
+    if parts and parts[-1] == GAME_FILE:
+        parts = parts[:-1]
+    if not parts or ".." in parts:
+        raise errors.EnvhError(f"Task instance {task.instance_id!r} escapes the split folder "
+                               "(or names none): give the game folder relative to the split root")
+    return TaskRef(suite=SUITE, split=task.split, instance_id="/".join(parts))
+
+
+def game_file_for(root: Path, task: TaskRef) -> str:
+    """The ``game.tw-pddl`` of ``task``; a clear error when the task is not there, or is
+    one ALFWorld's own loader leaves out (movable or sliced trajectories, unsolvable games)."""
+    task = canonical_task(task)
     base = split_root(root, task.split)
-    instance = task.instance_id.removesuffix("/" + GAME_FILE)
-    path = (base / instance).resolve()
+    path = (base / task.instance_id).resolve()
     if base.resolve() not in path.parents:
         raise errors.EnvhError(f"Task instance {task.instance_id!r} escapes the split folder {base}")
     game = path / GAME_FILE
@@ -91,6 +105,16 @@ def game_file_for(root: Path, task: TaskRef) -> str:
         raise errors.EnvhError(
             f"No ALFWorld game for task {task} (looked for {game}). "
             f"Run `envh alfworld check` to see which games exist.")
+    if "movable" in task.instance_id or "Sliced" in task.instance_id:
+        raise errors.EnvhError(f"Task {task} is a movable or sliced trajectory, which ALFWorld's own "
+                               "loader leaves out; `envh alfworld check` lists the playable games.")
+    try:
+        solvable = json.loads(game.read_text()).get("solvable")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise errors.EnvhError(f"The game file of task {task} cannot be read ({game}): {exc}") from exc
+    if not solvable:
+        raise errors.EnvhError(f"Task {task} is not marked solvable in {game}; ALFWorld's own loader "
+                               "leaves such games out.")
     return str(game)
 
 

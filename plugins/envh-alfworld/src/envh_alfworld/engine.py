@@ -29,26 +29,84 @@ _FREE_LIBS: list[Any] = []  # fast-downward library copies no live engine uses
 _LIBS_LOCK = threading.Lock()
 
 
-def _pddl_env(infos: Any) -> Any:
-    """A ``PddlEnv``, reusing a released library copy when there is one."""
-    import textworld
-    from textworld.envs import PddlEnv
+class PddlAdapter:
+    """Everything this package knows about TextWorld's ``PddlEnv`` internals, in one place.
 
-    with _LIBS_LOCK:
-        lib = _FREE_LIBS.pop() if _FREE_LIBS else None
-    if lib is None:
-        return PddlEnv(infos)
-    env = PddlEnv.__new__(PddlEnv)
-    textworld.Environment.__init__(env, infos)  # what PddlEnv.__init__ does, minus load_lib()
-    env.downward_lib = lib
-    return env
+    Reusing a library copy means building a ``PddlEnv`` without its ``__init__`` (which
+    loads a fresh copy) and, on release, clearing the attributes that hold the game.
+    Those are private to TextWorld, so the adapter only runs on the versions it was
+    written and tested for (``TESTED``, also pinned in pyproject.toml); ``check()``
+    says so clearly on any other.
+    """
+
+    TESTED = ((1, 7), (1, 8))  # textworld >= 1.7, < 1.8
+    GAME_ATTRS = ("_pddl_state", "_game_data", "_logic", "_entity_infos", "state", "prev_state")
+    recycle = True  # hand released library copies to the next engine (off: tests of the leak)
+
+    @classmethod
+    def check(cls, version: str | None = None) -> None:
+        import textworld
+
+        version = version or textworld.__version__
+        try:
+            parts = tuple(int(p) for p in version.split(".")[:2])
+        except ValueError:
+            parts = (0, 0)
+        low, high = cls.TESTED
+        if not low <= parts < high:
+            raise errors.EnvError(
+                f"envh-alfworld's engine adapter was written for textworld "
+                f">={'.'.join(map(str, low))},<{'.'.join(map(str, high))} (it reuses PddlEnv "
+                f"internals), but textworld {version} is installed: "
+                f"pip install 'textworld[pddl]>={'.'.join(map(str, low))},<{'.'.join(map(str, high))}'")
+
+    @classmethod
+    def new_env(cls, infos: Any) -> Any:
+        """A ``PddlEnv``, reusing a released library copy when there is one."""
+        import textworld
+        from textworld.envs import PddlEnv
+
+        cls.check()
+        with _LIBS_LOCK:
+            lib = _FREE_LIBS.pop() if _FREE_LIBS else None
+        if lib is None:
+            return PddlEnv(infos)
+        env = PddlEnv.__new__(PddlEnv)
+        textworld.Environment.__init__(env, infos)  # what PddlEnv.__init__ does, minus load_lib()
+        env.downward_lib = lib
+        return env
+
+    @classmethod
+    def release(cls, pddl: Any) -> None:
+        """Drop the game state of ``pddl`` and hand its library copy back."""
+        lib = getattr(pddl, "downward_lib", None)
+        for attr in cls.GAME_ATTRS:
+            with contextlib.suppress(AttributeError):
+                setattr(pddl, attr, None)
+        if lib is not None:
+            pddl.downward_lib = None
+            if cls.recycle:
+                with _LIBS_LOCK:
+                    _FREE_LIBS.append(lib)
+
+
+def _pddl_env(infos: Any) -> Any:
+    return PddlAdapter.new_env(infos)
 
 
 def loaded_library_copies() -> int:
-    """How many copies of fast-downward's library this process has mapped (for tests, bench)."""
+    """How many copies of fast-downward's library this process has mapped (for tests, bench).
+
+    Counted by inode: each ``PddlEnv`` maps its own temporary copy, which fast-downward
+    unlinks at once, so /proc/self/maps names it ``/tmp/... (deleted)``."""
     try:
         with open("/proc/self/maps") as fh:
-            return len({line.split()[-1] for line in fh if "libdownward" in line})
+            inodes = set()
+            for line in fh:
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6 and "downward" in fields[5]:
+                    inodes.add((fields[3], fields[4]))
+            return len(inodes)
     except OSError:  # pragma: no cover - non-Linux
         return -1
 
@@ -143,13 +201,6 @@ class TextEngine:
         pddl = env
         while getattr(pddl, "_wrapped_env", None) is not None:
             pddl = pddl._wrapped_env
-        lib = getattr(pddl, "downward_lib", None)
         with contextlib.suppress(Exception):
             env.close()
-        for attr in ("_pddl_state", "_game_data", "_logic", "_entity_infos", "state", "prev_state"):
-            with contextlib.suppress(AttributeError):
-                setattr(pddl, attr, None)
-        if lib is not None:
-            pddl.downward_lib = None
-            with _LIBS_LOCK:
-                _FREE_LIBS.append(lib)
+        PddlAdapter.release(pddl)

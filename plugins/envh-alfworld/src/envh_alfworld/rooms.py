@@ -67,29 +67,52 @@ class Room:
     objects: tuple[Item, ...]
 
 
-def room_from_dict(data: dict[str, Any]) -> Room:
+def _text(value: Any, field: str) -> str:
+    if not isinstance(value, str):
+        raise RoomError(f"Room field {field} must be a string, got {type(value).__name__} {value!r:.60}")
+    return value
+
+
+def room_from_dict(data: Any) -> Room:
     """Parse the JSON form of a room and validate it; raise :class:`RoomError` naming the field."""
+    if not isinstance(data, dict):
+        raise RoomError(f"A room description must be a JSON object, got {type(data).__name__}")
     allowed = {"name", "task_type", "object", "receptacle", "toggle", "receptacles", "objects"}
-    extra = sorted(set(data) - allowed)
+    extra = sorted(map(str, set(data) - allowed))
     if extra:
         raise RoomError(f"Unknown room field(s) {extra}. Allowed: {sorted(allowed)}")
     for key in ("name", "task_type", "object", "receptacles", "objects"):
         if key not in data:
             raise RoomError(f"Room description is missing '{key}'")
+    name = _text(data["name"], "name")
+    examples = {"receptacles": '{"Drawer 1": {"closed": true}}', "objects": '{"Mug 1": "Desk 1"}'}
+    for key, example in examples.items():
+        if not isinstance(data[key], dict):
+            raise RoomError(f"Room {name!r}: field {key} must be an object such as {example}, "
+                            f"got {type(data[key]).__name__}")
     receps = []
-    for name, opts in dict(data["receptacles"]).items():
-        opts = dict(opts or {})
+    for rname, opts in data["receptacles"].items():
+        if opts is None:
+            opts = {}
+        if not isinstance(opts, dict):
+            raise RoomError(f"Room {name!r}: receptacles['{rname}'] must be an object such as "
+                            f"{{\"closed\": true}} or {{}}, got {opts!r:.60}")
         if set(opts) - {"closed"}:
-            raise RoomError(f"receptacles['{name}']: only 'closed' may be set, got {sorted(opts)}")
-        receps.append(Receptacle(name=name, closed=bool(opts.get("closed", False))))
-    items = tuple(Item(name=n, at=at) for n, at in dict(data["objects"]).items())
+            raise RoomError(f"Room {name!r}: receptacles['{rname}']: only 'closed' may be set, got {sorted(map(str, opts))}")
+        closed = opts.get("closed", False)
+        if not isinstance(closed, bool):
+            raise RoomError(f"Room {name!r}: receptacles['{rname}'].closed must be true or false, got {closed!r:.60}")
+        receps.append(Receptacle(name=rname, closed=closed))
+    items = []
+    for iname, at in data["objects"].items():
+        items.append(Item(name=iname, at=_text(at, f"objects['{iname}']")))
     goal = Goal(
-        task_type=data["task_type"],
-        object=data["object"],
-        receptacle=data.get("receptacle") or "",
-        toggle=data.get("toggle") or "",
+        task_type=_text(data["task_type"], "task_type"),
+        object=_text(data["object"], "object"),
+        receptacle=_text(data.get("receptacle") or "", "receptacle"),
+        toggle=_text(data.get("toggle") or "", "toggle"),
     )
-    room = Room(name=str(data["name"]), goal=goal, receptacles=tuple(receps), objects=items)
+    room = Room(name=name, goal=goal, receptacles=tuple(receps), objects=tuple(items))
     validate_room(room)
     return room
 
@@ -108,11 +131,20 @@ def room_to_dict(room: Room) -> dict[str, Any]:
     return out
 
 
+def check_room_name(name: Any) -> None:
+    """A room name becomes folders under the split root: a relative path that stays there."""
+    parts = name.split("/") if isinstance(name, str) else []
+    if (not parts or len(name) > 200 or not re.fullmatch(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", name)
+            or any(p in (".", "..") or p.startswith(".") for p in parts)
+            or "movable" in name or "Sliced" in name):
+        raise RoomError(f"Room name {name!r} must be a relative path of [A-Za-z0-9_.-] parts, "
+                        "none of them '.', '..' or starting with '.', at most 200 characters "
+                        "(and, like ALFWorld, avoid 'movable' and 'Sliced')")
+
+
 def validate_room(room: Room) -> None:
     """Check names, kinds and that the goal is reachable and not already met."""
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", room.name) or "movable" in room.name or "Sliced" in room.name:
-        raise RoomError(f"Room name {room.name!r} must be a relative path of [A-Za-z0-9_.-] parts "
-                        "(and, like ALFWorld, avoid 'movable' and 'Sliced')")
+    check_room_name(room.name)
     goal = room.goal
     if goal.task_type not in TASK_TYPES:
         raise RoomError(f"Unknown task_type {goal.task_type!r}. Choose one of: {', '.join(TASK_TYPES)}")
@@ -160,6 +192,10 @@ def _validate_goal(room: Room, receps: dict[str, Receptacle]) -> None:
             raise RoomError(f"look_at_obj_in_light needs toggle= a lamp class present in the room (e.g. DeskLamp), got {goal.toggle!r}")
         if not catalogue.has(goal.toggle, "toggleable"):
             raise RoomError(f"{goal.toggle} is not toggleable")
+        for lamp in (i for i in room.objects if i.kind == goal.toggle):
+            if receps[lamp.at].closed:
+                raise RoomError(f"Lamp {lamp.name!r} lies in closed receptacle {lamp.at!r}: a lamp must "
+                                "stand where it can be switched on (put it on a table, desk or shelf)")
         return
     if goal.receptacle not in kinds:
         raise RoomError(f"Target receptacle class {goal.receptacle!r} is not in the room")

@@ -1,8 +1,10 @@
 """Layer templates for designers: the paper's moves on ALFWorld, as env-spec layer dicts.
 
 Stage templates read the env state right after reset (``env.get_env_state()``; its
-``world`` part is ground truth) and return ``{"kind": "stage", "actions": [...]}`` whose
-commands the engine accepts in order. Contract templates return
+``world`` part is ground truth) and return ``{"kind": "stage", "actions": [...],
+"observation": "reset"}`` whose commands the engine accepts in order; the policy's first
+observation stays the game's own intro (room and task), so a stage changes the world,
+not what the policy is told. Contract templates return
 ``{"kind": "contract", "code": ...}`` with sandbox-safe code. Put them in a spec's
 ``layers`` (innermost first). ``envh_alfworld.design`` wraps them for the template designer
 (the ``envh_templates`` hook); ``TEMPLATES`` lists them with one-line descriptions.
@@ -76,7 +78,7 @@ def hide_target_in_closed_receptacle(state: dict[str, Any], receptacle: str | No
         raise ValueError(f"{receptacle!r} cannot be closed; openable: {world['openable']}")
     actions = _fetch(state, obj, closed) + _place(obj, receptacle, closed)
     actions += [_do(f"close {receptacle}"), _do(f"go to {home}")]
-    return {"kind": "stage", "actions": actions}
+    return {"kind": "stage", "actions": actions, "observation": "reset"}
 
 
 def precomplete_subgoal(state: dict[str, Any], subgoal: str | None = None,
@@ -102,7 +104,7 @@ def precomplete_subgoal(state: dict[str, Any], subgoal: str | None = None,
         actions += _place(obj, targets[0], closed)
     elif subgoal != "take":
         raise ValueError(f"Unknown subgoal {subgoal!r}: use clean, heat, cool, take or place_one")
-    return {"kind": "stage", "actions": actions}
+    return {"kind": "stage", "actions": actions, "observation": "reset"}
 
 
 _TRUNCATE = '''import re

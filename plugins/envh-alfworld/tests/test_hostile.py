@@ -1,0 +1,154 @@
+"""Hostile and careless inputs: room files, task filters, task names, games ALFWorld's own
+loader leaves out, interrupted builds; and the engine adapter's release of its library."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+from envh import TaskRef, errors
+from envh_alfworld.cli import alfworld
+from envh_alfworld.examples import EXAMPLE_ROOMS
+from envh_alfworld.rooms import RoomError, room_from_dict
+
+SIMPLE = EXAMPLE_ROOMS["pick_and_place_simple"]
+LIGHT = EXAMPLE_ROOMS["look_at_obj_in_light"]
+
+
+@pytest.mark.parametrize("name", [
+    "../escape", "a/../../escape", "/abs/path", "a//b", "./a", "a/.hidden", "..", "", "a/b/",
+    "x" * 201, "name with space", "movable/x", "a\\b",
+])
+def test_room_names_cannot_leave_the_split_folder(name):
+    with pytest.raises(RoomError, match="Room name"):
+        room_from_dict({**SIMPLE, "name": name})
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"receptacles": ["Desk 1"]}, "field receptacles must be an object"),
+    ({"objects": [["Mug 1", "Desk 1"]]}, "field objects must be an object"),
+    ({"receptacles": {**SIMPLE["receptacles"], "Drawer 1": "closed"}}, r"receptacles\['Drawer 1'\] must be an object"),
+    ({"receptacles": {**SIMPLE["receptacles"], "Drawer 1": {"closed": "yes"}}}, r"closed must be true or false"),
+    ({"objects": {**SIMPLE["objects"], "Mug 1": 3}}, r"objects\['Mug 1'\] must be a string"),
+    ({"object": ["Mug"]}, "field object must be a string"),
+    ({"task_type": None}, "field task_type must be a string"),
+    ({"name": 5}, "field name must be a string"),
+    ({"task_type": "pick_and_place_simpel"}, "Unknown task_type 'pick_and_place_simpel'"),
+])
+def test_malformed_fields_are_named(change, message):
+    with pytest.raises(RoomError, match=message):
+        room_from_dict({**SIMPLE, **change})
+
+
+def test_not_an_object_is_named():
+    for value in ([SIMPLE], "room", 3, None):
+        with pytest.raises(RoomError, match="must be a JSON object"):
+            room_from_dict(value)
+
+
+def test_lamp_in_a_closed_receptacle_is_refused():
+    hidden = {**LIGHT, "objects": {**LIGHT["objects"], "DeskLamp 1": "Drawer 1"}}
+    with pytest.raises(RoomError, match="Lamp 'DeskLamp 1' lies in closed receptacle 'Drawer 1'"):
+        room_from_dict(hidden)
+    room_from_dict({**hidden, "receptacles": {**LIGHT["receptacles"], "Drawer 1": {}}})  # open: fine
+
+
+def test_make_games_names_the_file_and_room(tmp_path):
+    out, outside = tmp_path / "out", tmp_path / "escape"
+    bad = tmp_path / "rooms.json"
+    bad.write_text(json.dumps([SIMPLE, {**SIMPLE, "name": "../../escape"}]))
+    result = CliRunner().invoke(alfworld, ["make-games", "--out", str(out), "--room", str(bad)])
+    assert result.exit_code != 0 and f"{bad}: room 1: Room name '../../escape'" in result.output
+    assert not outside.exists() and not out.exists(), "nothing is written before every room is valid"
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    result = CliRunner().invoke(alfworld, ["make-games", "--out", str(out), "--room", str(broken)])
+    assert result.exit_code != 0 and str(broken) in result.output and "Traceback" not in result.output
+    typo = CliRunner().invoke(alfworld, ["make-games", "--out", str(out), "--task-type", "pick_and_plase_simple"])
+    assert typo.exit_code == 2 and "pick_and_place_simple" in typo.output
+
+
+def test_task_type_typos_say_which_types_exist(games_root):
+    from envh_alfworld.bridge import AlfworldEnv
+
+    with pytest.raises(errors.SpecError, match="Unknown ALFWorld task type.*'pick_and_plase_simple'.*Choose from"):
+        AlfworldEnv(data_path=str(games_root), task_types=["pick_and_plase_simple"])
+
+
+def test_task_refs_are_canonical(make_env, built):
+    env = make_env()
+    task = built["pick_and_place_simple"].task
+    for spelling in (f"{task.instance_id}/game.tw-pddl", f"./{task.instance_id}/", task.instance_id.replace("/", "//")):
+        result = env.reset(task=TaskRef(suite="alfworld", split="train", instance_id=spelling))
+        assert result.info["task"] == str(task) and env.get_env_state()["task"]["instance_id"] == task.instance_id
+
+
+@pytest.fixture(scope="module")
+def odd_root(tmp_path_factory, games_root):
+    """A data root whose games ALFWorld's loader would skip: movable, Sliced, unsolvable."""
+    from envh_alfworld.data import discover
+
+    source = discover(games_root, "train")[0]
+    root = tmp_path_factory.mktemp("odd")
+    base = root / "json_2.1.1" / "train"
+    folder = shutil.copytree(source.game_file.rsplit("/", 1)[0], base / "ok" / "trial_1")
+    for name in ("pick_and_place_simple-Mug-None-Desk-movable/trial_1", "pick_Sliced-Apple/trial_1", "unsolvable/trial_1"):
+        shutil.copytree(folder, base / name)
+    game = base / "unsolvable" / "trial_1" / "game.tw-pddl"
+    game.write_text(json.dumps({**json.loads(game.read_text()), "solvable": False}))
+    return root
+
+
+@pytest.mark.parametrize(("instance", "message"), [
+    ("pick_and_place_simple-Mug-None-Desk-movable/trial_1", "movable or sliced"),
+    ("pick_Sliced-Apple/trial_1", "movable or sliced"),
+    ("unsolvable/trial_1", "not marked solvable"),
+])
+def test_games_alfworld_filters_are_refused_when_named(odd_root, instance, message):
+    from envh_alfworld.bridge import AlfworldEnv
+
+    with AlfworldEnv(data_path=str(odd_root)) as env:
+        assert [t.instance_id for t in env.list_tasks()] == ["ok/trial_1"]
+        with pytest.raises(errors.EnvhError, match=message):
+            env.reset(task=TaskRef(suite="alfworld", split="train", instance_id=instance))
+        assert env.reset(task=TaskRef(suite="alfworld", split="train", instance_id="ok/trial_1")).observation.text
+
+
+@pytest.mark.slow
+def test_a_build_that_times_out_keeps_what_it_finished(tmp_path, monkeypatch):
+    """alfworld-generate finishes the first room, then hangs: the timeout still keeps that
+    game (on disk and in the cache) and says which rooms are missing."""
+    from envh_alfworld import builder
+    from envh_alfworld.data import discover
+
+    real = builder._generator_script()
+    hang = tmp_path / "generate_then_hang.py"
+    hang.write_text(
+        "import runpy, sys, time\n"
+        "end = sys.argv.index('--end')\n"
+        "sys.argv[end + 1] = '1'  # the real generator, first room only\n"
+        f"runpy.run_path({real!r}, run_name='__main__')\n"
+        "sys.stdout.flush()\n"
+        "time.sleep(3600)\n")
+    monkeypatch.setattr(builder, "_generator_script", lambda: str(hang))
+    rooms = [room_from_dict(EXAMPLE_ROOMS[t]) for t in ("pick_and_place_simple", "look_at_obj_in_light")]
+    with pytest.raises(builder.BuildError, match=r"did not finish within 20 s\. Kept the 1 game\(s\)") as caught:
+        builder.build_games(rooms, tmp_path / "data", timeout=20)
+    kept = discover(tmp_path / "data", "train")
+    assert len(kept) == 1
+    done = next(r for r in rooms if r.goal.task_type == kept[0].task_type)
+    missing = next(r for r in rooms if r is not done)
+    assert f"not built: {missing.name}" in str(caught.value)
+    assert builder._cached(tmp_path / "data" / "json_2.1.1" / "train" / done.name,
+                           builder.room_hash(done)) is not None
+
+
+def test_adapter_refuses_untested_textworld():
+    from envh_alfworld.engine import PddlAdapter
+
+    PddlAdapter.check()  # the installed version is a tested one
+    for version in ("1.6.2", "1.8.0", "2.0", "weird"):
+        with pytest.raises(errors.EnvError, match=f"textworld {version} is installed"):
+            PddlAdapter.check(version)
