@@ -186,3 +186,15 @@ def test_hostile_globs_finish_fast(qa_env, pattern):
     t0 = time.perf_counter()
     resp = step(qa_env, "glob", pattern=pattern)
     assert time.perf_counter() - t0 < 1.0 and len(resp.observation.text) < 3000
+
+
+def test_number_spam_is_not_graded(qa_env):
+    """Listing every number would match any single-number gold answer under the
+    benchmark's rules; the graded part of an answer is capped."""
+    qa_env.reset(task=T1, seed=0)
+    spam = " ".join(str(n) for n in range(2000, 3000))
+    resp = step(qa_env, "answer", text=f"<FINAL_ANSWER>{spam}</FINAL_ANSWER>")
+    assert resp.info["error"]["type"] == "answer_too_long" and not resp.terminated
+    assert step(qa_env, "answer", text=spam).info["error"]["type"] == "answer_too_long"
+    ok = step(qa_env, "answer", text="Long reasoning. " * 100 + "<FINAL_ANSWER>2417</FINAL_ANSWER>")
+    assert ok.terminated and ok.reward == 1.0

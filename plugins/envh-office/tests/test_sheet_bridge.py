@@ -204,3 +204,17 @@ def test_recalculation_failure_in_grading_is_infra(env, monkeypatch, tmp_path):
         env.evaluate()
     with pytest.raises(errors.InfraError):  # raised, never blamed on the policy
         step(env, "recalculate")
+
+
+def test_a_workbook_that_stalls_libreoffice_is_the_policys_failure(sheet_data, soffice, docker_ready):
+    """Formulas that keep the office busy past the limit fail the policy's case (and the
+    recalculate tool), they are not passed off as an infrastructure error."""
+    from envh_office.sheet_bridge import SpreadsheetBenchEnv
+
+    with SpreadsheetBenchEnv(sheet_data, recalc_timeout=3) as env:
+        env.reset(task=T1, seed=0)
+        step(env, "write_range", range="Summary!F1:F300", values="=SUMPRODUCT(ROW(A1:A1048576)*1)+RAND()")
+        resp = step(env, "recalculate")
+        assert resp.info["error"]["type"] == "workbook_error" and "could not recalculate" in resp.observation.text
+        verdict = env.evaluate()
+        assert not verdict.success and "could not recalculate" in verdict.metrics["failures"]["1"]

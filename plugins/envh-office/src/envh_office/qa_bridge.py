@@ -69,7 +69,8 @@ class OfficeQAEnv(Bridge):
     name = "officeqa"
 
     def __init__(self, data: str | None = None, corpus: str | None = None, split_manifest: str | None = None,
-                 *, tolerance: float = 0.0, reward_on_answer: bool = True, show_index: bool = True) -> None:
+                 *, tolerance: float = 0.0, reward_on_answer: bool = True, show_index: bool = True,
+                 max_answer_chars: int | None = 400) -> None:
         cfg = qa_data.resolve_config(data, corpus, split_manifest)
         csv_path = qa_data.find_csv(cfg["data"])
         if csv_path is None:
@@ -85,6 +86,10 @@ class OfficeQAEnv(Bridge):
         hidden = tuple(str(p) for p in (csv_path, cfg["split_manifest"]) if p)
         self.corpus = Corpus(qa_data.corpus_root(str(cfg["corpus"])), hidden=hidden)
         self.tolerance, self.reward_on_answer, self.show_index = tolerance, reward_on_answer, show_index
+        # The benchmark's matcher accepts an answer if *any* number in it is close enough, so
+        # a policy listing hundreds of numbers would be rewarded; the graded part is capped
+        # (None: no cap, as the benchmark's own evaluation).
+        self.max_answer_chars = max_answer_chars
         self.question: qa_data.Question | None = None
         self.state: QAState | None = None
         self._last: Observation | None = None
@@ -161,6 +166,11 @@ class OfficeQAEnv(Bridge):
         if not text.strip() or not qa_scoring.final_answer(text).strip():
             return self._respond(state, "answer", self.error_response(
                 "The answer is empty; give a value.", kind="empty_answer"))
+        graded = qa_scoring.final_answer(text).strip()
+        if self.max_answer_chars is not None and len(graded) > self.max_answer_chars:
+            return self._respond(state, "answer", self.error_response(
+                f"The answer is {len(graded)} characters long; at most {self.max_answer_chars} are graded. Put "
+                "just the answer in <FINAL_ANSWER>...</FINAL_ANSWER>.", kind="answer_too_long"))
         state.answered, state.answer = True, text[:4000]
         reward = self.evaluate().score if self.reward_on_answer else 0.0
         return self._respond(state, "answer", EnvResponse(

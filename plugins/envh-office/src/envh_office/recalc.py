@@ -157,6 +157,26 @@ def _convert(todo: dict[str, str], cache: Path, timeout: float) -> None:
             os.replace(tmp, cache / f"{key}.xlsx")
 
 
+def healthy(timeout: float = 120.0) -> bool:
+    """Does LibreOffice recalculate a tiny fresh workbook (never from the cache)? Tells a
+    broken office (infrastructure) from a workbook that breaks it (the policy's doing)."""
+    import openpyxl
+
+    with tempfile.TemporaryDirectory(prefix="envh-office-canary-") as tmp:
+        path = os.path.join(tmp, "canary.xlsx")
+        wb = openpyxl.Workbook()
+        wb.active["A1"] = f"={time.monotonic_ns() % 1000003}+1"
+        wb.save(path)
+        exe = soffice_path()
+        if exe is None:
+            return False
+        try:
+            _convert({content_key(path): path}, Path(tmp), timeout)
+        except errors.InfraError:
+            return False
+    return True
+
+
 def _uno_available() -> bool:
     global _uno_ok
     if _uno_ok is None:

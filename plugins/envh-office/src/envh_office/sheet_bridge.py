@@ -81,7 +81,7 @@ class SpreadsheetBenchEnv(Bridge):
     def __init__(self, data: str | None = None, *, split: str = "test", docker_url: str | None = None,
                  image: str = sandbox.IMAGE, cpus: float = 1.0, memory: str = "1g", pids: int = 128,
                  python_timeout: float = 60.0, output_limit: int = 16_000, reward_on_submit: bool = True,
-                 recalc_timeout: float = 180.0) -> None:
+                 recalc_timeout: float = 60.0) -> None:
         data = data or os.environ.get("SPREADSHEETBENCH_DATA")
         if not data:
             raise errors.SpecError("The spreadsheetbench bridge needs config 'data' (or SPREADSHEETBENCH_DATA): "
@@ -279,9 +279,31 @@ class SpreadsheetBenchEnv(Bridge):
         current = self._current_values()
         if current is None:
             key = recalc.content_key(self.work)
-            current = recalc.recalculate([self.work], timeout=self.recalc_timeout)[0]
+            result = self._recalc_outputs([self.work])[0]
+            if isinstance(result, Exception):
+                raise WorkbookError(f"LibreOffice could not recalculate this workbook: {result}")
+            current = result
             self._values = (key, current)
         return current
+
+    def _recalc_outputs(self, paths: list[str]) -> list[str | Exception]:
+        """Recalculated copies of policy-made workbooks. When LibreOffice fails on them but
+        recalculates a fresh canary, the failure is the workbook's (a formula that hangs or
+        crashes the office): that path gets the exception instead. Otherwise InfraError."""
+        try:
+            return list(recalc.recalculate(paths, timeout=self.recalc_timeout))
+        except errors.InfraError as exc:
+            if not recalc.healthy():
+                raise
+            if len(paths) == 1:
+                return [exc]
+        out: list[str | Exception] = []
+        for path in paths:
+            try:
+                out.append(recalc.recalculate([path], timeout=self.recalc_timeout)[0])
+            except errors.InfraError as exc:
+                out.append(exc)
+        return out
 
     # -- verifier -------------------------------------------------------------------------
     def _replay(self, index: int) -> bytes | str:
@@ -348,10 +370,16 @@ class SpreadsheetBenchEnv(Bridge):
                 except WorkbookError as exc:
                     reasons[i] = f"output cannot be opened: {exc}"
                     outputs.append(None)
-            to_recalc = [o for o in outputs if o is not None] + [c.answer for c in task.cases]
-            recalculated = iter(recalc.recalculate(to_recalc, timeout=self.recalc_timeout))
-            got = [next(recalculated) if o is not None else None for o in outputs]
-            gold = [next(recalculated) for _ in task.cases]
+            # golden files first: a failure there is the infrastructure's, never the policy's
+            gold = recalc.recalculate([c.answer for c in task.cases], timeout=self.recalc_timeout)
+            made = iter(self._recalc_outputs([o for o in outputs if o is not None]))
+            got: list[str | None] = []
+            for i, o in enumerate(outputs):
+                result = next(made) if o is not None else None
+                if isinstance(result, Exception):
+                    reasons[i] = f"LibreOffice could not recalculate the output: {result}"
+                    result = None
+                got.append(result)
             results = []
             for i, case in enumerate(task.cases):
                 if got[i] is None:
