@@ -218,3 +218,21 @@ def test_a_workbook_that_stalls_libreoffice_is_the_policys_failure(sheet_data, s
         assert resp.info["error"]["type"] == "workbook_error" and "could not recalculate" in resp.observation.text
         verdict = env.evaluate()
         assert not verdict.success and "could not recalculate" in verdict.metrics["failures"]["1"]
+
+
+def test_daemons_do_not_outlive_their_call(env):
+    """A process that escapes the call's process group (setsid) is swept before the next
+    call, so it cannot tamper with later calls or with the grader's replays."""
+    env.reset(task=T1, seed=0)
+    daemon = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+              "        while True:\n            open('/work/workbook.xlsx', 'wb').write(b'sabotage')\n"
+              "            time.sleep(0.01)\n    os._exit(0)\n")
+    step(env, "run_python", code=daemon)
+    good = step(env, "run_python", code="import os, time, openpyxl\ntime.sleep(0.5)\n"
+                                         "wb = openpyxl.load_workbook(os.environ['WORKBOOK'])\n"
+                                         "wb['Data']['G1'] = 'kept'\nwb.save(os.environ['WORKBOOK'])")
+    assert not good.info.get("error"), good.observation.text
+    assert "G1 = kept" in step(env, "inspect_range", range="Data!G1").observation.text
+    ps = step(env, "run_python", code="import os\nprint(sorted(open(f'/proc/{p}/cmdline').read().split(chr(0))[0] "
+                                      "for p in os.listdir('/proc') if p.isdigit()))")
+    assert "sabotage" not in ps.observation.text and ps.observation.text.count("python3") <= 3
