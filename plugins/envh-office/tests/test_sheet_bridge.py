@@ -122,6 +122,10 @@ def test_run_python_edits_and_reports(env):
     ("import zipfile\nz = zipfile.ZipFile('/work/workbook.xlsx', 'w')\nz.writestr('xl/workbook.xml', b'<w/>')\n"
      "z.infolist()[0].file_size = 300 << 20\nz.close()", "unpacks to", "workbook_refused"),
     ("x = bytearray(4 << 30)", "MemoryError", "python_error"),
+    # a workbook too big for the host-side tools: a sheet part with 510k cells, 20 KB zipped
+    ("import zipfile\nz = zipfile.ZipFile('/work/workbook.xlsx', 'a', zipfile.ZIP_DEFLATED)\n"
+     "z.writestr('xl/worksheets/sheet9.xml', b'<c r=\"A1\"/>' * 510000)\nz.close()",
+     "more than 500000 cells", "workbook_refused"),
     ("import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=3)", "exit code 1", "python_error"),
     ("import os\nos.kill(os.getppid(), 9)", "runner died", "python_error"),
 ])

@@ -229,6 +229,10 @@ class SpreadsheetBenchEnv(Bridge):
         with open(tmp, "wb") as f:
             f.write(book)
         try:
+            workbook.check_file(tmp)
+            cells = workbook.count_cells(tmp)
+            if cells > workbook.MAX_CELLS:
+                raise WorkbookError(f"it holds more than {workbook.MAX_CELLS} cells")
             wb = workbook.load(tmp)
             sheets = workbook.sheets_of(wb)
             wb.close()

@@ -24,6 +24,7 @@ from .ranges import CellRange, RangeError, col_letters, parse_range
 
 MAX_FILE_BYTES = 32 << 20
 MAX_UNZIPPED_BYTES = 256 << 20
+MAX_CELLS = 500_000         # per workbook coming back from run_python: openpyxl holds every cell
 MAX_INSPECT_CELLS = 2000
 MAX_WRITE_CELLS = 20000
 MAX_FIND_HITS = 100
@@ -55,6 +56,24 @@ def check_file(path: str) -> None:
         raise WorkbookError(f"The workbook unpacks to {total} bytes; the limit is {MAX_UNZIPPED_BYTES}.")
     if "xl/workbook.xml" not in names:
         raise WorkbookError("The workbook is corrupt: it has no xl/workbook.xml part.")
+
+
+def count_cells(path: str, cap: int = MAX_CELLS) -> int:
+    """Cells in the worksheets (``<c`` elements), streamed; stops counting past ``cap``."""
+    total = 0
+    with zipfile.ZipFile(path) as z:
+        for name in z.namelist():
+            if not (name.startswith("xl/worksheets/") and name.endswith(".xml")):
+                continue
+            tail = b""
+            with z.open(name) as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    data = tail + chunk
+                    total += data.count(b"<c ") + data.count(b"<c>")
+                    tail = data[-2:]
+                    if total > cap:
+                        return total
+    return total
 
 
 def load(path: str, *, data_only: bool = False) -> Any:
