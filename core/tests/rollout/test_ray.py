@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import envh
 import pytest
@@ -85,3 +88,69 @@ def test_time_limits_on_ray(registry, ray_executor):
     # a hung actor is killed after the grace period, replaced, and the episode retried (once)
     assert [(t.attempt, t.final) for t in out if t.key == "hung"] == [(0, False), (1, True)]
     assert by_key["hung"].error_class == "infra_error" and "hung" in by_key["hung"].error
+
+
+DRIVER = """
+import os, sys, threading, time
+import envh, rollout_policies
+from envh.rollout.executors.ray import RayExecutor
+from envh.rollout.trajectory import EpisodeRequest
+reg = envh.make_plugin_manager(entry_points=False, plugins=[rollout_policies])
+envh.plugins.set_registry(reg)
+spec = {"bridge": "toy24"}
+request = EpisodeRequest(key="long", spec=envh.spec_to_data(envh.parse_spec(spec, reg), reg),
+                         spec_id=envh.spec_id(spec, reg), policy="sleepy:120")
+executor = RayExecutor(1, plugins=["rollout_policies"], entry_points=False)
+threading.Thread(target=lambda: list(executor.run([request])), daemon=True).start()
+time.sleep(3)
+print("playing", flush=True)
+time.sleep(600)
+"""
+
+
+def descendants(pid):
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def alive(pid):
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+def test_kill_9_of_the_driver_leaves_no_ray_process_behind(tmp_path):
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).parent), os.environ.get("PYTHONPATH", ""))
+                                         if p)}
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, cwd=tmp_path)
+    try:
+        assert driver.stdout.readline().strip() == "playing"
+        spawned = descendants(driver.pid)
+        assert len(spawned) >= 3, "gcs, raylet and an actor at least"
+    finally:
+        driver.kill()
+        driver.wait()
+        driver.stdout.close()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(alive(p) for p in spawned):
+        time.sleep(0.5)
+    left = [p for p in spawned if alive(p)]
+    names = [Path(f"/proc/{p}/cmdline").read_text().replace("\0", " ")[:80] for p in left if alive(p)]
+    assert not left, f"orphans after kill -9 of the driver: {names}"

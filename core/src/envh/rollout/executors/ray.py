@@ -138,6 +138,71 @@ def drop_capabilities() -> None:
         raise OSError(ctypes.get_errno(), "capset failed: cannot drop the actor's capabilities")
 
 
+def start_watchdog() -> int:
+    """A process that outlives this one to kill what it started: Ray's parent-death signal
+    stops its raylet and GCS, but not every agent they spawn. The watchdog notes this
+    process's descendants every second and kills them once this process is gone (the
+    write end of its stdin, held here as a bare descriptor, closes only then)."""
+    import sys
+
+    read, write = os.pipe()
+    pid = os.posix_spawn(sys.executable, [sys.executable, "-c", "from envh.rollout.executors.ray import watch; "
+                                          "watch()", str(os.getpid())], dict(os.environ),
+                         file_actions=[(os.POSIX_SPAWN_DUP2, read, 0), (os.POSIX_SPAWN_CLOSE, write)], setsid=True)
+    os.close(read)
+    _WATCHDOG_FDS.append(write)  # kept open for the life of this process
+    return pid
+
+
+_WATCHDOG_FDS: list[int] = []
+
+
+def _process_table() -> dict[int, tuple[int, str]]:
+    """pid → (parent pid, start time) of every process."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        table[int(entry)] = (int(fields[1]), fields[19])
+    return table
+
+
+def watch() -> None:
+    """The watchdog's body (``start_watchdog``): the parent's pid is argv[1]; its end of
+    our stdin closes when it dies."""
+    import select
+    import signal
+    import sys
+
+    parent, me = int(sys.argv[1]), os.getpid()
+    seen: dict[int, str] = {}
+    while True:
+        table = _process_table()
+        todo = [parent]
+        while todo:
+            pid = todo.pop()
+            for child, (ppid, started) in table.items():
+                if ppid == pid and child != me and child not in seen:
+                    seen[child] = started
+                    todo.append(child)
+        ready, _, _ = select.select([sys.stdin], [], [], 1.0)
+        if ready and not os.read(sys.stdin.fileno(), 1024):
+            break
+    time.sleep(2.0)  # let Ray's own shutdown go first
+    table = _process_table()
+    for pid, started in seen.items():
+        if table.get(pid, (0, ""))[1] == started:  # the same process, not a reused pid
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
 @contextmanager
 def _scrubbed_environ(pass_env: list[str] | bool) -> Iterator[None]:
     saved = dict(os.environ)
@@ -167,11 +232,14 @@ class RayExecutor:
         self.pass_env: list[str] | bool = pass_env if pass_env is True else list(pass_env or ())
         self.config = {"memory_mb": memory_mb, "cpu_s": cpu_s, "plugins": tuple(plugins),
                        "entry_points": entry_points}
+        self.watchdog: Any = None
         if not ray.is_initialized():
             with _scrubbed_environ(self.pass_env):
                 ray.init(address=address, include_dashboard=False, log_to_driver=False,
                          configure_logging=False,
                          num_cpus=None if address else max(os.cpu_count() or 1, int(self.workers * cpus_per_worker)))
+            if address is None:
+                self.watchdog = start_watchdog()
         self.isolation = "none" if isolation in (None, "none") or os.geteuid() != 0 else "capabilities"
         self.actor_class = ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(EpisodeActor)
         self.actors: list[Any] = []
@@ -181,7 +249,8 @@ class RayExecutor:
         cls = self.actor_class
         if self.env_vars:  # the secret the policy names, for these actors only
             cls = cls.options(runtime_env={"env_vars": dict(self.env_vars)})
-        actor = cls.remote(self.config, self.pass_env, self.isolation)
+        keep = True if self.pass_env is True else [*self.pass_env, *self.env_vars]
+        actor = cls.remote(self.config, keep, self.isolation)
         self.actors.append(actor)
         return actor
 

@@ -1,0 +1,99 @@
+"""Secrets stay with the parent, for real, as root: a worker's code reads neither the
+parent's environment (not even through ``/proc/<ppid>/environ``) nor root's files, and
+gets only the one secret its policy names (``api_key_env``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import envh
+import pytest
+from envh.rollout.trajectory import EpisodeRequest
+
+from conftest import HERE
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the isolation levels that hold as root need root")
+
+
+DRIVER = """
+import json, os, sys
+import envh, hostile, rollout_policies
+from envh.rollout.executors.pool import PoolExecutor
+from envh.rollout.trajectory import EpisodeRequest
+reg = envh.make_plugin_manager(entry_points=False, plugins=[rollout_policies, hostile])
+envh.plugins.set_registry(reg)
+spec = {"bridge": "toy24"}
+options = {"parent_pid": os.getpid(), "secret_file": sys.argv[2], **json.loads(sys.argv[3])}
+request = EpisodeRequest(key="snoop", spec=envh.spec_to_data(envh.parse_spec(spec, reg), reg),
+                         spec_id=envh.spec_id(spec, reg), policy="snoop", policy_options=options)
+with PoolExecutor(1, isolation=sys.argv[1], plugins=["rollout_policies", "hostile"], entry_points=False) as pool:
+    (t,) = pool.run([request])
+assert t.error_class is None, t.error
+print(json.dumps(t.steps[0].raw))
+"""
+
+
+@pytest.fixture
+def secret_file(tmp_path):
+    path = tmp_path / "credentials"
+    path.write_text("root-only-secret")
+    path.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    return path
+
+
+def snoop(isolation, secret_file, **options):
+    """What a worker's code can read, in a pool run by a parent started with secrets in
+    its environment (as a real run is: they are in its /proc/<pid>/environ)."""
+    env = {**os.environ, "PARENT_SECRET_API_KEY": "sk-parent-only", "SNOOP_API_KEY": "sk-for-the-policy",
+           "OTHER_API_KEY": "sk-other", "AWS_SECRET_ACCESS_KEY": "aws-parent-only",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)}
+    proc = subprocess.run([sys.executable, "-c", DRIVER, isolation, str(secret_file), json.dumps(options)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_without_isolation_the_parent_is_readable(secret_file):
+    """The control: what the isolation levels take away is really there to take."""
+    raw = snoop("none", secret_file)
+    assert "sk-parent-only" in raw["parent_environ"] and raw["secret_file"] == "root-only-secret"
+
+
+def test_namespace_workers_cannot_see_the_parent(secret_file):
+    raw = snoop("namespace", secret_file)
+    assert raw["parent_environ"].startswith("FileNotFoundError")  # the parent is not in its /proc
+    assert "sk-parent-only" not in raw["pid1_environ"] and "aws-parent-only" not in raw["pid1_environ"]
+    assert raw["api_key"] == "sk-for-the-policy" and raw["others"] == ["SNOOP_API_KEY"]
+    assert raw["uid"] == 0  # same user: its private data (test fixtures) stays readable
+
+
+def test_user_workers_read_neither_the_parent_nor_root_files(secret_file):
+    raw = snoop("user", secret_file)
+    assert raw["uid"] == 65534
+    assert raw["parent_environ"].startswith("FileNotFoundError")
+    assert raw["secret_file"].startswith("PermissionError")
+    home = os.path.expanduser("~root")
+    # root's home is an empty stand-in holding only the Python installation, if that lives there
+    assert all(os.path.join(home, name) in sys.base_prefix + sys.prefix for name in raw["root_home"])
+    assert raw["api_key"] == "sk-for-the-policy" and raw["others"] == ["SNOOP_API_KEY"]
+
+
+def test_a_policy_names_its_own_key(secret_file):
+    raw = snoop("namespace", secret_file, api_key_env="OTHER_API_KEY")
+    assert raw["api_key"] == "sk-other" and raw["others"] == ["OTHER_API_KEY"]
+
+
+def test_ray_actors_cannot_read_the_driver(registry, ray_executor, secret_file, monkeypatch):
+    monkeypatch.setenv("SNOOP_API_KEY", "sk-for-the-policy")
+    spec = {"bridge": "toy24"}
+    request = EpisodeRequest(key="snoop", spec=envh.spec_to_data(envh.parse_spec(spec, registry), registry),
+                             spec_id=envh.spec_id(spec, registry), policy="snoop",
+                             policy_options={"parent_pid": os.getpid(), "secret_file": str(secret_file)})
+    (t,) = ray_executor.run([request])
+    raw = t.steps[0].raw
+    assert t.error_class is None and raw["parent_environ"].startswith("PermissionError"), raw["parent_environ"]
+    assert raw["others"] == ["SNOOP_API_KEY"] and raw["api_key"] == "sk-for-the-policy"
