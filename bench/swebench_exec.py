@@ -3,8 +3,13 @@ subprocess per step (what the reference SWE-bench agents do), on the same contai
 the same run (interleaved rounds, median per step); plus container start-to-first-
 observation time of ``reset()``.
 
+Two configurations of the tool are measured: the default (after each command a git
+fingerprint of the working tree for ``files_touched``/edit counting, and a check of the
+container's writable-layer size against ``disk``) and a lean one (``track_files=False,
+disk=None``), so the cost of that bookkeeping shows on its own.
+
 Needs dockerd and the test images (``source dev/setup.d/docker.sh``).
-Last line: JSON with ``ratio`` = bash-tool ms/step ÷ raw ``docker exec`` CLI ms/step.
+Last line: JSON with ``ratio`` = default bash-tool ms/step ÷ raw ``docker exec`` CLI ms/step.
 """
 
 from __future__ import annotations
@@ -49,7 +54,10 @@ def main() -> None:
     args = p.parse_args()
 
     env = make({"bridge": "swebench", "config": {"instances": args.instances}})
+    lean_env = make({"bridge": "swebench", "config": {"instances": args.instances,
+                                                      "track_files": False, "disk": None}})
     try:
+        lean_env.reset(task=TASK, seed=0)
         starts, resets = [], []
         for _ in range(args.resets):
             t0 = time.perf_counter()
@@ -58,24 +66,29 @@ def main() -> None:
             starts.append(result.info["start_to_first_observation"] * 1e3)
         inner = env.unwrapped
         box = inner.box
-        tool, cli = [], []
+        tool, lean, cli = [], [], []
         tool_ms(env, 3)
-        cli_ms(box.container.id, box.workdir, 3)  # warm both paths
-        for _ in range(args.rounds):  # interleave so machine noise hits both alike
+        tool_ms(lean_env, 3)
+        cli_ms(box.container.id, box.workdir, 3)  # warm every path
+        for _ in range(args.rounds):  # interleave so machine noise hits all alike
             tool.append(tool_ms(env, args.steps))
+            lean.append(tool_ms(lean_env, args.steps))
             cli.append(cli_ms(box.container.id, box.workdir, args.steps))
     finally:
         env.close()
+        lean_env.close()
 
-    t, c = statistics.median(tool), statistics.median(cli)
+    t, c, le = statistics.median(tool), statistics.median(cli), statistics.median(lean)
     s, r = statistics.median(starts), statistics.median(resets)
-    print(f"bash tool            : {t:8.2f} ms/step  (runner session in the container, "
-          "plus a git status for files_touched)")
+    print(f"bash tool (default)  : {t:8.2f} ms/step  (runner session in the container, plus git "
+          "status + tree fingerprint and the writable-layer size check)")
+    print(f"bash tool (lean)     : {le:8.2f} ms/step  (track_files=False, disk=None)")
     print(f"docker exec CLI      : {c:8.2f} ms/step  (one subprocess per step)")
     print(f"start to first obs.  : {s:8.2f} ms      (container create + start + runner ready)")
     print(f"reset()              : {r:8.2f} ms      (the previous container is removed in the background)")
     print(json.dumps({"bench": "swebench_exec", "bash_tool_ms_per_step": round(t, 3),
                       "docker_exec_cli_ms_per_step": round(c, 3), "ratio": round(t / c, 3),
+                      "lean_bash_tool_ms_per_step": round(le, 3), "lean_ratio": round(le / c, 3),
                       "start_to_first_observation_ms": round(s, 1), "reset_ms": round(r, 1),
                       "steps": args.steps * args.rounds}))
 

@@ -33,11 +33,21 @@ from .instances import Instance, load_instances
 from .state import STATE_SCHEMA, EpisodeState, changed_paths, counts_as_test_run
 
 TREE_MARK = "@@envh-tree@@"
-# After each bash call: what git reports changed, and a fingerprint of the working tree
-# (its tree object through a scratch index), so any change, by any command, is seen.
-TRACK = ('git status --porcelain --untracked-files=all; echo ' + TREE_MARK + '; idx="$(mktemp)"; '
-         'cp "$(git rev-parse --git-dir)/index" "$idx" 2>/dev/null; '
-         'GIT_INDEX_FILE="$idx" git add -A >/dev/null 2>&1; GIT_INDEX_FILE="$idx" git write-tree; rm -f "$idx"')
+# After each bash call: what git reports changed, then size and modification time of every
+# modified or untracked file (summed), so any change by any command is seen (sed -i, an
+# editor inside bash, a second edit of an already modified file) for a few milliseconds.
+TRACK = ('s="$(git status --porcelain --untracked-files=all)" || exit 1; [ -z "$s" ] || printf "%s\\n" "$s"; '
+         "echo " + TREE_MARK + '; [ -z "$s" ] || '
+         "git ls-files -m -o --exclude-standard -z | xargs -0 -r stat -c '%n %s %y' 2>/dev/null | cksum")
+
+
+def _tree(post_output: str) -> tuple[str, str | None]:
+    """(porcelain part, fingerprint of the working tree) from TRACK's output."""
+    porcelain, mark, sums = post_output.rpartition(TREE_MARK)
+    if not mark:
+        return post_output, None
+    return porcelain, f"{hash(porcelain)}:{sums.strip()}"
+
 
 TOOLS = [
     ToolSpec(name="bash", description=(
@@ -158,7 +168,7 @@ class SWEBenchEnv(Bridge):
 
     def _fingerprint(self, box: runtime.Sandbox) -> str | None:
         res = box.run(TRACK, timeout=120, limit=1_000_000)
-        return res["output"].rpartition(TREE_MARK)[2].strip() or None if res["exit_code"] == 0 else None
+        return _tree(res["output"])[1] if res["exit_code"] == 0 else None
 
     def _live(self) -> tuple[runtime.Sandbox, Editor, EpisodeState, Instance]:
         if self.box is None or self.editor is None or self.state is None or self.inst is None:
@@ -196,9 +206,8 @@ class SWEBenchEnv(Bridge):
         elif code:
             text += f"\n[exit code: {code}]"
         if res.get("post_output"):
-            porcelain, _, tree = res["post_output"].rpartition(TREE_MARK)
+            porcelain, tree = _tree(res["post_output"])
             state.touch(changed_paths(porcelain))
-            tree = tree.strip()
             if tree and tree != self._tree:
                 state.edited()
             self._tree = tree or self._tree
