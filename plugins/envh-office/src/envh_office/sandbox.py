@@ -204,8 +204,8 @@ class Sandbox:
                 if attempt:
                     return {"exit_code": -9, "output": "", "timed_out": False, "dropped": 0, "workbook": None,
                             "workbook_problem": "the sandbox runner died while running the code (it was "
-                                                "killed or ran out of memory); the workbook is unchanged",
-                            "runner_died": True}
+                                                f"killed or ran out of memory: {type(exc).__name__}); the "
+                                                "workbook is unchanged", "runner_died": True}
         if "runner_error" in reply:
             raise self.infra_error(f"sandbox runner error: {reply['runner_error']}")
         book = reply.get("workbook")
