@@ -1,8 +1,13 @@
 """Episodes/s of Toy24 with a scripted policy: inline, pool(2), ray(2), and the baseline of
 one fresh Python subprocess per episode (how the reference implementation isolates
-episodes), printed as ratios to that baseline. Also the pool's IPC overhead per step.
+episodes), printed as ratios to that baseline. Also the pool's IPC overhead per step,
+and the store's bytes per step with and without model token ids.
 
-Pool and Ray figures include starting their workers (not the Ray cluster itself).
+Full recording is on: every executor's trajectories are appended to a trajectory store
+(SQLite, fsynced) as they arrive, with base-bridge taps and layer effects, and the pool
+runs at its default isolation (own namespaces when root). The baseline only plays (it
+records nothing), which favours it. Pool and Ray figures include starting their workers
+(not the Ray cluster itself).
 Last line: JSON with ``ratio`` = pool(2) episodes/s ÷ fresh-subprocess episodes/s.
 """
 
@@ -11,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -23,6 +29,7 @@ from envh.bridges.toy24_solver import solve
 from envh.rollout.executors.inline import InlineExecutor
 from envh.rollout.executors.pool import PoolExecutor
 from envh.rollout.plan import build_plan
+from envh.rollout.store import TrajectoryStore
 
 SPEC = {"bridge": "toy24", "layers": [{"kind": "budget", "max_steps": 20}]}
 ONE_EPISODE = """
@@ -59,9 +66,13 @@ def _fields(request) -> dict:
     return attrs.asdict(request, recurse=False)
 
 
-def timed(executor, reqs) -> tuple[float, list]:
+def timed(executor, reqs, store) -> tuple[float, list]:
     t0 = time.perf_counter()
-    out = [t for t in executor.run(reqs) if t.final]
+    out = []
+    for t in executor.run(reqs):
+        store.append(t)
+        if t.final:
+            out.append(t)
     elapsed = time.perf_counter() - t0
     assert len(out) == len(reqs) and all(t.success for t in out), [t.error for t in out if not t.success][:3]
     return len(out) / elapsed, out
@@ -76,6 +87,36 @@ def fresh_subprocess(reqs) -> float:
     return len(reqs) / (time.perf_counter() - t0)
 
 
+PROMPT_TOKENS, COMPLETION_TOKENS = 400, 24  # a short chat turn; the ids are the model's, not text
+
+
+def store_bytes_per_step(trajectories: list, folder: Path) -> tuple[float, float]:
+    """Bytes per step of the SQLite store for these trajectories as recorded, and for the
+    same trajectories with a model turn per step carrying token ids and logprobs (as the
+    local and vLLM policies record them): what keeping trainers off retokenisation costs."""
+    import attrs
+    from envh.rollout.trajectory import ModelTurn
+
+    rng = random.Random(0)
+    steps = sum(len(t.steps) for t in trajectories)
+
+    def with_tokens(t):
+        return attrs.evolve(t, steps=tuple(attrs.evolve(s, turn=ModelTurn(
+            text=str(s.raw), prompt_token_ids=[rng.randrange(49152) for _ in range(PROMPT_TOKENS)],
+            completion_token_ids=[rng.randrange(49152) for _ in range(COMPLETION_TOKENS)],
+            logprobs=[-rng.random() * 4 for _ in range(COMPLETION_TOKENS)])) for s in t.steps))
+
+    sizes = []
+    for name, batch in (("plain", trajectories), ("tokens", [with_tokens(t) for t in trajectories])):
+        path = folder / f"bytes-{name}"
+        with TrajectoryStore(path) as store:
+            for t in batch:
+                store.append(t)
+            store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        sizes.append(sum(f.stat().st_size for f in path.iterdir()) / steps)
+    return sizes[0], sizes[1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--episodes", type=int, default=2000, help="episodes per executor")
@@ -85,29 +126,34 @@ def main() -> None:
     import envh.rollout.trajectory  # noqa: F401 - used through the envh namespace above
 
     with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp).chmod(0o755)  # workers may run as another user
         policy = f"scripted:{script_file(Path(tmp))}"
+        store = TrajectoryStore(Path(tmp) / "store")
         results: dict[str, float] = {}
         results["fresh"] = fresh_subprocess(requests(policy, args.fresh, "fresh"))
         with InlineExecutor() as inline:
             list(inline.run(requests(policy, 10, "warm")))
-            results["inline"], inline_out = timed(inline, requests(policy, args.episodes, "inline"))
+            results["inline"], inline_out = timed(inline, requests(policy, args.episodes, "inline"), store)
         with PoolExecutor(2) as pool:
-            results["pool2"], _ = timed(pool, requests(policy, args.episodes, "pool2"))
+            isolation = pool.isolation
+            results["pool2"], _ = timed(pool, requests(policy, args.episodes, "pool2"), store)
             rtt = pool.ping(2000)
         with PoolExecutor(1) as pool1:
             list(pool1.run(requests(policy, 10, "warm")))
-            pool1_eps, _ = timed(pool1, requests(policy, args.episodes // 2, "pool1"))
+            pool1_eps, _ = timed(pool1, requests(policy, args.episodes // 2, "pool1"), store)
         if not args.no_ray:
             from envh.rollout.executors.ray import RayExecutor
 
             ray_exec = RayExecutor(2)
             try:
-                results["ray2"], _ = timed(ray_exec, requests(policy, args.episodes, "ray2"))
+                results["ray2"], _ = timed(ray_exec, requests(policy, args.episodes, "ray2"), store)
             finally:
                 ray_exec.close()
                 import ray
 
                 ray.shutdown()
+        bytes_plain, bytes_tokens = store_bytes_per_step(inline_out[:200], Path(tmp))
+        store.close()
     steps = sum(len(t.steps) for t in inline_out) / len(inline_out)
     ipc_per_step_us = max(0.0, (1 / pool1_eps - 1 / results["inline"]) / steps * 1e6)
     base = results["fresh"]
@@ -115,8 +161,13 @@ def main() -> None:
     for name, eps in results.items():
         print(f"{name:<10} {eps:>12.1f} {eps / base:>9.1f}")
     print(f"mean steps/episode {steps:.1f}; pool IPC: round trip {rtt * 1e6:.0f} µs, "
-          f"overhead per step {ipc_per_step_us:.0f} µs (pool(1) vs inline, per episode ÷ steps)")
+          f"overhead per step {ipc_per_step_us:.0f} µs (pool(1) vs inline, per episode ÷ steps); "
+          f"pool isolation: {isolation}")
+    print(f"store: {bytes_plain:.0f} bytes/step as recorded here; {bytes_tokens:.0f} bytes/step with a model "
+          f"turn of {PROMPT_TOKENS} prompt + {COMPLETION_TOKENS} completion token ids and logprobs per step")
     print(json.dumps({"ratio": round(results["pool2"] / base, 2),
+                      "store_bytes_per_step": round(bytes_plain, 1),
+                      "store_bytes_per_step_with_token_ids": round(bytes_tokens, 1), "isolation": isolation,
                       "episodes_per_s": {k: round(v, 2) for k, v in results.items()},
                       "ratios": {k: round(v / base, 2) for k, v in results.items()},
                       "ipc_round_trip_us": round(rtt * 1e6, 1), "ipc_per_step_us": round(ipc_per_step_us, 1),
