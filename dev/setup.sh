@@ -33,7 +33,7 @@ inputs="$(cat core/pyproject.toml plugins/*/pyproject.toml dev/setup.sh dev/setu
 if [ "$(cat "$stamp" 2>/dev/null)" != "$inputs" ]; then
   echo "envh setup: installing packages"
   pip_install -U pip setuptools wheel
-  pip_install -e "core[test,openai,export,ray]" nox ruff mypy types-PyYAML
+  pip_install -e "core[test,openai,export,ray,ui]" nox ruff mypy types-PyYAML
   for plugin in plugins/*/; do
     [ -f "$plugin/pyproject.toml" ] && pip_install -e "$plugin"
   done

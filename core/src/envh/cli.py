@@ -146,6 +146,22 @@ def spec_id_cmd(path: str) -> None:
     click.echo(spec_id(path))
 
 
+@cli.command("ui")
+@click.argument("run_dirs", nargs=-1)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (keep it loopback).")
+@click.option("--port", default=0, show_default=True, help="Port (0: a free one).")
+def ui_cmd(run_dirs: tuple[str, ...], host: str, port: int) -> None:
+    """A local web app: play and edit specs, browse runs and trajectories, rig reports.
+
+    Prints the URL with a random access token; the runs in RUN_DIRS are opened read-only.
+    """
+    try:
+        from .ui.app import serve
+    except ImportError as exc:
+        raise errors.EnvhError(f"envh ui needs the ui extra (pip install -e 'core[ui]'): {exc}") from exc
+    serve(list(run_dirs), host=host, port=port)
+
+
 def main() -> None:
     from .rollout.cli import register as register_rollout
 

@@ -1,0 +1,233 @@
+"""HTML for ``envh ui``: server-rendered pages, every value escaped, no build step.
+
+A page is a function from data to an HTML string; the small client script
+(``PLAYGROUND_JS``) only drives the playground through the JSON API.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any
+from urllib.parse import urlencode
+
+from ..rollout.trajectory import Trajectory, request_messages
+
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:0;color:#222}
+nav{background:#243447;padding:.6em 1em}nav a{color:#fff;margin-right:1.2em;text-decoration:none}
+main{padding:1em 1.5em}table{border-collapse:collapse;margin:.5em 0}
+td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top;font-size:.92em}
+th{background:#f2f4f7}.ok{color:#1a7f37}.bad{color:#b42318}.err{color:#9a6700}
+pre{white-space:pre-wrap;background:#f6f8fa;padding:.5em;margin:.2em 0;max-height:24em;overflow:auto}
+.blocked{background:#fde7e7}.rewritten{background:#fff4d6}.cols{display:flex;gap:1em}.cols>div{flex:1;min-width:0}
+textarea{width:100%;font-family:monospace}.muted{color:#666}.tag{font-size:.8em;padding:0 .3em;border-radius:3px;background:#eee}
+"""
+
+
+def layout(title: str, body: str) -> str:
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)} · envh</title>"
+            f"<style>{STYLE}</style></head><body><nav><a href='/'>Runs</a><a href='/playground'>Playground</a>"
+            f"</nav><main><h1>{escape(title)}</h1>{body}</main></body></html>")
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def runs_page(dirs: list[tuple[int, str, list[dict[str, Any]], list[str]]]) -> str:
+    parts = []
+    for index, name, runs, files in dirs:
+        parts.append(f"<h2 class='dir'>{escape(name)}</h2>")
+        if runs:
+            rows = "".join(
+                f"<tr class='run'><td><a href='/run/{index}/{escape(r['run_id'])}'>{escape(r['run_id'])}</a></td>"
+                f"<td>{escape(str(r['policy'] or ''))}</td><td>{r['episodes']}</td>"
+                f"<td>{_pct(r['success_rate'])} <span class='muted'>[{_pct(r['wilson'][0])}, "
+                f"{_pct(r['wilson'][1])}]</span></td><td>{r['mean_steps']:.1f}</td>"
+                f"<td>{escape(', '.join(f'{k}: {v}' for k, v in sorted(r['errors'].items())) or '-')}</td></tr>"
+                for r in runs)
+            parts.append("<table><tr><th>run</th><th>policy</th><th>episodes</th>"
+                         "<th>success [Wilson 95%]</th><th>mean steps</th><th>errors</th></tr>" + rows + "</table>")
+        else:
+            parts.append("<p class='muted'>no trajectory store here</p>")
+        if files:
+            links = " ".join(f"<a class='file' href='/file/{index}/{escape(f)}'>{escape(f)}</a>" for f in files)
+            parts.append(f"<p>Files: {links}</p>")
+        if "report.md" in files or "rig.json" in files:
+            parts.append(f"<p><a href='/rig/{index}'>Rig report</a></p>")
+        if "metrics.jsonl" in files:
+            parts.append(f"<p><a href='/training/{index}'>Training metrics</a></p>")
+    return layout("Runs", "".join(parts) or "<p>No run directories given.</p>")
+
+
+def episodes_page(index: int, run_id: str, rows: list[dict[str, Any]], total: int, page: int, page_size: int,
+                  filters: dict[str, str]) -> str:
+    def link(p: int) -> str:
+        return f"/run/{index}/{escape(run_id)}?{escape(urlencode({**filters, 'page': p}))}"
+
+    options = "".join(f"<option value='{o}'{' selected' if filters.get('outcome') == o else ''}>{o or 'all'}</option>"
+                      for o in ("", "success", "failure", "error"))
+    form = (f"<form method='get' id='filters'>outcome <select name='outcome'>{options}</select> "
+            f"task <input name='task' value='{escape(filters.get('task', ''))}'> "
+            f"spec <input name='spec' value='{escape(filters.get('spec', ''))}' size='10'> "
+            f"<button type='submit'>Filter</button></form>")
+    body = "".join(
+        f"<tr class='episode'><td><input type='checkbox' class='pick' value='{r['seq']}'></td>"
+        f"<td><a href='/traj/{index}/{r['seq']}'>{escape(r['key'])}</a></td><td>{escape(str(r['task']))}</td>"
+        f"<td>{escape(str(r['seed']))}</td>"
+        f"<td class='{'ok' if r['success'] else 'err' if r['error_class'] else 'bad'}'>"
+        f"{'success' if r['success'] else escape(r['error_class'] or 'failure')}</td>"
+        f"<td>{r['steps']}</td><td>{escape(str(r['spec_id'])[:12])}</td></tr>" for r in rows)
+    last = max((total - 1) // page_size, 0)
+    pager = (f"<p id='pager'>{total} episodes · page {page + 1} of {last + 1} "
+             + (f"<a href='{link(page - 1)}'>previous</a> " if page > 0 else "")
+             + (f"<a id='next' href='{link(page + 1)}'>next</a>" if page < last else "") + "</p>")
+    compare = ("<button id='compare' onclick=\"const p=[...document.querySelectorAll('.pick:checked')]"
+               f".map(e=>e.value);if(p.length==2)location='/compare/{index}/'+p[0]+'/'+p[1]\">"
+               "Compare two</button>")
+    return layout(f"Run {run_id}", form + pager + "<table><tr><th></th><th>episode</th><th>task</th><th>seed</th>"
+                  "<th>outcome</th><th>steps</th><th>spec</th></tr>" + body + "</table>" + compare)
+
+
+def _action(action: Any) -> str:
+    if action is None:
+        return "<span class='muted'>-</span>"
+    args = ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in dict(action.args).items())
+    return escape(f"{action.tool}({args})")
+
+
+def trajectory_html(t: Trajectory) -> str:
+    verdict = t.verdict
+    head = (f"<table class='meta'><tr><th>task</th><td>{escape(str(t.task))}</td><th>seed</th><td>{t.seed}</td></tr>"
+            f"<tr><th>policy</th><td>{escape(t.policy)}</td><th>spec</th><td>{escape(t.spec_id)}</td></tr>"
+            f"<tr><th>verdict</th><td class='{'ok' if t.success else 'bad'}' id='verdict'>"
+            f"{'success' if t.success else 'failure'}{'' if verdict is None else f' (score {verdict.score})'}</td>"
+            f"<th>stop</th><td>{escape(t.stop)}</td></tr>"
+            f"<tr><th>tokens</th><td>{escape(json.dumps(t.usage))}</td><th>duration</th><td>{t.duration_s:.2f} s</td></tr>"
+            "</table>")
+    if t.error:
+        head += f"<h3 class='bad'>{escape(t.error_class or 'error')}</h3><pre>{escape(t.error)}</pre>"
+        if t.error_traceback:
+            head += f"<details><summary>traceback</summary><pre>{escape(t.error_traceback)}</pre></details>"
+    if t.initial_observation is not None:
+        head += f"<h3>First observation</h3><pre>{escape(t.initial_observation.text)}</pre>"
+    prompts = request_messages(t.steps)
+    rows = []
+    for step, prompt in zip(t.steps, prompts):
+        marks = []
+        if step.blocked:
+            marks.append("<span class='tag blocked'>blocked</span>")
+        if step.executed is not None and step.proposed is not None and step.executed != step.proposed:
+            marks.append("<span class='tag rewritten'>rewritten</span>")
+        if step.invalid:
+            marks.append("<span class='tag'>invalid</span>")
+        cls = "blocked" if step.blocked else "rewritten" if "rewritten" in "".join(marks) else ""
+        seen = escape(step.observation.text)
+        base = step.base_observation
+        diff = "" if base is None or base.text == step.observation.text else \
+            f"<div><b>base observation</b><pre class='base'>{escape(base.text)}</pre></div>"
+        effects = "".join(f"<li>{escape(json.dumps(e, default=str))}</li>" for e in step.effects)
+        turn = step.turn
+        model = ""
+        if turn is not None:
+            model = (f"<details><summary>model turn: {len(turn.completion_token_ids or [])} completion tokens, "
+                     f"{step.policy_s:.2f} s</summary><pre class='completion'>{escape(turn.text or '')}</pre>"
+                     + (f"<b>prompt</b><pre class='prompt'>{escape(json.dumps(prompt, indent=1))}</pre>" if prompt else "")
+                     + "</details>")
+        rows.append(
+            f"<tr class='step {cls}'><td>{step.index}</td><td>{_action(step.proposed)}"
+            f"{'' if step.proposed is None else ''}</td><td>{_action(step.executed)} {''.join(marks)}"
+            f"{f'<br><span class=bad>{escape(step.blocked)}</span>' if step.blocked else ''}"
+            f"{f'<br><span class=bad>{escape(step.invalid)}</span>' if step.invalid else ''}</td>"
+            f"<td><div class='cols'><div><b>seen</b><pre class='seen'>{seen}</pre></div>{diff}</div>{model}</td>"
+            f"<td>{step.reward}</td><td><ul>{effects}</ul></td></tr>")
+    table = ("<table id='steps'><tr><th>#</th><th>proposed</th><th>sent</th><th>observation</th><th>reward</th>"
+             "<th>layer effects</th></tr>" + "".join(rows) + "</table>")
+    return head + table
+
+
+def trajectory_page(t: Trajectory) -> str:
+    return layout(f"Episode {t.key}", trajectory_html(t))
+
+
+def compare_page(a: Trajectory, b: Trajectory) -> str:
+    return layout("Compare", f"<div class='cols'><div id='left'>{trajectory_html(a)}</div>"
+                             f"<div id='right'>{trajectory_html(b)}</div></div>")
+
+
+def text_page(title: str, text: str, images: list[str], index: int) -> str:
+    imgs = "".join(f"<img alt='{escape(i)}' src='/file/{index}/{escape(i)}' style='max-width:48%'>" for i in images)
+    return layout(title, f"<pre id='report'>{escape(text)}</pre>{imgs}")
+
+
+def training_page(rows: list[dict[str, Any]]) -> str:
+    keys = sorted({k for r in rows for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
+    head = "".join(f"<th>{escape(k)}</th>" for k in keys)
+    body = "".join("<tr class='metric'>" + "".join(
+        f"<td>{r[k]:.4g}</td>" if isinstance(r.get(k), (int, float)) else "<td></td>" for k in keys) + "</tr>"
+        for r in rows[-500:])
+    return layout("Training", f"<table id='metrics'><tr>{head}</tr>{body}</table>")
+
+
+PLAYGROUND_JS = r"""
+let session = null;
+async function api(path, body) {
+  const r = await fetch(path, {method: 'POST', headers: {'content-type': 'application/json'},
+                                body: JSON.stringify(body)});
+  return r.json();
+}
+function show(out) {
+  document.getElementById('error').textContent = out.error || '';
+  if (out.error) return;
+  document.getElementById('seen').textContent = out.observation;
+  document.getElementById('base').textContent = out.base_observation ?? '(same)';
+  const log = document.getElementById('log');
+  if (out.effects) {
+    const li = document.createElement('li');
+    li.className = 'logline';
+    li.textContent = `${out.action} -> reward ${out.reward}` + (out.done ? ' (done)' : '') + ' ' + JSON.stringify(out.effects);
+    log.appendChild(li);
+  }
+  if (out.tools) {
+    const box = document.getElementById('tools'); box.innerHTML = '';
+    for (const t of out.tools) {
+      const b = document.createElement('button'); b.className = 'tool'; b.textContent = t.name;
+      b.onclick = () => { document.getElementById('action').value = t.name + ' '; };
+      box.appendChild(b);
+    }
+  }
+  if (out.verdict) document.getElementById('verdict').textContent = JSON.stringify(out.verdict);
+}
+async function start() {
+  const out = await api('/api/play/new', {spec: document.getElementById('spec').value,
+                                          task: document.getElementById('task').value});
+  session = out.session || null; document.getElementById('log').innerHTML = ''; show(out);
+}
+async function step() {
+  if (!session) return;
+  show(await api('/api/play/' + session + '/step', {action: document.getElementById('action').value}));
+}
+async function check() {
+  const out = await api('/api/spec/check', {spec: document.getElementById('spec').value});
+  document.getElementById('error').textContent = out.ok ? 'spec ok: ' + out.spec_id : out.error;
+}
+"""
+
+
+def playground_page(bridges: list[str], spec: str) -> str:
+    options = " ".join(f"<code>{escape(b)}</code>" for b in bridges)
+    return layout("Playground", f"""
+<p>Installed bridges: {options}. Contract code runs in the untrusted tier.</p>
+<div class='cols'><div>
+<textarea id='spec' rows='14'>{escape(spec)}</textarea>
+<p>task <input id='task' placeholder='split/instance_id'> <button id='check' onclick='check()'>Check spec</button>
+<button id='start' onclick='start()'>Reset</button></p>
+<p id='error' class='bad'></p>
+</div><div>
+<div id='tools'></div>
+<p><input id='action' size='50' placeholder='tool key=value ... or JSON'
+ onkeydown="if(event.key==='Enter')step()"> <button id='step' onclick='step()'>Step</button></p>
+<div class='cols'><div><b>policy sees</b><pre id='seen'></pre></div><div><b>base observation</b><pre id='base'></pre></div></div>
+<ol id='log'></ol><p>verdict: <span id='verdict'></span></p>
+</div></div><script>{PLAYGROUND_JS}</script>""")

@@ -1,0 +1,119 @@
+"""Read-only, paged access to the run directories ``envh ui`` was given.
+
+Each directory is opened through SQLite's read-only URI mode (``mode=ro``), so nothing the
+app does can write to a run; queries are paged with ``LIMIT``/``OFFSET`` and aggregates are
+computed in SQL, so a run of 10,000 episodes is never loaded whole. Directories are named
+by their index in the list given on the command line: no route takes a path, so nothing
+outside those directories can be read through the app.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from ..rollout.plan import wilson
+from ..rollout.store import COLUMNS, FILENAME, LATEST
+from ..rollout.trajectory import Trajectory, trajectory_from_json
+
+PAGE = 50
+#: files a run directory may show besides its store (rig plots, reports, training metrics)
+_SHOWABLE = re.compile(r"^[A-Za-z0-9_.-]{1,120}\.(png|svg|md|json|jsonl)$")
+
+
+class RunDirs:
+    """The run directories given to ``envh ui``, each opened read-only on demand."""
+
+    def __init__(self, dirs: list[str | Path]) -> None:
+        self.dirs = [Path(d).resolve() for d in dirs]
+
+    def _db(self, index: int) -> sqlite3.Connection:
+        path = self.dirs[index] / FILENAME
+        if not path.is_file():
+            raise FileNotFoundError(f"{self.dirs[index]} has no {FILENAME}")
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+        db.execute("PRAGMA query_only = ON")
+        return db
+
+    def has_store(self, index: int) -> bool:
+        return (self.dirs[index] / FILENAME).is_file()
+
+    def runs(self, index: int) -> list[dict[str, Any]]:
+        """Every run in a directory with its summary (success and its Wilson 95% interval,
+        errors by class), computed in SQL."""
+        if not self.has_store(index):
+            return []
+        db = self._db(index)
+        try:
+            out = []
+            for run_id, created, manifest in db.execute("SELECT run_id, created, manifest FROM runs ORDER BY created"):
+                n, wins, steps = db.execute(
+                    f"SELECT COUNT(*), COALESCE(SUM(success), 0), COALESCE(AVG(steps), 0) FROM trajectories "
+                    f"WHERE run_id = ? AND kind = 'episode' AND {LATEST}", (run_id,)).fetchone()
+                errs = dict(db.execute(
+                    f"SELECT error_class, COUNT(*) FROM trajectories WHERE run_id = ? AND kind = 'episode' "
+                    f"AND error_class IS NOT NULL AND {LATEST} GROUP BY error_class", (run_id,)).fetchall())
+                low, high = wilson(int(wins), int(n))
+                config = json.loads(manifest).get("config", {})
+                out.append({"run_id": run_id, "created": created, "episodes": n, "successes": wins,
+                            "success_rate": wins / n if n else 0.0, "wilson": (low, high),
+                            "mean_steps": steps, "errors": errs, "policy": config.get("policy")})
+            return out
+        finally:
+            db.close()
+
+    def episodes(self, index: int, run_id: str, *, page: int = 0, outcome: str | None = None,
+                 task: str | None = None, spec: str | None = None) -> tuple[list[dict[str, Any]], int]:
+        """One page of a run's final episodes (index columns only) and the total count."""
+        where = ["run_id = ?", "kind = 'episode'", LATEST]
+        args: list[Any] = [run_id]
+        if outcome == "success":
+            where.append("success = 1")
+        elif outcome == "failure":
+            where.append("(success = 0 OR success IS NULL) AND error_class IS NULL")
+        elif outcome == "error":
+            where.append("error_class IS NOT NULL")
+        if task:
+            where.append("(task = ? OR instance_id = ?)")
+            args += [task, task]
+        if spec:
+            where.append("spec_id LIKE ?")
+            args.append(spec + "%")
+        clause = " AND ".join(where)
+        db = self._db(index)
+        try:
+            (total,) = db.execute(f"SELECT COUNT(*) FROM trajectories WHERE {clause}", args).fetchone()
+            cur = db.execute(f"SELECT seq, {', '.join(COLUMNS)} FROM trajectories WHERE {clause} "
+                             f"ORDER BY seq LIMIT ? OFFSET ?", [*args, PAGE, max(page, 0) * PAGE])
+            return [dict(zip(("seq", *COLUMNS), row)) for row in cur], int(total)
+        finally:
+            db.close()
+
+    def trajectory(self, index: int, seq: int) -> Trajectory | None:
+        db = self._db(index)
+        try:
+            row = db.execute("SELECT data FROM trajectories WHERE seq = ?", (seq,)).fetchone()
+        finally:
+            db.close()
+        return None if row is None else trajectory_from_json(row[0])
+
+    def file(self, index: int, name: str) -> Path | None:
+        """A report file directly inside a run directory (``report.md``, plots, metrics),
+        never a path: the name is a plain file name, resolved and checked to stay inside."""
+        if not _SHOWABLE.match(name):
+            return None
+        base = self.dirs[index]
+        path = (base / name).resolve()
+        if path.parent != base or not path.is_file():
+            return None
+        return path
+
+    def listing(self, index: int) -> list[str]:
+        base = self.dirs[index]
+        if not base.is_dir():
+            return []
+        return sorted(p.name for p in base.iterdir() if p.is_file() and _SHOWABLE.match(p.name)
+                      and p.resolve().parent == base)

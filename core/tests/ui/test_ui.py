@@ -1,0 +1,239 @@
+"""``envh ui`` in a real browser: the app served by uvicorn on 127.0.0.1, driven by
+Playwright in the system Chromium; each page is loaded, used, and checked on what it
+renders. ``ENVH_UI_SCREENSHOTS=DIR`` saves a screenshot of each page (the README's)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette")
+uvicorn = pytest.importorskip("uvicorn")
+sync_api = pytest.importorskip("playwright.sync_api")
+
+from envh.rollout.store import TrajectoryStore  # noqa: E402
+from envh.ui.app import create_app  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[3]
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
+SPEC = """bridge: toy24
+layers:
+  - kind: contract
+    code: |
+      def filter_action(action, state, memo):
+          if action.tool == "combine" and action.args["op"] == "div":
+              return Block(reason="division is disabled in this world")
+
+      def filter_observation(observation, state, memo):
+          return observation.text + "\\nHint: you have " + str(len(state["numbers"])) + " numbers left."
+  - kind: budget
+    max_steps: 12
+"""
+SCRIPT = {"1,2,6,6": ["combine(0, 1, div)", "combine(0, 1, add)", {"tool": "combine", "args": {"i": 2, "j": 0, "op": "mul"}},
+                      "combine(0, 1, add)", "stop()"], "*": ["combine(0, 1, mul)", "stop()"]}
+
+
+def _envh(*args: str, cwd: Path) -> None:
+    subprocess.run([sys.executable, "-c", "from envh.cli import main; main()", *args], cwd=cwd, check=True,
+                   capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def run_dirs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    base = tmp_path_factory.mktemp("ui")
+    script = base / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    (base / "spec.yaml").write_text(SPEC)
+    small = base / "small"
+    _envh("run", str(base / "spec.yaml"), "--split", "medium", "--policy", f"scripted:{script}",
+          "--executor", "inline", "--out", str(small), cwd=base)
+    (small / "report.md").write_text("# Rig report\n\nround 1: accepted (0.50 in [0.4, 0.6])\n")
+    (small / "metrics.jsonl").write_text("\n".join(json.dumps({"step": i, "reward/solved": i / 4, "loss": 1 - i / 8})
+                                                   for i in range(4)) + "\n")
+    (small / "secret.txt").write_text("not for the app")
+    big = base / "big"
+    with TrajectoryStore(small) as source:
+        (template,) = [t for t in source.query() if t.task and t.task.instance_id == "1,2,6,6"]
+        run_id = source.runs()[0]
+        manifest = source.manifest(run_id)
+    with TrajectoryStore(big) as store:
+        store.db.execute("PRAGMA synchronous=OFF")  # a fixture of 10,000 rows, not a durability test
+        store.create_run("big", manifest or {})
+        import attrs
+
+        for i in range(10_000):
+            store.append(attrs.evolve(template, run_id="big", key=f"ep-{i:05d}", seed=i))
+    return [small, big]
+
+
+@pytest.fixture(scope="module")
+def server(run_dirs: list[Path]):
+    app = create_app(run_dirs, token="t0k3n")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not srv.started and time.time() < deadline:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    context = browser.new_context()
+    p = context.new_page()
+    p.goto(f"{server}/?token=t0k3n")
+    yield p
+    context.close()
+
+
+def shot(page, name: str) -> None:
+    out = os.environ.get("ENVH_UI_SCREENSHOTS")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(out) / f"{name}.png"), full_page=False)
+
+
+def test_without_the_token_nothing_is_served(server) -> None:
+    for path in ("/", "/playground", "/file/0/report.md", "/traj/0/1"):
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(server + path, timeout=10)
+        assert info.value.code == 403
+        info.value.close()
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(server + "/?token=wrong", timeout=10)
+    info.value.close()
+
+
+def test_runs_page_summarises_each_run(page) -> None:
+    rows = page.locator("tr.run")
+    assert rows.count() == 2
+    small = rows.nth(0).inner_text()
+    assert "scripted" in small and "10" in small and "10.0%" in small  # 1 of 10 medium puzzles solved
+    assert "10000" in rows.nth(1).inner_text()
+    assert page.locator("a.file", has_text="report.md").count() == 1
+    assert page.locator("a.file", has_text="secret.txt").count() == 0
+    shot(page, "runs")
+
+
+def test_episode_list_pages_and_filters(page) -> None:
+    page.locator("tr.run a").nth(1).click()
+    assert page.locator("tr.episode").count() == 50
+    assert "10000 episodes · page 1 of 200" in page.locator("#pager").inner_text()
+    page.locator("#next").click()
+    assert "page 2 of 200" in page.locator("#pager").inner_text()
+    assert page.locator("tr.episode").first.inner_text().split()[0] == "ep-00050"
+    page.goto(page.url.split("/run/")[0] + "/")
+    page.locator("tr.run a").first.click()
+    page.select_option("select[name=outcome]", "success")
+    page.locator("#filters button").click()
+    rows = page.locator("tr.episode")
+    assert rows.count() == 1 and "1,2,6,6" in rows.first.inner_text()
+    shot(page, "episodes")
+
+
+def test_a_trajectory_shows_what_each_layer_did(page) -> None:
+    page.locator("tr.run a").first.click()
+    page.select_option("select[name=outcome]", "success")
+    page.locator("#filters button").click()
+    page.locator("tr.episode a").first.click()
+    assert page.locator("#verdict").inner_text().startswith("success")
+    steps = page.locator("#steps tr.step")
+    assert steps.count() == 5
+    first = steps.nth(0)
+    assert "blocked" in first.get_attribute("class")
+    assert "division is disabled in this world" in first.inner_text()
+    assert "Hint: you have" in steps.nth(1).locator("pre.seen").inner_text()  # the contract's f_O
+    assert "Hint" not in steps.nth(1).locator("pre.base").inner_text()  # the base observation beside it
+    shot(page, "trajectory")
+
+
+def test_two_trajectories_side_by_side(page) -> None:
+    page.locator("tr.run a").first.click()
+    page.locator("input.pick").nth(0).check()
+    page.locator("input.pick").nth(1).check()
+    page.locator("#compare").click()
+    page.wait_for_url("**/compare/**")
+    assert page.locator("#left #steps").count() == 1 and page.locator("#right #steps").count() == 1
+    shot(page, "compare")
+
+
+def test_rig_report_and_training_pages(page, server) -> None:
+    page.goto(f"{server}/rig/0")
+    assert "round 1: accepted" in page.locator("#report").inner_text()
+    page.goto(f"{server}/training/0")
+    assert page.locator("#metrics tr.metric").count() == 4
+    assert "reward/solved" in page.locator("#metrics").inner_text()
+
+
+def test_playground_plays_a_stack_with_untrusted_contract_code(page, server) -> None:
+    page.goto(f"{server}/playground")
+    page.fill("#task", "medium/1,2,6,6")
+    page.locator("#start").click()
+    page.wait_for_function("document.getElementById('seen').textContent.length > 0")
+    assert "Numbers: [0] 1, [1] 2, [2] 6, [3] 6" in page.locator("#seen").inner_text()
+    assert page.locator("button.tool").count() == 3
+    page.locator("button.tool", has_text="combine").click()
+    assert page.input_value("#action") == "combine "
+    page.fill("#action", "combine i=0 j=1 op=div")
+    page.locator("#step").click()
+    page.wait_for_selector("li.logline")
+    assert "division is disabled in this world" in page.locator("#seen").inner_text()
+    assert "blocked" in page.locator("li.logline").first.inner_text()
+    for line in ("combine i=0 j=1 op=add", "combine i=2 j=0 op=mul", "combine i=0 j=1 op=add", "stop"):
+        page.fill("#action", line)
+        page.locator("#step").click()
+    page.wait_for_function("document.getElementById('verdict').textContent.includes('true')")
+    shot(page, "playground")
+    page.fill("#spec", "bridge: toy24\nlayers:\n  - kind: contract\n    code: |\n      def oops(:\n")
+    page.locator("#check").click()
+    page.wait_for_function("document.getElementById('error').textContent.length > 0")
+    assert "syntax" in page.locator("#error").inner_text().lower()
+    page.fill("#spec", "bridge: toy24\nlayers:\n  - kind: stagee\n")
+    page.locator("#check").click()
+    page.wait_for_function("document.getElementById('error').textContent.includes('stagee')")
+
+
+def test_nothing_outside_the_run_dirs_is_readable_and_runs_stay_unchanged(page, server, run_dirs) -> None:
+    before = hashlib.sha256((run_dirs[0] / "trajectories.sqlite").read_bytes()).hexdigest()
+    for path in ("/file/0/..%2f..%2fetc%2fpasswd", "/file/0/%2e%2e", "/file/0/secret.txt",
+                 "/file/0/trajectories.sqlite", "/file/7/report.md", "/traj/5/1", "/file/0/..%2fbig%2freport.md"):
+        response = page.request.get(server + path)
+        assert response.status == 404, path
+    page.goto(f"{server}/run/0/{'x' * 10}")
+    assert page.locator("tr.episode").count() == 0
+    assert hashlib.sha256((run_dirs[0] / "trajectories.sqlite").read_bytes()).hexdigest() == before
+
+
+def test_envh_ui_refuses_a_missing_directory(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", "from envh.cli import main; main()", "ui", str(tmp_path / "nope")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+    assert shutil.which("chromium") or Path(CHROMIUM).exists()
