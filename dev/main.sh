@@ -4,13 +4,35 @@
 # scaffolds the tasks it fails until its success rate lands in the target band, and
 # writes the harness pool and a report (markdown + plots) to runs/main/.
 # Extra arguments go to `envh rig` (e.g. --tasks split:hard:2 --target sr:0.2-0.4).
+# Run again with the same arguments to resume; other arguments need another output
+# directory (ENVH_MAIN_OUT=runs/other) or the old one removed: a run is never silently
+# resumed under arguments it was not started with.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-# shellcheck disable=SC1091
-source "$ROOT/dev/setup.sh"
+if [ -z "${ENVH_MAIN_DRY_RUN:-}" ]; then
+  # shellcheck disable=SC1091
+  source "$ROOT/dev/setup.sh"
+fi
 cd "$ROOT"
 out="${ENVH_MAIN_OUT:-runs/main}"
+args="$*"
 resume=()
-[ -f "$out/rig.json" ] && resume=(--resume)  # a second run continues (or re-reports) the first
-envh rig toy24 --out "$out" "${resume[@]}" "$@"
-echo "report: $out/report.md (plots beside it); accepted harnesses: envh pool $out"
+if [ -f "$out/rig.json" ]; then
+  stored="$(cat "$out/main.args" 2>/dev/null || echo "(unknown: started without dev/main.sh)")"
+  if [ "$stored" != "$args" ]; then
+    echo "$out holds a run started with arguments '$stored', not '$args'." >&2
+    echo "Resume it with those arguments, remove $out, or set ENVH_MAIN_OUT to another directory." >&2
+    exit 2
+  fi
+  resume=(--resume)  # the same arguments: continue (or re-report) the stored run
+fi
+cmd=(envh rig toy24 --out "$out" "${resume[@]}" "$@")
+if [ -n "${ENVH_MAIN_DRY_RUN:-}" ]; then
+  echo "${cmd[*]}"
+  exit 0
+fi
+# remember the arguments once the run exists (a refused command leaves no run behind)
+trap '[ -f "$out/rig.json" ] && [ ! -f "$out/main.args" ] && printf "%s\n" "$args" > "$out/main.args"' EXIT
+start=$(date +%s)
+"${cmd[@]}"
+echo "report: $out/report.md (plots beside it); accepted harnesses: envh pool $out ($(( $(date +%s) - start )) s)"

@@ -125,6 +125,32 @@ class Slow:
         pass
 
 
+class Flaky:
+    """A template designer that crashes while the file ``marker`` does not exist."""
+
+    name = "flaky"
+
+    def __init__(self, arg=None, marker="", **options):
+        from envh_rigger.designers.template import TemplateDesigner
+
+        self.marker, self.inner = marker, TemplateDesigner()
+
+    def propose(self, ctx):
+        from pathlib import Path
+
+        if not Path(self.marker).exists():
+            raise RuntimeError("designer crashed")
+        return self.inner.propose(ctx)
+
+    def close(self):
+        pass
+
+
+@envh.hookimpl
+def envh_designers():
+    return [envh.DesignerInfo(name="flaky", factory=Flaky)]
+
+
 @envh.hookimpl
 def envh_policies():
     return [envh.PolicyInfo(name="coin", factory=Coin), envh.PolicyInfo(name="solver", factory=Solver),

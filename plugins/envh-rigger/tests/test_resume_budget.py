@@ -67,7 +67,7 @@ def test_resume_after_sigkill_redoes_no_finished_work(tmp_path):
     first_pid_rows = _count(db, "SELECT COUNT(*) FROM trajectories WHERE task LIKE '%1,2,6,6'")
     assert before >= 12
 
-    res = subprocess.run([sys.executable, str(script), str(out), "0", "resume"], env=env,
+    res = subprocess.run([sys.executable, str(script), str(out), "0.03", "resume"], env=env,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     summary = json.loads(res.stdout.strip().splitlines()[-1])
@@ -90,7 +90,8 @@ def test_rollout_budget_stops_and_resume_continues(registry, tmp_path):
     assert summary["stops"] == {"toy24/medium/1,2,6,6": "budget:rollouts"}
     assert summary["usage"]["rollouts"] <= 8
     assert "budget:rollouts" in (tmp_path / "run" / "report.md").read_text()
-    resumed = rig(RigConfig(out=out, resume=True, budget=Budget(max_rollouts=200)), registry=registry)
+    resumed = rig(RigConfig(policy="coin", tasks=TASKS, out=out, resume=True, budget=Budget(max_rollouts=200)),
+                  registry=registry)
     assert set(resumed["stops"].values()) == {"accepted"}
 
 

@@ -62,14 +62,20 @@ def test_baseline_already_in_target_needs_no_candidate(registry, tmp_path):
     assert summary["usage"]["rollouts"] == 5
 
 
-def test_task_crash_is_isolated(registry, tmp_path):
-    # an unknown instance crashes its task (the bridge rejects the id); the next task still runs
-    summary = rig(RigConfig(policy="coin", tasks="medium/not-a-puzzle;medium/1,2,6,6",
-                            out=str(tmp_path / "r")), registry=registry)
-    assert summary["stops"]["toy24/medium/not-a-puzzle"] == "crashed"
-    assert summary["stops"]["toy24/medium/1,2,6,6"] == "accepted"
-    done = Journal(tmp_path / "r").events("toy24/medium/not-a-puzzle", "task_done")
-    assert "Traceback" in done[0]["detail"]
+def test_task_crash_is_isolated_and_retried_on_resume(registry, tmp_path):
+    """A designer crash ends its task only; --resume tries the crashed task again."""
+    marker = tmp_path / "fixed"
+    cfg = RigConfig(policy="coin", tasks="medium/1,2,6,6;medium/3,3,5,10", designer="flaky",
+                    designer_options={"marker": str(marker)}, out=str(tmp_path / "r"))
+    summary = rig(cfg, registry=registry)
+    assert set(summary["stops"].values()) == {"crashed"}
+    done = Journal(tmp_path / "r").events("toy24/medium/1,2,6,6", "task_done")
+    assert "Traceback" in done[0]["detail"] and "designer crashed" in done[0]["detail"]
+    marker.write_text("")
+    import attrs
+
+    again = rig(attrs.evolve(cfg, resume=True), registry=registry)
+    assert set(again["stops"].values()) == {"accepted"}
 
 
 def test_cli_rig_and_pool(registry, tmp_path):

@@ -9,8 +9,11 @@ from __future__ import annotations
 import json
 
 import click
+from click.core import ParameterSource
+from envh import errors
 
 DEFAULT_POLICY = "local:smollm2"
+_FIELD = {"policy_options": "policy_options", "designer_options": "designer_options"}
 
 
 @click.command("rig")
@@ -25,6 +28,8 @@ DEFAULT_POLICY = "local:smollm2"
 @click.option("--designer-option", "designer_options", multiple=True,
               help="KEY=VALUE (JSON value) for the designer, e.g. base_url=... for llm.")
 @click.option("--designer", default="template", show_default=True, help="template | llm:MODEL")
+@click.option("--diagnoser", default="stats", show_default=True,
+              help="stats | llm:MODEL (any name from envh_diagnosers)")
 @click.option("--target", default="sr:0.4-0.6", show_default=True,
               help="sr:LO-HI | steps:LO-HI | beats-baseline:D | weakness:\"...\"")
 @click.option("-k", "k", default=5, show_default=True, help="Rollouts per observation batch.")
@@ -51,7 +56,7 @@ def rig_cmd(spec: str, tasks: str | None, policy: str, policy_options: tuple[str
             k_max: int | None, rounds: int, out: str, resume: bool, coevolve: bool, base_pool: str | None,
             max_rollouts: int | None, max_tokens: int | None, max_dollars: float | None,
             max_seconds: float | None, prices: str | None, seed: int, max_steps: int | None,
-            workers: int) -> None:
+            workers: int, diagnoser: str) -> None:
     """Reshape SPEC (a spec file or a bridge name) until POLICY lands in TARGET."""
     from .budget import Budget
     from .run import RigConfig, rig
@@ -63,10 +68,19 @@ def rig_cmd(spec: str, tasks: str | None, policy: str, policy_options: tuple[str
         spec=spec, tasks=tasks, policy=policy, policy_options=popts,
         designer_options=_options(designer_options), designer=designer, target=target, k=k, k_max=k_max,
         rounds=rounds, out=out, resume=resume, coevolve=coevolve, base_pool=base_pool, seed=seed,
-        workers=workers, max_steps=max_steps,
+        workers=workers, max_steps=max_steps, diagnoser=diagnoser,
         budget=Budget(max_rollouts=max_rollouts, max_tokens=max_tokens, max_dollars=max_dollars,
                       max_seconds=max_seconds, prices=json.loads(prices) if prices else None))
-    summary = rig(config, echo=click.echo)
+    ctx = click.get_current_context()
+    given = {name for name in ctx.params
+             if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)}
+    explicit = {_FIELD.get(name, name) for name in given}
+    if explicit & {"max_rollouts", "max_tokens", "max_dollars", "max_seconds", "prices"}:
+        explicit.add("budget")
+    try:
+        summary = rig(config, explicit=explicit, echo=click.echo)
+    except errors.EnvhError as exc:
+        raise click.UsageError(str(exc)) from exc
     click.echo(f"report: {summary['report']}")
 
 

@@ -50,3 +50,17 @@ def diagnose(trajs: Sequence[Trajectory], stats: dict[str, Any] | None = None) -
     return {"failure_axis": "S0", "evidence": evidence,
             "summary": f"success {sr:.0%}; failures run out of steps ({s['stops']}): the goal is too "
                        "far from the start state"}
+
+
+class StatsDiagnoser:
+    """``--diagnoser stats``: the counting rules above, called by the loop through
+    ``envh_diagnosers`` as ``diagnoser(trajs, stats, bridge=..., registry=...)``."""
+
+    name = "stats"
+
+    def __init__(self, arg: str | None = None, **options: Any) -> None:
+        self.arg = arg
+
+    def __call__(self, trajs: Sequence[Trajectory], stats: dict[str, Any] | None = None, *,
+                 bridge: str | None = None, registry: Any = None) -> dict[str, Any]:
+        return diagnose(trajs, stats)

@@ -24,7 +24,7 @@ def envh_designers() -> list[DesignerInfo]:
 
 @hookimpl
 def envh_diagnosers() -> list[DiagnoserInfo]:
-    return [DiagnoserInfo(name="stats", factory="envh_rigger.diagnose:diagnose",
+    return [DiagnoserInfo(name="stats", factory="envh_rigger.diagnose:StatsDiagnoser",
                           description="Failure axis and slack from rollout statistics")]
 
 

@@ -19,7 +19,6 @@ from envh import Action, Registry, TaskRef, make, spec_id
 from . import cascade
 from .budget import Budget, BudgetExhausted, Usage
 from .designers.base import Attempt, DesignContext, Designer, Proposal
-from .diagnose import diagnose
 from .episodes import candidate_acted, steps_of, summarize
 from .journal import Journal
 from .pool import HarnessPool
@@ -49,6 +48,15 @@ class LoopRun:
     coevolve: bool = False
     seed: int = 0
     echo: Callable[[str], None] = lambda _msg: None
+    diagnoser: str = "stats"
+    _diagnose: Any = None
+
+    def diagnose(self, trajs: list[Any], stats: dict[str, Any], bridge: str) -> dict[str, Any]:
+        """The chosen diagnoser (through ``envh_diagnosers``) on a batch of rollouts."""
+        if self._diagnose is None:
+            name, _, arg = self.diagnoser.partition(":")
+            self._diagnose = self.registry.diagnosers()[name].load()(arg or None)
+        return dict(self._diagnose(trajs, stats, bridge=bridge, registry=self.registry))
 
 
 def _layer_ids(base: dict[str, Any], layers: list[dict[str, Any]]) -> set[str]:
@@ -122,7 +130,7 @@ class TaskLoop:
         baseline_trajs, baseline = self.observe()
         band = r.target.band(baseline)
         direction = r.target.direction(baseline)
-        diagnosis = diagnose(baseline_trajs, baseline)
+        diagnosis = r.diagnose(baseline_trajs, baseline, self.base["bridge"])
         r.journal.append(self.key, "baseline", {"spec_id": spec_id(self.base, r.registry), "stats": baseline,
                                                 "band": list(band), "direction": direction,
                                                 "diagnosis": diagnosis, "usage": r.usage.to_data()})
@@ -174,7 +182,7 @@ class TaskLoop:
                 self.base, self.attempts = spec, []
                 baseline_trajs, baseline = self.observe()
                 direction = r.target.direction(baseline)
-                diagnosis = diagnose(baseline_trajs, baseline)
+                diagnosis = r.diagnose(baseline_trajs, baseline, self.base["bridge"])
                 if direction is None:
                     return "accepted"
         return "rounds"

@@ -50,6 +50,7 @@ class RigConfig:
     base_pool: str | None = None
     seed: int = 0
     max_steps: int | None = None  # policy turns per episode, invalid ones included
+    diagnoser: str = "stats"  # a name from envh_diagnosers, with an optional ":ARG" (llm:MODEL)
     workers: int = 1
     budget: Budget = attrs.field(factory=Budget)
 
@@ -81,14 +82,23 @@ def load_base_spec(spec: str | dict[str, Any], registry: Registry) -> dict[str, 
 
 
 def resolve_tasks(base: dict[str, Any], tasks: str | None, registry: Registry) -> list[TaskRef]:
-    """``"split:NAME[:N]"``, or ``;``-separated ``SPLIT/ID`` / ``ID`` items."""
+    """``"split:NAME[:N]"``, or ``;``-separated ``SPLIT/ID`` / ``ID`` items.
+
+    Every item is checked before anything is written: an unknown split or an id the bridge
+    cannot reset to is an error naming the valid choices.
+    """
     text = tasks or DEFAULT_TASKS.get(base["bridge"])
     with make(base, registry=registry) as env:
         if not text:
             return env.list_tasks()[:3]
         if text.startswith("split:"):
             _, name, *n = text.split(":")
-            return env.list_tasks(name)[: int(n[0]) if n else None]
+            if n and (len(n) > 1 or not n[0].isdigit() or int(n[0]) < 1):
+                raise errors.EnvhError(f"Bad --tasks {text!r}: use split:NAME or split:NAME:N with N >= 1.")
+            found = env.list_tasks(name)[: int(n[0]) if n else None]
+            if not found:
+                raise errors.EnvhError(f"--tasks {text!r} names no task.")
+            return found
         known = env.list_tasks()
         out = []
         for item in (x.strip() for x in text.split(";") if x.strip()):
@@ -98,7 +108,17 @@ def resolve_tasks(base: dict[str, Any], tasks: str | None, registry: Registry) -
                 out.append(match[0])
                 continue
             split, _, iid = item.partition("/") if "/" in item else ("", "", item)
-            out.append(TaskRef(suite=base["bridge"], split=split or "default", instance_id=iid))
+            ref = TaskRef(suite=base["bridge"], split=split or "default", instance_id=iid)
+            try:  # bridges that take any instance by construction (Toy24 numbers) accept it here
+                env.reset(task=ref, seed=0)
+            except Exception as exc:  # noqa: BLE001 - any refusal means the id is not a task
+                sample = ", ".join(f"{t.split}/{t.instance_id}" for t in known[:8])
+                raise errors.EnvhError(f"Unknown task {item!r} for bridge {base['bridge']!r} ({exc}). "
+                                       f"Valid tasks include: {sample}"
+                                       f"{' ...' if len(known) > 8 else ''}") from exc
+            out.append(ref)
+        if not out:
+            raise errors.EnvhError(f"--tasks {text!r} names no task.")
         return out
 
 
@@ -108,36 +128,94 @@ def _config_data(config: RigConfig) -> dict[str, Any]:
     return data
 
 
-def rig(config: RigConfig, *, registry: Registry | None = None,
-        echo: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """Run (or resume) the loop over every task; returns a summary with the report path."""
-    reg = registry or get_registry()
+# options a resumed run may change: they bound the run or place its work, never its results
+RESUMABLE = ("budget", "workers", "resume")
+
+
+def _differences(stored: dict[str, Any], config: RigConfig, explicit: set[str] | None) -> list[str]:
+    now = json.loads(json.dumps(_config_data(config), default=repr))
+    out = []
+    for name, value in now.items():
+        if name in RESUMABLE or (explicit is not None and name not in explicit):
+            continue
+        if stored.get(name) != value:
+            out.append(f"{name}: stored {stored.get(name)!r}, given {value!r}")
+    return out
+
+
+def _check_numbers(config: RigConfig) -> None:
+    for name, value, least in (("-k", config.k, 1), ("--rounds", config.rounds, 1),
+                               ("--workers", config.workers, 1)):
+        if int(value) < least:
+            raise errors.EnvhError(f"{name} must be at least {least}, got {value}.")
+    if config.k_max is not None and int(config.k_max) < 1:
+        raise errors.EnvhError(f"--k-max must be at least 1, got {config.k_max}.")
+    if config.max_steps is not None and int(config.max_steps) < 1:
+        raise errors.EnvhError(f"--max-steps must be at least 1, got {config.max_steps}.")
+
+
+def prepare(config: RigConfig, reg: Registry, *, explicit: set[str] | None = None) -> dict[str, Any]:
+    """Check every option and resolve every name; nothing is written.
+
+    With ``resume`` and a stored run, the stored configuration is used; options given
+    (all of them for an API call, those on the command line for ``envh rig``) must equal
+    the stored ones, except the budget and the worker count. A difference is an error
+    listing each one.
+    """
     out = Path(config.out)
     saved = out / CONFIG_FILE
-    if config.resume and saved.exists():
-        stored = json.loads(saved.read_text())
-        stored["budget"] = Budget(**stored["budget"]) if config.budget == Budget() else config.budget
-        config = RigConfig(**{**stored, "resume": True})
-    elif saved.exists():
+    if saved.exists() and not config.resume:
         raise errors.EnvhError(f"{out} already holds a rig run; pass --resume to continue it or "
                                "choose another --out.")
-    out.mkdir(parents=True, exist_ok=True)
-    saved.write_text(json.dumps(_config_data(config), indent=2, default=repr))
+    if config.resume and saved.exists():
+        stored = json.loads(saved.read_text())
+        diffs = _differences(stored, config, explicit)
+        if diffs:
+            raise errors.EnvhError(f"--resume refused: {out} holds a run with another configuration:\n  "
+                                   + "\n  ".join(diffs) + "\nUse another --out, or drop the differing options.")
+        stored["budget"] = Budget(**stored["budget"]) if config.budget == Budget() else config.budget
+        stored["workers"] = config.workers if explicit is None or "workers" in explicit else stored["workers"]
+        config = RigConfig(**{**{k: v for k, v in stored.items() if k in attrs.fields_dict(RigConfig)},
+                              "resume": True})
+    _check_numbers(config)
     target = parse_target(config.target)
     base = load_base_spec(config.spec, reg)
     tasks = resolve_tasks(base, config.tasks, reg)
+    reg.policy(config.policy.split(":")[0])
     name, _, arg = config.designer.partition(":")
-    designer = reg.designer(name).load()(arg or None, **config.designer_options)
+    designer_factory = reg.designer(name).load()
+    dname = config.diagnoser.split(":")[0]
+    if dname not in reg.diagnosers():
+        raise errors.UnknownNameError("diagnoser", dname, list(reg.diagnosers()))
+    return {"config": config, "target": target, "base": base, "tasks": tasks,
+            "designer": (designer_factory, arg or None)}
+
+
+def rig(config: RigConfig, *, registry: Registry | None = None, explicit: set[str] | None = None,
+        echo: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Run (or resume) the loop over every task; returns a summary with the report path.
+
+    Every option is validated first (``prepare``): a refused command leaves nothing behind.
+    """
+    reg = registry or get_registry()
+    ready = prepare(config, reg, explicit=explicit)
+    config, target, base, tasks = ready["config"], ready["target"], ready["base"], ready["tasks"]
+    factory, arg = ready["designer"]
+    designer = factory(arg, **config.designer_options)
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / CONFIG_FILE).write_text(json.dumps(_config_data(config), indent=2, default=repr))
     journal = Journal(out)
     usage = Usage()
     usage.load(journal.last_usage())
     rollouts = Rollouts(out, policy=config.policy, registry=reg, policy_options=config.policy_options,
-                        max_steps=config.max_steps or DEFAULT_MAX_STEPS.get(base["bridge"], 30), config=_config_data(config), workers=config.workers,
-                        on_episode=_progress(echo))
+                        max_steps=config.max_steps or DEFAULT_MAX_STEPS.get(base["bridge"], 30),
+                        config=_config_data(config), workers=config.workers, on_episode=_progress(echo))
     run = LoopRun(registry=reg, rollouts=rollouts, journal=journal, pool=HarnessPool(out / "pool"),
                   designer=designer, designer_name=config.designer, policy=config.policy, target=target,
                   validator=SequentialValidator(k_max=config.k_max), budget=config.budget, usage=usage,
-                  k=config.k, rounds=config.rounds, coevolve=config.coevolve, seed=config.seed, echo=echo)
+                  k=config.k, rounds=config.rounds, coevolve=config.coevolve, seed=config.seed, echo=echo,
+                  diagnoser=config.diagnoser)
     usage.rollouts = rollouts.count()
     base_pool = HarnessPool.open(config.base_pool) if config.base_pool else None
     stops: dict[str, str] = {}
@@ -145,7 +223,7 @@ def rig(config: RigConfig, *, registry: Registry | None = None,
         for task in tasks:
             key = str(task)
             done = journal.events(key, "task_done")
-            if done:
+            if done and done[-1]["stop"] != "crashed":  # a crashed task is tried again on resume
                 stops[key] = done[-1]["stop"]
                 continue
             start = base
