@@ -96,7 +96,9 @@ class LogConfig:
 
 @attrs.frozen(kw_only=True)
 class TrainConfig:
-    """Everything a run needs. Batch sizes count episodes (a group is G episodes)."""
+    """Everything a run needs. Batch sizes count episodes (a group is G episodes);
+    ``nproc`` is the processes (GPUs) per node the launcher starts, ``threads`` torch's
+    CPU threads per process."""
 
     model: str = "smollm2"
     engine: str = "auto"
@@ -111,7 +113,7 @@ class TrainConfig:
     max_response_tokens: int = 16
     temperature: float = 1.0
     top_p: float = 1.0
-    ppo_mini_batch: int | None = None
+    ppo_mini_batch: int | None = None  # episodes per optimizer step; None or >= the step's: one
     ppo_epochs: int = 1
     micro_batch: int = 4
     logprob_micro_batch: int = 4
@@ -121,6 +123,8 @@ class TrainConfig:
     deepspeed: DeepSpeedConfig = DeepSpeedConfig()
     vllm: VLLMConfig = VLLMConfig()
     log: LogConfig = LogConfig()
+    nproc: int = 1
+    threads: int | None = None
     seed: int = 0
     output_dir: str = "runs/grpo"
     save_every: int = 0
@@ -200,7 +204,7 @@ def check(config: TrainConfig, *, world_size: int = 1, model_config: dict[str, A
         problems.append(f"groups_per_step={c.groups_per_step} does not split over {world_size} processes: "
                         f"the batch of {c.episodes_per_step} episodes must be a multiple of "
                         f"group_size x processes = {c.group_size * world_size}")
-    if c.ppo_mini_batch is not None:
+    if c.ppo_mini_batch is not None and c.ppo_mini_batch < c.episodes_per_step:
         if c.ppo_mini_batch < 1 or c.episodes_per_step % c.ppo_mini_batch:
             problems.append(f"ppo_mini_batch={c.ppo_mini_batch} must divide the {c.episodes_per_step} "
                             "episodes of a step")
@@ -209,6 +213,8 @@ def check(config: TrainConfig, *, world_size: int = 1, model_config: dict[str, A
                             f"= {c.micro_batch * world_size}")
         elif c.ppo_mini_batch < world_size:
             problems.append(f"ppo_mini_batch={c.ppo_mini_batch} is smaller than the {world_size} processes")
+    if c.nproc < 1 or (c.threads is not None and c.threads < 1):
+        problems.append("nproc and threads must be >= 1")
     if c.micro_batch < 1 or c.logprob_micro_batch < 1 or c.ppo_epochs < 1:
         problems.append("micro_batch, logprob_micro_batch and ppo_epochs must be >= 1")
     if c.max_prompt_tokens < 1 or c.max_response_tokens < 1:

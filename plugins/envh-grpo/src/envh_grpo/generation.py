@@ -101,8 +101,8 @@ class HFEngine:
             "max_new_tokens": sampling.max_new_tokens, "do_sample": sample, "pad_token_id": self.pad,
             "eos_token_id": self.tok.eos_token_id, "suppress_tokens": [self.pad],
             "output_scores": True, "return_dict_in_generate": True}
-        if sampling.stop:
-            options.update(stop_strings=list(sampling.stop), tokenizer=self.tok)
+        if sampling.stop:  # transformers' stop_strings preprocesses the vocabulary on every call
+            options["stopping_criteria"] = self._stops(sampling.stop)
         if sample:
             options.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
         else:
@@ -128,6 +128,19 @@ class HFEngine:
             results.append(Generation(ids=tuple(toks), logprobs=tuple(float(x) for x in lp),
                                       finish="stop" if stopped or n < sampling.max_new_tokens else "length"))
         return results
+
+    def _stops(self, stops: Sequence[str]) -> Any:
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        torch, decode, tail = self.torch, self.tok.decode, 2 + max(len(s) for s in stops)
+
+        class TailContains(StoppingCriteria):
+            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+                done = [any(s in decode(row[-tail:].tolist(), skip_special_tokens=False) for s in stops)
+                        for row in input_ids]
+                return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+        return StoppingCriteriaList([TailContains()])
 
     def _hit_stop(self, toks: list[int], stops: Sequence[str]) -> bool:
         tail = self.tok.decode(toks[-8:], skip_special_tokens=False)

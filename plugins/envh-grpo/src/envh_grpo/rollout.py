@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 import envh
-from envh.rollout.policies import calls, prompts
+from envh.rollout.policies import calls
 
 from .generation import Engine, SamplingConfig
 from .rewards import EpisodeFacts
@@ -25,6 +25,8 @@ from .sequences import ChatSegments, Conversation, Turn
 
 _ACTION = re.compile(r"<action>(.*?)(?:</action>|$)", re.S)
 PREFILL = "<action>"
+INTRO = ("You are an agent acting in an environment. Each turn you see an observation and answer "
+         "with exactly one action.")
 
 
 @attrs.frozen(kw_only=True)
@@ -80,16 +82,39 @@ def parse_reply(text: str, tools: list[Any]) -> tuple[Any, str | None]:
         return None, str(exc)
 
 
+def _signature(tool: Any) -> str:
+    props = (tool.parameters or {}).get("properties") or {}
+    args = [f"{name}: {'|'.join(map(str, spec['enum'])) if spec.get('enum') else spec.get('type', 'any')}"
+            for name, spec in props.items()]
+    return f"{tool.name}({', '.join(args)})"
+
+
+def system_prompt(tools: Sequence[Any]) -> str:
+    """The text-format instructions: one line per tool and the ``<action>`` reply shape."""
+    lines = [INTRO, "Tools:", *(f"- {_signature(t)}" for t in tools),
+             "Reply with only <action>CALL</action>, for example <action>" +
+             (f"{tools[0].name}(...)" if tools else "tool()") + "</action>."]
+    return "\n".join(lines)
+
+
+def observation_text(observation: Any, limit: int = 50) -> str:
+    """The observation, with the admissible commands when the env lists them."""
+    text = str(observation.text)
+    admissible = observation.data.get("admissible_commands")
+    if isinstance(admissible, (list, tuple)) and admissible:
+        text += "\nAdmissible commands: " + ", ".join(map(str, admissible[:limit])) + \
+            (", ..." if len(admissible) > limit else "")
+    return text
+
+
 class _Live:
     def __init__(self, job: Job, segments: ChatSegments, history: int | None) -> None:
         self.job = job
         reset = job.env.reset(task=job.task, seed=job.seed)
         self.obs = reset.observation
         self.tools = job.env.tools()
-        system = prompts.system_prompt(self.tools, self.obs, intro=None, action_format="text", think=False,
-                                       native=False, compact=True, skills=None)
-        self.conv = Conversation(segments, segments.head(system, prompts.observation_text(
-            self.obs, show_admissible=True)), history)
+        self.conv = Conversation(segments, segments.head(system_prompt(self.tools), observation_text(self.obs)),
+                                 history)
         self.turns: list[Turn] = []
         self.actions: list[str] = []
         self.invalid: list[bool] = []
@@ -124,7 +149,7 @@ def play(jobs: Sequence[Job], engine: Engine, segments: ChatSegments, sampling: 
                 ep.invalid.append(True)
                 ep.actions.append(f"<invalid:{text.strip()[:40]}>")
                 message = f"Your last reply was not a valid action: {problem}\n\n" + \
-                    prompts.observation_text(ep.obs, show_admissible=True)
+                    observation_text(ep.obs)
             else:
                 ep.actions.append(f"{action.tool}({sorted(action.args.items())})")
                 try:
@@ -139,7 +164,7 @@ def play(jobs: Sequence[Job], engine: Engine, segments: ChatSegments, sampling: 
                 if resp.terminated or resp.truncated:
                     ep.done, ep.stop = True, "terminated" if resp.terminated else "truncated"
                     continue
-                message = prompts.observation_text(ep.obs, show_admissible=True)
+                message = observation_text(ep.obs)
             ep.conv.add(gen.ids, segments.user(message))
     return [_finish(ep) for ep in live]
 

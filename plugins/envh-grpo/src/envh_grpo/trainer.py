@@ -1,0 +1,435 @@
+"""The GRPO trainer: rollouts → rewards → group advantages → clipped updates, repeated.
+
+One process per device, launched by ``deepspeed`` or ``torchrun`` (or plain ``python``
+for one CPU process). Each process plays its share of the step's groups (a group never
+spans processes, so its advantages are local), packs them into token-faithful samples
+and takes the optimizer step together with the others under DeepSpeed ZeRO (gloo on CPU,
+NCCL on GPU). Without DeepSpeed (one process) a plain AdamW does the same.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import checkpoint, data
+from .advantages import group_advantages, turn_advantages
+from .config import TrainConfig, check
+from .generation import Generation, HFEngine, SamplingConfig, VLLMEngine
+from .loss import grpo_loss, token_logprobs
+from .metrics import Metrics
+from .rewards import cost_aware, turn_rewards
+from .rollout import PREFILL, Episode, Job, derive_seed, play
+from .sequences import ChatSegments, Sample, pack
+
+#: The generation engine ``engine: auto`` picks on CPU; see bench/grpo_step.py and the README.
+CPU_ENGINE = "hf"
+
+
+def resolve_model(name: str) -> Path:
+    """A local HF folder for ``name`` (embedded name, folder, .gguf, or a hub id already in
+    the local HF cache). Nothing is downloaded."""
+    from envh import errors
+    from envh.rollout.policies import localmodels
+
+    try:
+        return localmodels.model_dir(name)
+    except errors.EnvhError:
+        if "/" not in name or Path(name).exists():
+            raise
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(name, local_files_only=True))
+    except Exception as exc:  # noqa: BLE001 - any miss means: not available offline
+        raise errors.SpecError(f"Model {name!r} is neither a local folder nor in the local Hugging Face cache; "
+                               "models are never downloaded at run time (fetch it first).") from exc
+
+
+class GRPOTrainer:
+    """Train ``config.model`` with GRPO on ``config.envs``.
+
+    :param config: a checked ``TrainConfig``.
+    :param resume: continue from the latest checkpoint in ``output_dir`` (refuses a
+        different configuration).
+    :param echo: where per-step lines go (rank 0 only).
+    """
+
+    def __init__(self, config: TrainConfig, *, resume: bool = False, echo: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.echo = echo if self.rank == 0 else None
+        self.cuda = torch.cuda.is_available()
+        self.device = torch.device(f"cuda:{self.local_rank}" if self.cuda else "cpu")
+        self.model_dir = resolve_model(config.model)
+        model_config = checkpoint.read_json(self.model_dir / "config.json")
+        check(config, world_size=self.world, model_config=model_config)
+        self.sources = data.resolve(config.envs)
+        self.eval_sources = data.resolve(config.eval.envs) if config.eval.every and config.eval.envs else []
+        ds = config.deepspeed.enabled
+        self.use_ds = ds == "true" or (ds == "auto" and (self.world > 1 or self.cuda))
+        if self.world > 1 and not self.use_ds:
+            from envh import errors
+
+            raise errors.SpecError("Several processes need DeepSpeed: set deepspeed.enabled to auto or true")
+        self.step_no = 0
+        self.position = 0  # groups drawn so far (the data position)
+        self._envs: dict[tuple[int, int], Any] = {}
+        self._setup_model()
+        self.metrics = Metrics(config, Path(config.output_dir), rank=self.rank)
+        if resume:
+            self.load()
+
+    # -- setup ---------------------------------------------------------------------------
+    def _setup_model(self) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        c = self.config
+        if self.use_ds:
+            import deepspeed
+
+            deepspeed.init_distributed(dist_backend="nccl" if self.cuda else "gloo")
+        if c.threads:
+            torch.set_num_threads(c.threads)
+        torch.manual_seed(c.seed)
+        dtype_name = c.dtype if c.dtype != "auto" else ("bfloat16" if self.cuda else "float32")
+        self.dtype = getattr(torch, dtype_name)
+        self.tok = AutoTokenizer.from_pretrained(str(self.model_dir))
+        model = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=self.dtype).to(self.device)
+        if c.deepspeed.gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+        model.config.use_cache = not c.deepspeed.gradient_checkpointing
+        self.ref = None
+        if c.loss.kl_coef > 0:  # coefficient 0: no reference model at all
+            self.ref = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=self.dtype).to(self.device)
+            self.ref.eval().requires_grad_(False)
+        opt = torch.optim.AdamW(model.parameters(), lr=c.optim.lr, betas=c.optim.betas,
+                                weight_decay=c.optim.weight_decay)
+        warm = max(c.optim.warmup_steps, 0)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
+        if self.use_ds:
+            import deepspeed
+
+            self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
+                model=model, optimizer=opt, lr_scheduler=sched, config=self.ds_config())
+            self.model = self.engine.module
+        else:
+            self.engine, self.model, self.optimizer, self.scheduler = None, model, opt, sched
+        self.model.train()
+        self.segments = ChatSegments(self.tok, PREFILL)
+        self.sampling = SamplingConfig(max_new_tokens=c.max_response_tokens, temperature=c.temperature,
+                                       top_p=c.top_p)
+        name = c.engine if c.engine != "auto" else ("vllm" if self.cuda else CPU_ENGINE)
+        if name == "vllm":
+            self.gen: Any = VLLMEngine(str(self.model_dir), dtype=dtype_name,
+                                       gpu_memory_utilization=c.vllm.gpu_memory_utilization,
+                                       enforce_eager=c.vllm.enforce_eager, tensor_parallel=c.vllm.tensor_parallel,
+                                       max_model_len=c.max_prompt_tokens + c.max_response_tokens, seed=c.seed)
+        else:
+            self.gen = HFEngine(self.model, self.tok)
+
+    def ds_config(self) -> dict[str, Any]:
+        c, ds = self.config, self.config.deepspeed
+        zero: dict[str, Any] = {"stage": ds.zero_stage, "overlap_comm": False, "contiguous_gradients": True}
+        if ds.offload_optimizer:
+            zero["offload_optimizer"] = {"device": "cpu"}
+        if ds.offload_params:
+            zero["offload_param"] = {"device": "cpu"}
+        bf16 = ds.bf16 == "true" or (ds.bf16 == "auto" and self.cuda)
+        return {"train_micro_batch_size_per_gpu": c.micro_batch, "gradient_accumulation_steps": 1,
+                "gradient_clipping": c.optim.grad_clip, "zero_optimization": zero,
+                "bf16": {"enabled": bf16}, "zero_allow_untested_optimizer": True,
+                "steps_per_print": 1 << 30, "wall_clock_breakdown": False}
+
+    # -- rollouts ------------------------------------------------------------------------
+    def _env(self, source: int, slot: int) -> Any:
+        import envh
+
+        key = (source, slot)
+        if key not in self._envs:
+            self._envs[key] = envh.make(self.sources[source].spec)
+        return self._envs[key]
+
+    def rollouts(self, step: int) -> tuple[list[Episode], list[int], float, int]:
+        """This process's episodes of ``step``; (episodes, global group ids, seconds, tokens)."""
+        c = self.config
+        per_rank = c.groups_per_step // self.world
+        jobs, groups = [], []
+        for g in range(per_rank):
+            global_g = self.position + self.rank * per_rank + g
+            k, task = data.draw(self.sources, c.seed, global_g)
+            for i in range(c.group_size):
+                jobs.append(Job(env=self._env(k, g * c.group_size + i), task=task, group=global_g,
+                                seed=derive_seed(c.seed, "reset", global_g, i), spec=self.sources[k].name))
+                groups.append(global_g)
+        t0 = time.perf_counter()
+        episodes = play(jobs, self._counting(), self.segments, self.sampling, max_turns=c.max_turns,
+                        max_context=c.max_prompt_tokens + c.max_response_tokens, history=c.history,
+                        seed=derive_seed(c.seed, "sample", step, self.rank))
+        return episodes, groups, time.perf_counter() - t0, self._generated
+
+    def _counting(self) -> Any:
+        self._generated = 0
+        trainer = self
+
+        class Counting:
+            def generate(self, prompts: Any, sampling: SamplingConfig, seed: int) -> list[Generation]:
+                out: list[Generation] = trainer.gen.generate(prompts, sampling, seed)
+                trainer._generated += sum(len(g.ids) for g in out)
+                return out
+
+        return Counting()
+
+    def score(self, episodes: list[Episode], step: int) -> tuple[list[Sample], list[dict[str, float]]]:
+        """Rewards (term by term), advantages within each group, packed samples."""
+        c = self.config
+        terms = [cost_aware(ep.facts, c.reward, epoch=step) for ep in episodes]
+        by_group: dict[int, list[int]] = {}
+        for i, ep in enumerate(episodes):
+            by_group.setdefault(ep.group, []).append(i)
+        per_turn: list[list[float]] = [[] for _ in episodes]
+        for idx in by_group.values():
+            if c.loss.credit == "trajectory":
+                adv = group_advantages(torch.tensor([terms[i].total for i in idx], dtype=torch.float64),
+                                       baseline=c.loss.baseline).tolist()
+                for i, a in zip(idx, adv):
+                    per_turn[i] = [float(a)] * len(episodes[i].turns)
+            else:
+                rewards = [turn_rewards(episodes[i].facts, terms[i], c.reward, episodes[i].invalid_turns)
+                           for i in idx]
+                for i, a in zip(idx, turn_advantages(rewards, baseline=c.loss.baseline, gamma=c.loss.gamma)):
+                    per_turn[i] = a
+        samples = [s for i, ep in enumerate(episodes) for s in pack(ep.turns, per_turn[i], episode=i)]
+        rows = [{"reward": t.total, "solved": t.solved, "efficiency": t.efficiency, "diversity": t.diversity,
+                 "spam": t.spam, "invalid": t.invalid, "div_weight": t.div_weight} for t in terms]
+        return samples, rows
+
+    # -- optimisation --------------------------------------------------------------------
+    def _batch(self, samples: list[Sample]) -> dict[str, torch.Tensor]:
+        width = max(len(s.ids) for s in samples)
+        pad = self.gen.pad if isinstance(self.gen, HFEngine) else (self.tok.pad_token_id or 0)
+        ids = torch.full((len(samples), width), pad, dtype=torch.long)
+        att = torch.zeros((len(samples), width), dtype=torch.long)
+        mask = torch.zeros((len(samples), width))
+        adv = torch.zeros((len(samples), width))
+        for r, s in enumerate(samples):
+            n = len(s.ids)
+            ids[r, :n] = torch.tensor(s.ids)
+            att[r, :n] = 1
+            mask[r, :n] = torch.tensor(s.mask, dtype=torch.float32)
+            adv[r, :n] = torch.tensor(s.advantages, dtype=torch.float32)
+        # position t predicts token t+1: shift targets, mask and advantages by one
+        return {"ids": ids.to(self.device), "att": att.to(self.device), "targets": ids[:, 1:].to(self.device),
+                "mask": mask[:, 1:].to(self.device), "adv": adv[:, 1:].to(self.device)}
+
+    def _logp(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        logits = model(input_ids=batch["ids"], attention_mask=batch["att"], use_cache=False).logits[:, :-1]
+        return token_logprobs(logits, batch["targets"], self.config.temperature)
+
+    def _no_grad_logp(self, model: Any, samples: list[Sample]) -> list[torch.Tensor]:
+        out = []
+        with torch.no_grad():
+            for k in range(0, len(samples), self.config.logprob_micro_batch):
+                part = samples[k:k + self.config.logprob_micro_batch]
+                lp = self._logp(model, self._batch(part))
+                out += [lp[r] for r in range(len(part))]
+        return out
+
+    def _allreduce(self, values: list[float]) -> list[float]:
+        if self.world == 1:
+            return values
+        import torch.distributed as dist
+
+        t = torch.tensor(values, dtype=torch.float64)
+        dist.all_reduce(t)
+        return t.tolist()
+
+    def optimise(self, samples: list[Sample]) -> dict[str, float]:
+        """PPO epochs over mini-batches of episodes; returns loss statistics."""
+        c = self.config
+        episodes = sorted({s.episode for s in samples})
+        n_local = c.episodes_per_step // self.world
+        mb_eps = min(c.ppo_mini_batch or c.episodes_per_step, c.episodes_per_step) // self.world or 1
+        chunks = [set(range(k, k + mb_eps)) for k in range(0, n_local, mb_eps)]
+        several = c.ppo_epochs > 1 or len(chunks) > 1
+        old = self._no_grad_logp(self.model, samples) if several else None
+        ref = self._no_grad_logp(self.ref, samples) if self.ref is not None else None
+        stats: dict[str, float] = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0,
+                                   "grad_norm": 0.0}
+        updates = 0
+        del episodes
+        for _epoch in range(c.ppo_epochs):
+            for chunk in chunks:
+                idx = [i for i, s in enumerate(samples) if s.episode in chunk]
+                stats_mb = self._update([samples[i] for i in idx],
+                                        None if old is None else [old[i] for i in idx],
+                                        None if ref is None else [ref[i] for i in idx])
+                for key in stats:
+                    stats[key] += stats_mb[key]
+                updates += 1
+        return {k: v / max(updates, 1) for k, v in stats.items()} | {"updates": float(updates)}
+
+    def _update(self, samples: list[Sample], old: list[torch.Tensor] | None,
+                ref: list[torch.Tensor] | None) -> dict[str, float]:
+        c = self.config
+        tokens = float(sum(sum(s.mask) for s in samples))
+        seqs = float(sum(1 for s in samples if any(s.mask)))
+        micro = [list(range(k, min(k + c.micro_batch, len(samples)))) for k in range(0, len(samples), c.micro_batch)]
+        g_tokens, g_seqs = self._allreduce([tokens, seqs])
+        if self.world > 1:  # every process takes the same number of backward passes
+            micro += [[] for _ in range(self._allreduce_max(len(micro)) - len(micro))]
+        if not micro:
+            micro = [[]]
+        norm = (g_tokens if c.loss.aggregation == "token" else g_seqs) / self.world
+        total = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0}
+        for m, rows in enumerate(micro):
+            last = m == len(micro) - 1
+            if rows:
+                part = [samples[r] for r in rows]
+                batch = self._batch(part)
+                logp = self._logp(self.engine or self.model, batch)
+                width = logp.shape[1]
+                old_lp = logp.detach() if old is None else _stack([old[r] for r in rows], width)
+                ref_lp = None if ref is None else _stack([ref[r] for r in rows], width)
+                parts = grpo_loss(logp, old_lp, batch["adv"], batch["mask"], ref_logp=ref_lp,
+                                  kl_coef=c.loss.kl_coef, epsilon=c.loss.epsilon,
+                                  epsilon_high=c.loss.epsilon_high, aggregation=c.loss.aggregation,
+                                  normalizer=max(norm, 1.0))
+                loss = parts.loss
+                weight = parts.tokens / max(tokens, 1.0)
+                total["loss"] += float(loss.detach())
+                for key in ("policy_loss", "kl", "clip_fraction"):
+                    total[key] += getattr(parts, key) * weight
+            else:  # padding pass: a zero loss that still touches every parameter
+                loss = sum(p.sum() for p in self.model.parameters()) * 0.0
+            if not torch.isfinite(loss):
+                from envh import errors
+
+                raise errors.EnvhError(f"The GRPO loss is not finite at step {self.step_no}: {float(loss)}")
+            if self.engine is not None:
+                self.engine.set_gradient_accumulation_boundary(last)
+                self.engine.backward(loss)
+            else:
+                loss.backward()
+        if self.engine is not None:
+            self.engine.step()
+            grad_norm = float(self.engine.get_global_grad_norm() or 0.0)
+        else:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.optim.grad_clip))
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            self.scheduler.step()
+        summed = self._allreduce([total["loss"], total["policy_loss"] * tokens, total["kl"] * tokens,
+                                  total["clip_fraction"] * tokens])
+        return {"loss": summed[0] / self.world, "policy_loss": summed[1] / max(g_tokens, 1.0), "kl": summed[2] / max(g_tokens, 1.0),
+                "clip_fraction": summed[3] / max(g_tokens, 1.0), "grad_norm": grad_norm}
+
+    def _allreduce_max(self, value: int) -> int:
+        import torch.distributed as dist
+
+        t = torch.tensor([value], dtype=torch.long)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return int(t.item())
+
+    # -- the loop ------------------------------------------------------------------------
+    def train_step(self) -> dict[str, Any]:
+        """One GRPO step: rollouts, scoring, updates, weight sync; returns its metrics."""
+        c = self.config
+        t0 = time.perf_counter()
+        episodes, _groups, gen_s, gen_tokens = self.rollouts(self.step_no)
+        samples, rows = self.score(episodes, self.step_no)
+        t1 = time.perf_counter()
+        stats = self.optimise(samples)
+        t2 = time.perf_counter()
+        if not isinstance(self.gen, HFEngine):
+            self.gen.sync(self.model)
+        t3 = time.perf_counter()
+        n = len(episodes)
+        sums = self._allreduce([sum(r[k] for r in rows) for k in ("reward", "solved", "efficiency", "diversity",
+                                                                  "spam", "invalid")]
+                               + [sum(ep.success for ep in episodes), sum(len(ep.turns) for ep in episodes),
+                                  float(n), float(gen_tokens), float(sum(sum(s.mask) for s in samples))])
+        total_eps = sums[8]
+        record: dict[str, Any] = {
+            "step": self.step_no + 1, **stats,
+            "reward": sums[0] / total_eps,
+            **{f"reward/{k}": sums[i + 1] / total_eps for i, k in enumerate(
+                ("solved", "efficiency", "diversity", "spam", "invalid"))},
+            "reward/div_weight": rows[0]["div_weight"] if rows else 0.0,
+            "success": sums[6] / total_eps, "turns": sums[7] / total_eps, "episodes": int(total_eps),
+            "gen_tokens": int(sums[9]), "policy_tokens": int(sums[10]),
+            "gen_tokens_per_s": sums[9] / self.world / max(gen_s, 1e-9),
+            "time/rollout_s": t1 - t0, "time/update_s": t2 - t1, "time/sync_s": t3 - t2, "time/step_s": t3 - t0,
+            "lr": float(self.scheduler.get_last_lr()[0]) if self.scheduler is not None else c.optim.lr,
+        }
+        self.step_no += 1
+        self.position += c.groups_per_step
+        self.metrics.log(record)
+        if c.eval.every and self.step_no % c.eval.every == 0:
+            self.metrics.log({"step": self.step_no, **self.evaluate()})
+        if c.save_every and self.step_no % c.save_every == 0:
+            self.save()
+        return record
+
+    def train(self, progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+        out = []
+        while self.step_no < self.config.steps:
+            record = self.train_step()
+            out.append(record)
+            if progress is not None and self.rank == 0:
+                progress(record)
+        self.metrics.close()
+        return out
+
+    def evaluate(self) -> dict[str, float]:
+        """Held-out tasks with the same runner: success, score and mean steps."""
+        import envh
+
+        c = self.config
+        sources = self.eval_sources or self.sources
+        items = data.eval_items(sources, c.eval.episodes)
+        mine = items[self.rank::self.world]
+        jobs = [Job(env=envh.make(sources[k].spec), task=task, seed=derive_seed(c.seed, "eval", i), group=i)
+                for i, (k, task) in enumerate(mine)]
+        sampling = SamplingConfig(max_new_tokens=c.max_response_tokens, temperature=c.eval.temperature,
+                                  top_p=c.top_p, stop=self.sampling.stop)
+        try:
+            eps = play(jobs, self.gen, self.segments, sampling, max_turns=c.max_turns,
+                       max_context=c.max_prompt_tokens + c.max_response_tokens, history=c.history,
+                       seed=derive_seed(c.seed, "eval-sample", self.step_no))
+        finally:
+            for job in jobs:
+                job.env.close()
+        s = self._allreduce([sum(e.success for e in eps), sum(e.score for e in eps),
+                             sum(len(e.turns) for e in eps), float(len(eps))])
+        n = max(s[3], 1.0)
+        return {"eval/success": s[0] / n, "eval/score": s[1] / n, "eval/steps": s[2] / n, "eval/episodes": s[3]}
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def save(self) -> Path:
+        return checkpoint.save(self)
+
+    def load(self) -> bool:
+        return checkpoint.load(self)
+
+    def close(self) -> None:
+        self.gen.close()
+        for env in self._envs.values():
+            env.close()
+        self._envs.clear()
+
+
+def _stack(rows: list[torch.Tensor], width: int) -> torch.Tensor:
+    out = torch.zeros((len(rows), width), dtype=rows[0].dtype)
+    for r, t in enumerate(rows):
+        n = min(width, t.shape[0])
+        out[r, :n] = t[:n]
+    return out.to(rows[0].device)
+

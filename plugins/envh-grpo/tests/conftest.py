@@ -1,0 +1,22 @@
+"""Shared fixtures: the embedded SmolLM2-135M (tokenizer and model), loaded once."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    import torch
+    from envh_grpo.trainer import resolve_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = resolve_model("smollm2")  # converted by dev/setup.d/local_llm.sh; never downloaded
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
+    return folder, tok, model
+
+
+@pytest.fixture(scope="session")
+def tokenizer(smollm2):
+    return smollm2[1]
