@@ -33,6 +33,9 @@ TOOL_FORMATS = ("native", "prompted", "text")
 ACTION_FORMATS = ("auto", "tools", "text")
 _ACTION = re.compile(r"<action>(.*?)</action>", re.S)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+#: Calls parsed from one reply at most; a reply with more is cut there (and says so).
+MAX_CALLS = 32
 
 
 @attrs.frozen(kw_only=True)
@@ -154,9 +157,10 @@ class ChatPolicy:
             keep_first=self.keep_first, budget=self._prompt_budget(),
             count=lambda msgs: self._count_tokens(msgs, native), counted_with=self._counted_with())
         prefill = "<action>" if fmt == "text" and not self.think else ""
-        completion = self._complete(messages, native, prefill)
+        completion, repaired = sanitized(self._complete(messages, native, prefill))
         prefill = prefill if completion.primed else ""
         step, parsed, corrections = self._interpret(completion, tools, observation, prefill)
+        corrections = repaired + corrections
         turn = self._turn_record(messages, schemas, completion, parsed, corrections, fitted, prefill)
         self._remember(lead, completion, step, prefill)
         return attrs.evolve(step, latency_s=time.perf_counter() - t0, turn=turn)
@@ -324,11 +328,66 @@ class ChatPolicy:
         return Action(tool=tool.name, args={param: body})
 
 
+def sanitized(completion: Completion) -> tuple[Completion, list[dict[str, Any]]]:
+    """``completion`` with lone UTF-16 surrogates (which no UTF-8 store or file can hold)
+    replaced by U+FFFD in its text and calls, and malformed calls made strings; the
+    corrections say what was replaced."""
+    notes: list[dict[str, Any]] = []
+
+    def clean(value: Any, field: str) -> Any:
+        if not isinstance(value, str):
+            return value
+        found = len(_SURROGATE.findall(value))
+        if found:
+            notes.append({"what": "unicode", "field": field, "replaced": found})
+            return _SURROGATE.sub("\ufffd", value)
+        return value
+
+    calls_out = []
+    for n, call in enumerate(completion.tool_calls):
+        name, args = call.get("name"), call.get("arguments")
+        if not isinstance(name, str):
+            notes.append({"what": "call_field", "field": f"tool_calls[{n}].name", "from": repr(name)[:200]})
+            name = "" if name is None else str(name)
+        if not isinstance(args, str):
+            text = json.dumps(args, ensure_ascii=False, default=repr) if args is not None else ""
+            notes.append({"what": "call_field", "field": f"tool_calls[{n}].arguments", "from": type(args).__name__})
+            args = text
+        call_id = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else f"call_{n}"
+        calls_out.append({**call, "id": clean(call_id, f"tool_calls[{n}].id"),
+                          "name": clean(name, f"tool_calls[{n}].name"),
+                          "arguments": clean(args, f"tool_calls[{n}].arguments")})
+    text = clean(completion.text, "text")
+    raw = _without_surrogates(completion.raw)
+    if text is not completion.text or calls_out != completion.tool_calls or raw is not completion.raw:
+        completion = attrs.evolve(completion, text=text, tool_calls=calls_out, raw=raw)
+    return completion, notes
+
+
+def _without_surrogates(value: Any, depth: int = 0) -> Any:
+    """``value`` (JSON-like) with lone surrogates replaced; the same object if none."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
+    if depth > 50:
+        return value
+    if isinstance(value, dict):
+        out = {(_without_surrogates(k, depth + 1)): _without_surrogates(v, depth + 1) for k, v in value.items()}
+        same = all(a is b for a, b in zip(out.values(), value.values(), strict=True)) and list(out) == list(value)
+        return value if same else out
+    if isinstance(value, list):
+        items = [_without_surrogates(v, depth + 1) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return value
+
+
 def _first_valid(candidates: list[Any], parsed: list[dict[str, Any]], corrections: list[dict[str, Any]],
                  what: str) -> Action:
     """Parse every candidate call (recorded in ``parsed``); the first valid one is the
     action. Native calls run in order; for text blocks the last one is the model's answer
     (earlier ones are usually examples in its reasoning), so text is tried from the end."""
+    if len(candidates) > MAX_CALLS:
+        corrections.append({"what": "too_many_calls", "from": len(candidates), "to": MAX_CALLS})
+        candidates = candidates[:MAX_CALLS] if what not in ("<action>", "<tool_call>") else candidates[-MAX_CALLS:]
     order = list(range(len(candidates)))
     if what in ("<action>", "<tool_call>"):
         order.reverse()

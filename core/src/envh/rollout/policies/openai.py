@@ -187,7 +187,8 @@ def _int_list(value: Any) -> list[int] | None:
 
 
 def _completion(response: Any, *, attempts: int, failures: list[str], sampling: dict[str, Any]) -> Completion:
-    raw = response.to_dict() if hasattr(response, "to_dict") else response
+    # a malformed body (a call's arguments as an object, ...) is data, not a warning
+    raw = response.to_dict(warnings=False) if hasattr(response, "to_dict") else response
     if isinstance(raw, dict) and failures:
         raw = {**raw, "envh_attempts": attempts, "envh_failures": failures}
     usage = getattr(response, "usage", None)
