@@ -54,6 +54,19 @@ def instances_path(docker_client) -> str:
 
 
 NOPYTHON_IMAGE = "envh-swebench/mathx-nopython:latest"
+ENV_INSTANCES = IMAGES / "mathx-env" / "instances.json"
+
+
+@pytest.fixture(scope="session")
+def env_instances_path(docker_client) -> str:
+    """envh__mathx-2: an official-schema row whose tests need its image's environment."""
+    from envh_swebench.instances import load_instances
+    from envh_swebench.runtime import image_exists
+
+    for inst in load_instances(str(ENV_INSTANCES)).values():
+        if not image_exists(docker_client, inst.image):
+            _unavailable(f"image {inst.image} is not built")
+    return str(ENV_INSTANCES)
 
 
 @pytest.fixture(scope="session")

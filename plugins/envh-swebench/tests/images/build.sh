@@ -9,6 +9,9 @@
 #                                 at a pinned base commit in /testbed (docker layer cache)
 #   envh-swebench/mathx-nopython:latest
 #                                 the same without python3 (the exec fallback's test)
+#   envh-swebench/mathx-env:latest
+#                                 the same plus an environment its tests need, which
+#                                 only its activate script puts on the path
 #
 # Env: ENVH_DEBIAN_MIRROR (default deb.debian.org), ENVH_SWEBENCH_BASE_IMAGE.
 set -euo pipefail
@@ -56,3 +59,6 @@ echo "envh-swebench: instance image $image at $got"
 docker build --build-arg "BASE_IMAGE=$image" -t envh-swebench/mathx-nopython:latest "$here/nopython" \
   >/tmp/envh-swebench-build.log 2>&1 || { tail -20 /tmp/envh-swebench-build.log; exit 1; }
 echo "envh-swebench: python-less image envh-swebench/mathx-nopython:latest"
+docker build --build-arg "BASE_IMAGE=$image" -t envh-swebench/mathx-env:latest "$here/mathx-env" \
+  >/tmp/envh-swebench-build.log 2>&1 || { tail -20 /tmp/envh-swebench-build.log; exit 1; }
+echo "envh-swebench: image with an environment to activate envh-swebench/mathx-env:latest"
