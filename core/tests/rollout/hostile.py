@@ -55,6 +55,18 @@ def misbehave(mode: str) -> object:
         ctypes.string_at(0)
     if mode == "alloc":  # past any sane address-space limit
         return bytearray(8 * 1024**3)
+    if mode in FRAMES:  # write into the worker's protocol pipe, as code that took over a worker could
+        import json
+        import struct
+
+        body = (b"[" * 200000 + b"]" * 200000) if mode == "deepframe" else json.dumps(
+            {"op": "result", "trajectory": {"key": 5, "steps": "forged"}}).encode()
+        for fd in map(int, os.listdir("/proc/self/fd")):
+            try:
+                if fd > 2 and os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):
+                    os.write(fd, struct.pack(">I", len(body)) + body)
+            except OSError:
+                pass
     return None
 
 
@@ -68,7 +80,8 @@ class Unrepresentable:
 
 RAISING = ("systemexit", "keyboardinterrupt", "generatorexit", "baseexception", "recursion", "exception", "badstr")
 PROCESS = ("exit", "segfault")  # only where a worker process can die (pool, Ray)
-POLICY_VALUES = ("notastep", "dictaction", "badusage", "hugeraw", "badraw", "badinvalid", "argsnotdict")
+FRAMES = ("deepframe", "badframe")  # only where there is a protocol pipe (pool)
+POLICY_VALUES = ("notastep", "dictaction", "badusage", "hugeraw", "badraw", "badinvalid", "argsnotdict", "hugeargs")
 BRIDGE_VALUES = ("reward_none", "reward_nan", "reward_str", "obs_str", "obs_text_int", "not_response",
                  "terminated_str", "huge_obs", "evaluate_none", "evaluate_success_str", "info_list")
 
@@ -98,7 +111,7 @@ class HostilePolicy:
             return PolicyStep(action=Action(tool=names[0], args={"x": n} if names[0] == "poke" else {}), raw="ok") \
                 if n < self.at else normal
         mode = self.mode
-        if mode in RAISING or mode in PROCESS or mode == "alloc":
+        if mode in RAISING or mode in PROCESS or mode in FRAMES or mode == "alloc":
             misbehave(mode)
         if mode == "notastep":
             return "stop()"
@@ -109,6 +122,8 @@ class HostilePolicy:
         if mode == "badusage":
             return PolicyStep(action=Action(tool="stop"), raw="x", usage={
                 "prompt_tokens": "many", "completion_tokens": float("nan"), 7: 1, "total": 2**80, "ok": 5})
+        if mode == "hugeargs":
+            return PolicyStep(action=Action(tool="poke", args={"x": "y" * HUGE}), raw="ok")
         if mode == "hugeraw":
             return PolicyStep(action=Action(tool="stop"), raw="x" * HUGE)
         if mode == "badraw":

@@ -172,3 +172,18 @@ def test_a_real_ctrl_c_still_stops_an_inline_run(registry):
     with pytest.raises(KeyboardInterrupt), InlineExecutor(registry=registry) as inline:
         list(inline.run([req(registry, "sleep", "sleepy:5")]))
     timer.join()
+
+
+def test_garbage_on_the_protocol_pipe_costs_the_worker_not_the_parent(registry, worker_env):
+    """Code that took over a worker writes a frame nested past any recursion limit, or a
+    result the parent cannot read: the parent drops that worker, records the attempt and
+    plays on."""
+    requests = [req(registry, "deep", "hostile:deepframe@0"), req(registry, "bad", "hostile:badframe@0"),
+                req(registry, "fine", "hostile:none@0")]
+    with PoolExecutor(1, retries=1, **worker_env) as pool:
+        out = list(pool.run(requests))
+    finals = {t.key: t for t in out if t.final}
+    assert finals["fine"].error_class is None
+    for key, why in (("deep", "malformed frame"), ("bad", "unreadable trajectory")):
+        assert finals[key].error_class == "infra_error" and why in finals[key].error, finals[key].error
+        assert [t.attempt for t in out if t.key == key] == [0, 1]

@@ -20,6 +20,7 @@ from .. import errors
 from ..plugins.manager import Registry, get_registry
 from ..spec import make, parse_spec, spec_id, spec_to_data
 from ..types import TaskRef
+from .runner import recordable
 from .store import TrajectoryStore, build_manifest
 from .trajectory import ERROR_CLASSES, EpisodeRequest, Trajectory
 from .warm import package_versions
@@ -182,7 +183,11 @@ def play(executor: Any, store: TrajectoryStore, requests: list[EpisodeRequest],
         for trajectory in results:
             if trajectory.final and retries.get(trajectory.key):
                 trajectory = attrs.evolve(trajectory, retry=retries[trajectory.key])
-            store.append(trajectory)
+            try:
+                store.append(trajectory)
+            except (TypeError, ValueError, RecursionError) as exc:  # data a worker sent that JSON cannot hold
+                trajectory = recordable(trajectory, exc)
+                store.append(trajectory)
             if on_result is not None:
                 on_result(trajectory)
             if not trajectory.final:

@@ -196,6 +196,9 @@ def checked_decision(decision: Any) -> PolicyStep:
     if decision.action is not None and (not isinstance(decision.action.tool, str)
                                         or not isinstance(decision.action.args, Mapping)):
         raise errors.PolicyError("act() returned an Action whose tool is not a str or whose args are not a mapping")
+    if decision.action is not None and len(trajectory_json_size(decision.action.args)) > MAX_TEXT:
+        raise errors.PolicyError(f"act() returned an action whose arguments exceed the {MAX_TEXT} characters a "
+                                 "trajectory records")
     if decision.invalid is not None and not isinstance(decision.invalid, str):
         raise errors.PolicyError(f"act() returned invalid={type(decision.invalid).__name__}; expected a str")
     return decision
@@ -435,10 +438,13 @@ def _verdict_within(episode: _Episode, seconds: float) -> None:
         episode.warm.drop_env(episode.req.spec_id)
 
 
-def recordable(trajectory: Trajectory) -> Trajectory:
+def recordable(trajectory: Trajectory, failure: BaseException | None = None) -> Trajectory:
     """``trajectory`` if it serialises, else an ``infra_error`` trajectory saying why (a
-    value the store cannot write must not take the run down)."""
+    value the store cannot write must not take the run down). ``failure``: it is already
+    known not to serialise, for this reason."""
     try:
+        if failure is not None:
+            raise failure
         trajectory_to_json(trajectory)
         return trajectory
     except BaseException as exc:  # noqa: BLE001

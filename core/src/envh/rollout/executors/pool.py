@@ -4,11 +4,15 @@ overlap their waits; CPU-bound ones use N cores).
 
 Isolation matches one-fresh-process-per-episode where it matters: each worker is a
 separate interpreter started with a scrubbed environment (no ``*_API_KEY``, ``*_TOKEN``
-or cloud credentials unless passed with ``pass_env``), an address-space limit and a
-per-episode CPU budget; what it keeps between episodes is only its warm env and policy,
-which ``reset`` in place. A worker that crashes, or stays busy past the episode's time
-limit plus ``grace_s``, is killed and replaced; its episode is recorded as an
-``infra_error`` attempt and retried up to ``retries`` times.
+or cloud credentials, except the variable its policy names — ``api_key_env`` — and
+``pass_env``), an address-space limit and a per-episode CPU budget. When envh runs as
+root the workers run as ``nobody`` in their own directory (``work_dir``), so even code
+that escapes every sandbox cannot read the parent's ``/proc/<pid>/environ`` or root's
+files. What a worker keeps between episodes is only its warm env and policy, which
+``reset`` in place. A worker that crashes, or stays busy past the episode's time limit
+plus ``grace_s``, is killed and replaced; its episode is recorded as an ``infra_error``
+attempt — with the worker's real exit status and the last thing it wrote (its
+traceback) — and retried up to ``retries`` times.
 """
 
 from __future__ import annotations
@@ -16,99 +20,219 @@ from __future__ import annotations
 import collections
 import os
 import selectors
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import IO, Any
+
+import attrs
 
 from ... import errors
 from ..trajectory import EpisodeRequest, Trajectory, request_to_data, trajectory_from_data
-from .base import default_workers, describe_exit, lost_attempt, scrub_environ, with_timeout
+from . import isolation as fence
+from .base import (
+    default_workers,
+    lost_attempt,
+    policy_env_names,
+    prepare_work_dir,
+    scrub_environ,
+    with_timeout,
+)
 from .worker import FrameReader, encode
+
+HOST = socket.gethostname()
+TAIL = 64 * 1024  # bytes of each worker's stderr kept for the report of its death
+LOG_LIMIT = 256 * 1024 * 1024  # bytes of worker output a log file takes
 
 
 class _Worker:
-    """One worker process and the episode it is playing."""
+    """One worker process, the episode it is playing, and the tail of its stderr."""
 
-    def __init__(self, cmd: list[str], env: dict[str, str], config: dict[str, Any], stderr: IO[Any] | None) -> None:
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                                     env=env, close_fds=True, start_new_session=True)
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
+    def __init__(self, cmd: list[str], env: dict[str, str], config: dict[str, Any], cwd: str) -> None:
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=env, close_fds=True, start_new_session=True, cwd=cwd)
+        assert self.proc.stdin is not None and self.proc.stdout is not None and self.proc.stderr is not None
+        self.stdin, self.stdout, self.stderr = self.proc.stdin, self.proc.stdout, self.proc.stderr
         os.set_blocking(self.stdout.fileno(), False)
+        os.set_blocking(self.stderr.fileno(), False)
         self.reader = FrameReader()
+        self.tail = bytearray()
         self.request: EpisodeRequest | None = None
         self.started = 0.0
         self.ready = False
+        self.env_names = frozenset(env)
+        self._host_pid: int | None = None
         self.send({"op": "config", **config})
 
     @property
-    def name(self) -> str:
-        return f"pool:{self.proc.pid}"
+    def host_pid(self) -> int:
+        """The worker's Python process as seen from here (not its namespace's pid)."""
+        if self._host_pid is not None:
+            return self._host_pid
+        pid = _leaf(self.proc.pid)
+        if self.ready:  # its Python is running: the leaf is final
+            self._host_pid = pid
+        return pid
 
     def send(self, message: dict[str, Any]) -> None:
         self.stdin.write(encode(message))
         self.stdin.flush()
 
-    def kill(self) -> int | None:
+    def last_words(self, limit: int = 8000) -> str:
+        return bytes(self.tail[-limit:]).decode("utf-8", errors="replace").strip()
+
+    def kill(self, wait_s: float = 0.0) -> int | None:
+        """Stop the process (after ``wait_s`` for it to exit by itself) and return its status."""
+        if wait_s and self.proc.poll() is None:
+            try:
+                self.proc.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                pass
         if self.proc.poll() is None:
             self.proc.kill()
-        for stream in (self.stdin, self.stdout):
+        code = self.proc.wait()
+        for stream in (self.stdin, self.stdout, self.stderr):
             try:
                 stream.close()
             except OSError:
                 pass
-        return self.proc.wait()
+        return code
+
+
+def _leaf(pid: int) -> int:
+    """The innermost descendant of ``pid`` (the worker under ``unshare`` and its shell)."""
+    for _ in range(4):
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            return pid
+        if not children:
+            return pid
+        pid = int(children[0])
+    return pid
 
 
 class PoolExecutor:
     """Run episodes in ``workers`` warm processes. Options: ``timeout_s`` (per episode,
     when the request sets none), ``grace_s``, ``retries``, ``memory_mb`` (address space
-    per worker, 16 GiB unless set; 0 lifts it), ``cpu_s``,
-    ``pass_env`` (names, or True for everything), ``plugins`` / ``entry_points`` (what
-    the workers load), ``log_path`` (workers' stderr)."""
+    per worker, 16 GiB unless set; 0 lifts it), ``cpu_s``, ``pass_env`` (names, or True
+    for everything), ``isolation`` (``auto``, ``none``, ``namespace``, ``user``: see
+    ``executors.isolation``), ``work_dir`` (the workers' directory; default a fresh
+    temporary one),
+    ``plugins`` / ``entry_points`` (what the workers load), ``log_path`` (workers' stderr)."""
 
     def __init__(self, workers: int | None = None, *, timeout_s: float | None = None, grace_s: float = 5.0,
                  retries: int = 2, memory_mb: int | None = 16384, cpu_s: float | None = None,
                  pass_env: Iterable[str] | bool = (), plugins: Iterable[str] = (), entry_points: bool = True,
-                 log_path: str | None = None, python: str | None = None) -> None:
+                 log_path: str | None = None, python: str | None = None, isolation: str | None = "auto",
+                 work_dir: str | None = None, registry: Any = None, **_ignored: Any) -> None:
         self.workers = int(workers or default_workers())
         self.timeout_s, self.grace_s, self.retries = timeout_s, grace_s, retries
         self.config = {"memory_mb": memory_mb, "cpu_s": cpu_s, "plugins": list(plugins),
                        "entry_points": entry_points}
-        self.env = scrub_environ(os.environ, pass_env if pass_env is True else list(pass_env or ()))
-        self.cmd = [python or sys.executable, "-m", "envh.rollout.executors.worker"]
-        self.log = open(log_path, "ab") if log_path else None  # noqa: SIM115 - lives as long as the pool
+        self.pass_env = pass_env if pass_env is True else set(pass_env or ())
+        self.isolation = isolation_level = fence.resolve(isolation)
+        self.owner = (fence.NOBODY, fence.NOBODY) if isolation_level == "user" else None
+        self.registry = registry
+        self._own_dir = work_dir is None
+        self.work_dir = prepare_work_dir(work_dir or tempfile.mkdtemp(prefix="envh-pool-"), self.owner)
+        self.env = self._environ(set())
+        self.cmd = fence.wrap([python or sys.executable, "-m", "envh.rollout.executors.worker"],
+                                  isolation_level, self.work_dir)
+        self.log: IO[bytes] | None = None
+        self.logged = 0
+        if log_path:
+            self.open_log(log_path)
         self.pool: list[_Worker] = []
         self.selector = selectors.DefaultSelector()
         self.deaths_at_start = 0
 
+    def _environ(self, names: set[str]) -> dict[str, str]:
+        passed = True if self.pass_env is True else sorted(set(self.pass_env) | names)
+        env = scrub_environ(os.environ, passed)
+        if self.owner is not None:  # nobody's home is not a directory; the work dir is theirs
+            env.update(HOME=self.work_dir, TMPDIR=self.work_dir)
+        return env
+
+    def open_log(self, path: str) -> None:
+        """Append the workers' stderr to ``path`` from now on."""
+        if self.log is not None:
+            self.log.close()
+        self.log = open(path, "ab")  # noqa: SIM115 - lives as long as the pool
+
     # -- workers -------------------------------------------------------------------------
     def _spawn(self) -> _Worker:
-        worker = _Worker(self.cmd, self.env, self.config, self.log)
-        self.selector.register(worker.stdout, selectors.EVENT_READ, worker)
+        worker = _Worker(self.cmd, self.env, self.config, self.work_dir)
+        self.selector.register(worker.stdout, selectors.EVENT_READ, (worker, "out"))
+        self.selector.register(worker.stderr, selectors.EVENT_READ, (worker, "err"))
         self.pool.append(worker)
         return worker
 
-    def _retire(self, worker: _Worker) -> int | None:
+    def _retire(self, worker: _Worker, wait_s: float = 0.0) -> int | None:
+        for stream in (worker.stdout, worker.stderr):
+            try:
+                self.selector.unregister(stream)
+            except (KeyError, ValueError):
+                pass
+        if worker in self.pool:
+            self.pool.remove(worker)
+        if wait_s:  # let it finish dying by itself, keeping what it writes on the way
+            deadline = time.monotonic() + wait_s
+            while worker.proc.poll() is None and time.monotonic() < deadline:
+                self._drain_err(worker)
+                time.sleep(0.01)
+        code = worker.kill()
+        self._drain_err(worker)
+        return code
+
+    def _drain_err(self, worker: _Worker) -> bool:
+        """Read what the worker wrote to stderr; False at its end."""
         try:
-            self.selector.unregister(worker.stdout)
-        except (KeyError, ValueError):
-            pass
-        self.pool.remove(worker)
-        return worker.kill()
+            data = os.read(worker.stderr.fileno(), 1 << 16)
+        except BlockingIOError:
+            return True
+        except (OSError, ValueError):
+            return False
+        if not data:
+            return False
+        worker.tail += data
+        del worker.tail[:-TAIL]
+        if self.log is not None and self.logged < LOG_LIMIT:
+            self.logged += len(data)
+            self.log.write(data if self.logged < LOG_LIMIT else data + b"\n[envh: the workers' log reached its "
+                           b"size limit; later output is not kept]\n")
+            self.log.flush()
+        return True
 
     def pids(self) -> list[int]:
-        return [w.proc.pid for w in self.pool]
+        """The workers' Python processes (inside their namespace when isolated)."""
+        return [w.host_pid for w in self.pool]
+
+    def busy(self) -> dict[str, int]:
+        """Episode key → the pid of the worker process playing it."""
+        return {w.request.key: w.host_pid for w in self.pool if w.request is not None}
 
     # -- running -------------------------------------------------------------------------
     def run(self, requests: Iterable[EpisodeRequest]) -> Iterator[Trajectory]:
         queue = collections.deque(with_timeout(r, self.timeout_s) for r in requests)
+        self._ensure_env(queue)
         try:
             yield from self._loop(queue)
         finally:  # the caller stopped early: episodes still playing must not leak into the next run
             for worker in [w for w in self.pool if w.request is not None]:
+                self._retire(worker)
+
+    def _ensure_env(self, requests: Iterable[EpisodeRequest]) -> None:
+        """Give the workers the variables these requests' policies name (respawning idle ones)."""
+        env = self._environ(policy_env_names(requests, self.registry))
+        if env != self.env:
+            self.env = env
+            for worker in [w for w in self.pool if w.request is None]:
                 self._retire(worker)
 
     def _loop(self, queue: collections.deque[EpisodeRequest]) -> Iterator[Trajectory]:
@@ -123,7 +247,14 @@ class PoolExecutor:
                     except OSError:
                         pass  # the worker is gone; its end of output reports it below
             for key, _ in self.selector.select(timeout=self._wait_s()):
-                yield from self._read(key.data, queue)
+                worker, stream = key.data
+                if worker not in self.pool:
+                    continue
+                if stream == "err":
+                    if not self._drain_err(worker):
+                        self.selector.unregister(worker.stderr)
+                    continue
+                yield from self._read(worker, queue)
             now = time.monotonic()
             for worker in list(self.pool):
                 req = worker.request
@@ -138,47 +269,118 @@ class PoolExecutor:
                 wait = min(wait, worker.started + worker.request.timeout_s + self.grace_s - now)
         return max(0.0, wait)
 
-    def _read(self, worker: _Worker, queue: collections.deque[EpisodeRequest]) -> Iterator[Trajectory]:
+    def _messages(self, worker: _Worker) -> list[dict[str, Any]] | None:
+        """Frames the worker sent (``None`` at its end of output); raises ValueError on garbage."""
         try:
             data = os.read(worker.stdout.fileno(), 1 << 20)
         except BlockingIOError:
-            return
+            return []
         except OSError:
             data = b""
         if not data:
-            yield from self._lost(worker, queue, None)
-            return
+            return None
         try:
             messages = worker.reader.feed(data)
+        except ValueError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - e.g. JSON nested past the recursion limit
+            raise ValueError(f"{type(exc).__name__}: {str(exc)[:200]}") from exc
+        for message in messages:
+            if not isinstance(message, dict):
+                raise ValueError(f"a frame holds {type(message).__name__}, not an object")
+        return messages
+
+    def _read(self, worker: _Worker, queue: collections.deque[EpisodeRequest]) -> Iterator[Trajectory]:
+        try:
+            messages = self._messages(worker)
         except ValueError as exc:
             yield from self._lost(worker, queue, f"sent a malformed frame ({exc})")
+            return
+        if messages is None:
+            yield from self._lost(worker, queue, None)
             return
         for message in messages:
             if message.get("op") == "ready":
                 worker.ready, self.deaths_at_start = True, 0
             elif message.get("op") == "result" and worker.request is not None:
+                request = worker.request
+                try:
+                    trajectory = trajectory_from_data(message["trajectory"])
+                except Exception as exc:  # noqa: BLE001 - a worker's answer is untrusted data
+                    yield from self._lost(worker, queue, f"sent an unreadable trajectory "
+                                          f"({type(exc).__name__}: {str(exc)[:300]})")
+                    return
                 worker.request = None
-                yield trajectory_from_data(message["trajectory"])
+                # the parent's request, not the worker's word, says which episode this is
+                yield attrs.evolve(trajectory, key=request.key, run_id=request.run_id, attempt=request.attempt,
+                                   final=True, spec_id=request.spec_id, task=request.task, seed=request.seed,
+                                   policy=request.policy, worker=f"{HOST}:{worker.host_pid}")
 
     def _lost(self, worker: _Worker, queue: collections.deque[EpisodeRequest],
               why: str | None) -> Iterator[Trajectory]:
-        request, pid, was_ready = worker.request, worker.proc.pid, worker.ready
-        code = self._retire(worker)
-        reason = why or describe_exit(code)
+        request, pid, was_ready = worker.request, worker.host_pid, worker.ready
+        code = self._retire(worker, wait_s=0.0 if why else 3.0)
+        reason = why or fence.describe_status(code, self.isolation)
+        words = worker.last_words()
+        last_line = words.splitlines()[-1][:300] if words else ""
         if not was_ready:
             self.deaths_at_start += 1
             if self.deaths_at_start > 2 * self.workers:
                 raise errors.InfraError(
-                    f"Pool workers keep dying at start-up (last: pid {pid} {reason}). Check that "
-                    f"the plugins {self.config['plugins']} import, and the workers' log.")
+                    f"Pool workers keep dying at start-up (last: pid {pid} {reason}"
+                    f"{'; it wrote: ' + last_line if last_line else ''}). Check that the plugins "
+                    f"{self.config['plugins']} import; the workers' output:\n{words[-3000:]}")
         if request is None:
             return
         record, retry = lost_attempt(
-            request, f"worker pid {pid} {reason} during episode {request.key!r} "
-                     f"(attempt {request.attempt + 1} of {self.retries + 1})", self.retries, f"pool:{pid}")
+            request, f"worker pid {pid} {reason} during episode {request.key!r} (attempt "
+                     f"{request.attempt + 1} of {self.retries + 1})"
+                     f"{'; its last output: ' + last_line if last_line else ''}",
+            self.retries, f"pool:{pid}", detail=words or None)
         if retry is not None:
             queue.appendleft(retry)
         yield record
+
+    # -- preflight and diagnostics ---------------------------------------------------------
+    def check(self, policy: str, options: dict[str, Any], timeout_s: float = 300.0) -> None:
+        """Build ``policy`` in a worker (where it will run; it stays warm there); raise
+        ``PolicyError`` with the cause when it cannot be built."""
+        self._ensure_env([EpisodeRequest(key="check", spec={}, spec_id="", policy=policy,
+                                         policy_options=options)])
+        worker = next((w for w in self.pool if w.request is None), None) or self._spawn()
+        worker.send({"op": "check", "policy": policy, "options": options})
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            ready = selectors.DefaultSelector()
+            ready.register(worker.stdout, selectors.EVENT_READ)
+            ready.register(worker.stderr, selectors.EVENT_READ)
+            events = ready.select(timeout=1.0)
+            ready.close()
+            if any(key.fileobj is worker.stderr for key, _ in events):
+                self._drain_err(worker)
+            try:
+                messages = self._messages(worker)
+            except ValueError as exc:
+                self._retire(worker)
+                raise errors.InfraError(f"A pool worker sent a malformed frame while building the policy: {exc}") \
+                    from exc
+            if messages is None:
+                code = self._retire(worker, wait_s=3.0)
+                raise errors.InfraError(
+                    f"A pool worker {fence.describe_status(code, self.isolation)} while building policy "
+                    f"{policy!r}. Its output:\n"
+                    f"{worker.last_words(3000)}")
+            for message in messages:
+                if message.get("op") == "ready":
+                    worker.ready = True
+                elif message.get("op") == "checked":
+                    if message.get("error"):
+                        raise errors.PolicyError(
+                            f"Policy {policy!r} cannot be built in a worker: {message['error']}\n"
+                            f"{str(message.get('traceback') or '')[-3000:]}")
+                    return
+        self._retire(worker)
+        raise errors.InfraError(f"Building policy {policy!r} in a worker took over {timeout_s:g} s.")
 
     def ping(self, n: int = 1000) -> float:
         """Mean round-trip time (seconds) of an empty message to one worker."""
@@ -199,7 +401,7 @@ class PoolExecutor:
             return (time.perf_counter() - t0) / n
         finally:
             os.set_blocking(worker.stdout.fileno(), False)
-            self.selector.register(worker.stdout, selectors.EVENT_READ, worker)
+            self.selector.register(worker.stdout, selectors.EVENT_READ, (worker, "out"))
 
     def close(self) -> None:
         for worker in list(self.pool):
@@ -219,6 +421,8 @@ class PoolExecutor:
         if self.log is not None:
             self.log.close()
             self.log = None
+        if self._own_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
 
     def __enter__(self) -> PoolExecutor:
         return self
