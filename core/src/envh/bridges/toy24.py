@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import random
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -179,6 +180,22 @@ class Toy24Env(Bridge):
 
     def env_state_schema(self) -> dict[str, Any]:
         return STATE_SCHEMA
+
+    def tunable_parameters(self) -> dict[str, dict[str, Any]]:
+        return {
+            "size": {"low": 3, "high": 5, "default": 4, "harder": 1,
+                     "description": "how many numbers the puzzle has (more: longer plans)"},
+            "max_number": {"low": 6, "high": 13, "default": 13, "harder": 1,
+                           "description": "the largest number drawn (larger: fewer easy products)"},
+        }
+
+    def task_for(self, params: Mapping[str, Any], rng: Any) -> TaskRef:
+        size, top = int(params.get("size", 4)), int(params.get("max_number", 13))
+        for _ in range(10_000):
+            nums = sorted(rng.randint(1, top) for _ in range(size))
+            if solver.solvable(nums):
+                return TaskRef(suite="toy24", split="generated", instance_id=",".join(map(str, nums)))
+        raise errors.EnvError(f"No solvable Toy24 puzzle with size={size}, max_number={top} after 10,000 draws")
 
     def solve(self) -> list[Action] | None:
         """The solver's plan from the current numbers, as actions ending with stop()."""

@@ -1,0 +1,156 @@
+"""Curriculum: adapt a bridge's tunable parameters between episodes (``envh.curriculum``).
+
+At each reset the layer records the finished episode's verdict (the base verifiers', read
+through ``evaluate``), lets the ``Curriculum`` decide at window boundaries, then starts the
+next episode on a task the bridge makes for the current parameter values — or, for an
+``anchor`` fraction of episodes, on the task it was asked for (the base distribution).
+Parameters never change mid-episode. Every episode and decision is appended to the audit
+log (JSONL) and shown in ``info["envh"]``; the log is also how a resumed run restores the
+curriculum. The layer's randomness comes from its own ``seed``, never from the env's.
+
+An evaluation run must not adapt its task set: the layer refuses to build unless the
+spec says ``training: true``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from .. import errors
+from ..curriculum import Curriculum, ParamBounds, plan_params
+from ..env import ActionableEnv
+from ..harness import EnvHarness
+from ..spec import BuildContext, LayerSpec
+from ..types import ResetResult, TaskRef
+
+
+@attrs.frozen(kw_only=True)
+class CurriculumSpec(LayerSpec):
+    """``params``: name → ``{range: [lo, hi], init, step}`` (1–5 of the bridge's tunable
+    parameters); ``policy``: ``{type: threshold, window, floor, ceiling, breaker}``;
+    ``anchor``: fraction of episodes on the requested task; ``adaptive: false`` freezes
+    parameters at their safe defaults; ``audit``: JSONL path; ``training`` must be true."""
+
+    kind: Literal["curriculum"] = "curriculum"
+    params: dict[str, dict[str, Any]]
+    policy: dict[str, Any] = attrs.field(factory=lambda: {"type": "threshold"})
+    anchor: float = attrs.field(default=0.1, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)])
+    adaptive: bool = True
+    training: bool = False
+    audit: str | None = None
+    seed: int = 0
+
+
+class CurriculumLayer(EnvHarness):
+    """Chooses each episode's task from the curriculum; passes steps through untouched."""
+
+    kind = "curriculum"
+
+    def __init__(self, inner: ActionableEnv, spec: CurriculumSpec, *, layer_id: str | None = None) -> None:
+        super().__init__(inner, layer_id=layer_id)
+        bridge = inner.unwrapped
+        declared_raw = getattr(bridge, "tunable_parameters", lambda: {})()
+        if not declared_raw:
+            raise errors.SpecError(f"Bridge {getattr(bridge, 'name', type(bridge).__name__)!r} declares no tunable "
+                                   "parameters, so a curriculum cannot adapt it.")
+        declared = {name: ParamBounds(name=name, **raw) for name, raw in declared_raw.items()}
+        policy = dict(spec.policy)
+        kind = policy.pop("type", "threshold")
+        if kind != "threshold":
+            raise errors.UnknownNameError("curriculum policy type", str(kind), ["threshold"])
+        unknown = set(policy) - {"window", "floor", "ceiling", "breaker"}
+        if unknown:
+            raise errors.SpecError(f"Unknown curriculum policy options {sorted(unknown)}; "
+                                   "choose from window, floor, ceiling, breaker")
+        self.spec = spec
+        self.curriculum = Curriculum(plan_params(declared, spec.params), adaptive=spec.adaptive, **policy)
+        self.audit = Path(spec.audit) if spec.audit else None
+        self.current: dict[str, Any] | None = None  # the episode in progress: params, task, anchored
+        if self.audit is not None and self.audit.exists():
+            self._resume()
+
+    # -- audit ------------------------------------------------------------------------
+    def _log(self, record: dict[str, Any]) -> None:
+        if self.audit is None:
+            return
+        self.audit.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.audit, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def _resume(self) -> None:
+        assert self.audit is not None
+        records = []
+        lines = self.audit.read_text(encoding="utf-8").splitlines()
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                if n == len(lines):
+                    break  # a line torn by a kill: that episode is simply played again
+                raise errors.StateError(f"{self.audit}:{n} is not JSON; the audit log is damaged") from None
+        self.curriculum.replay(records)
+
+    # -- episode boundary -------------------------------------------------------------
+    def _finish_episode(self) -> None:
+        if self.current is None:
+            return
+        done, self.current = self.current, None
+        try:
+            success = bool(self.inner.evaluate().success)
+        except errors.EnvhError:
+            success = False
+        self._log({"type": "episode", "episode": self.curriculum.episodes + 1, "success": success, **done})
+        decision = self.curriculum.end_episode(success)
+        if decision is not None:
+            self._log({"type": "decision", **decision})
+
+    def reset(self, *, task: TaskRef | None = None, seed: int | None = None,
+              options: Any = None) -> ResetResult:
+        self._finish_episode()
+        index = self.curriculum.episodes
+        rng = random.Random(f"{self.spec.seed}:{index}")  # the curriculum's own randomness
+        params = dict(self.curriculum.values)
+        anchored = rng.random() < self.spec.anchor
+        chosen = task if anchored else self.inner.unwrapped.task_for(params, rng)  # type: ignore[attr-defined]
+        result = super().reset(task=chosen, seed=seed, options=options)
+        self.current = {"params": params, "anchored": anchored, "task": None if chosen is None else str(chosen)}
+        info = dict(result.info)
+        effects = list(info.get("envh", ()))
+        if effects:
+            effects[-1] = {**effects[-1], "params": params, "anchored": anchored,
+                           "task": self.current["task"]}
+        info["envh"] = effects
+        info["curriculum"] = {"params": params, "anchored": anchored, "episode": index + 1}
+        return ResetResult(observation=result.observation, info=info)
+
+    def close(self) -> None:
+        try:
+            self._finish_episode()
+        finally:
+            super().close()
+
+    def layer_state(self) -> Any:
+        return {"curriculum": self.curriculum.state(), "current": self.current}
+
+    def load_layer_state(self, data: Any) -> None:
+        self.curriculum.load(data["curriculum"])
+        self.current = data.get("current")
+
+
+def build(spec: CurriculumSpec, inner: ActionableEnv, ctx: BuildContext) -> CurriculumLayer:
+    if not spec.training:
+        raise errors.SpecError(
+            "A curriculum layer adapts the task distribution, so it must not stand between a policy and a "
+            "fixed evaluation set. For a training run set `training: true` on the layer; evaluate on a spec "
+            "without it.")
+    return CurriculumLayer(inner, spec, layer_id=spec.id or f"{ctx.index}:curriculum")

@@ -1,0 +1,180 @@
+"""Adaptive difficulty with the discipline production training needs.
+
+``Curriculum`` is the decision logic, independent of any env: it holds the current
+parameter values, takes one outcome per finished episode, and at each window boundary
+decides, with a reason, whether to make the task harder or easier, trip the circuit
+breaker, or hold. The ``curriculum`` component kind (``envh.components.curriculum``) wraps
+it around a bridge; ``bench/curriculum.py`` drives it with a simulated learner.
+
+Rules it enforces:
+- values change only through ``end_episode`` (the layer calls it at episode boundaries,
+  never mid-episode), each change by at most the parameter's ``step``, never outside its
+  bounds (an out-of-bounds ``init`` is refused);
+- the circuit breaker puts every parameter back to its safe default when success stays
+  below ``floor`` for ``breaker`` consecutive windows;
+- the kill switch (``adaptive=False``, or ``ENVH_CURRICULUM_FREEZE=1``) freezes every
+  parameter at its safe default;
+- every decision is a record (episode, window statistics, values before and after, reason)
+  for the audit log, and ``replay`` rebuilds the state from those records.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from . import errors
+
+FREEZE_VAR = "ENVH_CURRICULUM_FREEZE"
+
+
+@attrs.frozen(kw_only=True)
+class ParamBounds:
+    """A tunable parameter as a bridge declares it: integer range, safe default, and
+    which direction makes the task harder (``+1``: larger is harder)."""
+
+    name: str
+    low: int
+    high: int
+    default: int
+    harder: int = 1
+    description: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        if not self.low <= self.default <= self.high:
+            raise errors.SpecError(f"Parameter {self.name!r}: default {self.default} outside [{self.low}, {self.high}]")
+        if self.harder not in (1, -1):
+            raise errors.SpecError(f"Parameter {self.name!r}: harder must be 1 or -1")
+
+
+@attrs.frozen(kw_only=True)
+class ParamPlan:
+    """What a curriculum spec asks of one parameter: a range inside the bridge's bounds,
+    a start value and the largest change per decision."""
+
+    bounds: ParamBounds
+    low: int
+    high: int
+    init: int
+    step: int = 1
+
+    def __attrs_post_init__(self) -> None:
+        b = self.bounds
+        if not (b.low <= self.low <= self.high <= b.high):
+            raise errors.SpecError(f"Curriculum range [{self.low}, {self.high}] for {b.name!r} is outside the "
+                                   f"bridge's bounds [{b.low}, {b.high}]")
+        if not self.low <= self.init <= self.high:
+            raise errors.SpecError(f"Curriculum init {self.init} for {b.name!r} is outside [{self.low}, {self.high}]")
+        if self.step < 1:
+            raise errors.SpecError(f"Curriculum step for {b.name!r} must be ≥ 1, got {self.step}")
+
+    @property
+    def safe(self) -> int:
+        """The safe default, clipped into the planned range."""
+        return min(max(self.bounds.default, self.low), self.high)
+
+
+def plan_params(declared: Mapping[str, ParamBounds], requested: Mapping[str, Mapping[str, Any]]) -> dict[str, ParamPlan]:
+    """Check a spec's ``params`` against what the bridge declares; 1 to 5 of them."""
+    if not 1 <= len(requested) <= 5:
+        raise errors.SpecError(f"A curriculum names 1 to 5 parameters, got {len(requested)}")
+    plans = {}
+    for name, raw in requested.items():
+        if name not in declared:
+            raise errors.UnknownNameError("tunable parameter", name, list(declared))
+        bounds = declared[name]
+        lo, hi = raw.get("range", (bounds.low, bounds.high))
+        plans[name] = ParamPlan(bounds=bounds, low=int(lo), high=int(hi), init=int(raw.get("init", bounds.default)),
+                                step=int(raw.get("step", 1)))
+    return plans
+
+
+@attrs.define
+class Curriculum:
+    """Threshold curriculum over ``plans``: harder above ``ceiling``, easier below
+    ``floor``, decided once per ``window`` finished episodes."""
+
+    plans: dict[str, ParamPlan]
+    window: int = 20
+    floor: float = 0.6
+    ceiling: float = 0.85
+    breaker: int = 3
+    adaptive: bool = True
+    values: dict[str, int] = attrs.field(factory=dict)
+    outcomes: list[bool] = attrs.field(factory=list)
+    below: int = 0
+    episodes: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        if self.window < 1 or not 0 <= self.floor <= self.ceiling <= 1 or self.breaker < 1:
+            raise errors.SpecError("Curriculum policy needs window ≥ 1, 0 ≤ floor ≤ ceiling ≤ 1, breaker ≥ 1")
+        if not self.values:
+            self.values = {n: (p.init if self.active else p.safe) for n, p in self.plans.items()}
+
+    @property
+    def active(self) -> bool:
+        return self.adaptive and os.environ.get(FREEZE_VAR, "") not in ("1", "true", "yes")
+
+    def end_episode(self, success: bool) -> dict[str, Any] | None:
+        """Record one finished episode; at a window boundary, decide. Returns the
+        decision record (for the audit log) or ``None`` when no decision was due."""
+        self.episodes += 1
+        self.outcomes.append(bool(success))
+        if len(self.outcomes) < self.window:
+            return None
+        rate = sum(self.outcomes) / len(self.outcomes)
+        before = dict(self.values)
+        if not self.active:
+            self.values = {n: p.safe for n, p in self.plans.items()}
+            action, reason = "frozen", "kill switch: parameters held at their safe defaults"
+        elif rate < self.floor:
+            self.below += 1
+            if self.below >= self.breaker:
+                self.values = {n: p.safe for n, p in self.plans.items()}
+                self.below = 0
+                action = "breaker"
+                reason = f"success {rate:.2f} < floor {self.floor} for {self.breaker} windows: safe defaults"
+            else:
+                self._move(-1)
+                action, reason = "easier", f"success {rate:.2f} < floor {self.floor}"
+        elif rate > self.ceiling:
+            self.below = 0
+            self._move(+1)
+            action, reason = "harder", f"success {rate:.2f} > ceiling {self.ceiling}"
+        else:
+            self.below = 0
+            action, reason = "hold", f"success {rate:.2f} in [{self.floor}, {self.ceiling}]"
+        if action in ("easier", "harder") and self.values == before:
+            action, reason = "hold", reason + " (already at the bound)"
+        record = {"episode": self.episodes, "window": {"episodes": len(self.outcomes), "successes": sum(self.outcomes),
+                                                       "rate": rate},
+                  "before": before, "after": dict(self.values), "decision": action, "reason": reason}
+        self.outcomes = []
+        return record
+
+    def _move(self, direction: int) -> None:
+        for name, plan in self.plans.items():
+            delta = direction * plan.bounds.harder * plan.step
+            self.values[name] = min(max(self.values[name] + delta, plan.low), plan.high)
+
+    def state(self) -> dict[str, Any]:
+        return {"values": dict(self.values), "outcomes": list(self.outcomes), "below": self.below,
+                "episodes": self.episodes}
+
+    def load(self, state: Mapping[str, Any]) -> None:
+        values = {k: int(v) for k, v in state["values"].items()}
+        for name, value in values.items():
+            plan = self.plans.get(name)
+            if plan is None or not plan.low <= value <= plan.high:
+                raise errors.StateError(f"Saved curriculum value {name}={value} is not within the plan")
+        self.values, self.outcomes = values, [bool(x) for x in state["outcomes"]]
+        self.below, self.episodes = int(state["below"]), int(state["episodes"])
+
+    def replay(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Rebuild the state from audit records (``episode`` lines carry the outcome)."""
+        for record in records:
+            if record.get("type") == "episode" and record.get("success") is not None:
+                self.end_episode(bool(record["success"]))

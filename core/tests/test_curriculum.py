@@ -1,0 +1,156 @@
+"""The curriculum kind on the real Toy24 bridge: a policy whose success depends on the
+puzzle size is driven into the band and held there; parameters change only at episode
+boundaries; breaker, kill switch, audit replay, resume, and the refusals."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import envh
+import pytest
+from envh import Action, errors
+from envh.components.curriculum import CurriculumLayer
+from envh.curriculum import Curriculum
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+#: how often the scripted player solves a puzzle of each size
+SKILL = {3: 1.0, 4: 0.75, 5: 0.2}
+
+
+def spec(**layer):
+    base = {"kind": "curriculum", "training": True, "params": {"size": {"range": [3, 5], "init": 3}},
+            "policy": {"window": 20, "floor": 0.6, "ceiling": 0.85, "breaker": 3}, "anchor": 0.0}
+    return {"bridge": "toy24", "layers": [{**base, **layer}]}
+
+
+def layer_of(env) -> CurriculumLayer:
+    return next(e for e in envh.iter_layers(env) if isinstance(e, CurriculumLayer))
+
+
+def play(env, episodes: int, rng: random.Random, skill=SKILL) -> list[int]:
+    """Scripted player: solves with probability skill[size], else stops at once."""
+    sizes = []
+    for i in range(episodes):
+        result = env.reset(seed=i)
+        size = result.info["curriculum"]["params"]["size"]
+        sizes.append(size)
+        plan = env.unwrapped.solve() if rng.random() < skill[size] else [Action(tool="stop")]
+        for action in plan:
+            env.step(action)
+    return sizes
+
+
+def test_a_policy_is_driven_into_the_band_and_held_there(tmp_path: Path) -> None:
+    # window 40: the rate's sd at p=0.75 is 0.07, so a window leaves the band [0.6, 0.85]
+    # about 1 time in 12 (and comes back after one window); 20 would wobble twice as often
+    with envh.make(spec(audit=str(tmp_path / "audit.jsonl"), policy={"window": 40})) as env:
+        sizes = play(env, 400, random.Random(0))
+    assert sizes[:40] == [3] * 40  # never changes inside a window
+    settled = sizes[120:]
+    assert settled.count(4) / len(settled) >= 0.8, settled
+    decisions = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()
+                 if json.loads(line)["type"] == "decision"]
+    assert decisions[0]["decision"] == "harder" and decisions[0]["after"] == {"size": 4}
+    assert all(abs(d["after"]["size"] - d["before"]["size"]) <= 1 for d in decisions)  # bounded by step
+    assert all(d["reason"] for d in decisions)
+
+
+@settings(max_examples=25, deadline=None)
+@given(outcomes=st.lists(st.tuples(st.booleans(), st.integers(0, 4)), min_size=1, max_size=30),
+       window=st.integers(1, 4))
+def test_parameters_never_change_mid_episode(outcomes, window) -> None:
+    with envh.make(spec(policy={"window": window, "floor": 0.5, "ceiling": 0.5})) as env:
+        layer = layer_of(env)
+        for i, (win, steps) in enumerate(outcomes):
+            params = env.reset(seed=i).info["curriculum"]["params"]
+            for action in (env.unwrapped.solve() if win else [Action(tool="reset")] * steps):
+                env.step(action)
+                assert layer.curriculum.values == params or layer.current["params"] == params
+                assert layer.current["params"] == params
+
+
+def test_the_breaker_restores_the_safe_default(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    s = spec(params={"size": {"range": [3, 5], "init": 5}}, policy={"window": 5, "floor": 0.6, "breaker": 2},
+             audit=str(audit))
+    with envh.make(s) as env:
+        play(env, 11, random.Random(1), skill={3: 0.0, 4: 0.0, 5: 0.0})
+        assert layer_of(env).curriculum.values == {"size": 4}  # Toy24's safe default
+    kinds = [json.loads(line)["decision"] for line in audit.read_text().splitlines()
+             if json.loads(line)["type"] == "decision"]
+    assert kinds == ["easier", "breaker"]
+
+
+def test_kill_switch_freezes_at_safe_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    with envh.make(spec(adaptive=False)) as env:
+        assert set(play(env, 45, random.Random(2))) == {4}
+    monkeypatch.setenv("ENVH_CURRICULUM_FREEZE", "1")
+    with envh.make(spec()) as env:
+        assert set(play(env, 45, random.Random(2))) == {4}
+
+
+def test_audit_replay_reproduces_the_parameter_sequence_and_resume_continues(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    with envh.make(spec(audit=str(audit), policy={"window": 10})) as env:
+        first = play(env, 50, random.Random(3))
+        layer = layer_of(env)
+    state = layer.curriculum.state()  # after close: the 50th episode is recorded too
+    assert state["episodes"] == 50
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    episodes = [r for r in records if r["type"] == "episode"]
+    assert [r["params"]["size"] for r in episodes] == first
+    replayed = Curriculum(layer.curriculum.plans, window=10)
+    seen = []
+    for record in episodes:
+        seen.append(replayed.values["size"])
+        replayed.end_episode(record["success"])
+    assert seen == first and replayed.state() == state
+    with envh.make(spec(audit=str(audit), policy={"window": 10})) as env:  # resume from the log
+        assert layer_of(env).curriculum.state() == state
+        assert env.reset(seed=0).info["curriculum"]["episode"] == 51
+
+
+def test_the_curriculum_draws_with_its_own_seed_not_the_envs() -> None:
+    def tasks(env_seed_base: int, layer_seed: int) -> list[str]:
+        with envh.make(spec(seed=layer_seed)) as env:
+            return [env.reset(seed=env_seed_base + i).info["envh"][-1]["task"] for i in range(5)]
+
+    assert tasks(0, 7) == tasks(1000, 7) != tasks(0, 8)
+
+
+def test_anchor_episodes_keep_the_requested_task() -> None:
+    task = envh.TaskRef(suite="toy24", split="hard", instance_id="1,5,5,5")
+    with envh.make(spec(anchor=1.0)) as env:
+        result = env.reset(task=task, seed=0)
+        assert result.info["curriculum"]["anchored"] and "[0] 1, [1] 5, [2] 5, [3] 5" in result.observation.text
+
+
+@pytest.mark.parametrize(("layer", "message"), [
+    ({"training": False}, "must not stand between a policy and a fixed evaluation set"),
+    ({"params": {"size": {"range": [3, 5], "init": 9}}}, "init 9 for 'size' is outside"),
+    ({"params": {"size": {"range": [1, 5]}}}, "outside the bridge's bounds"),
+    ({"params": {"rooms": {}}}, "Unknown tunable parameter 'rooms'. Choose one of: max_number, size"),
+    ({"params": {}}, "1 to 5 parameters"),
+    ({"policy": {"type": "coach"}}, "Unknown curriculum policy type 'coach'"),
+    ({"policy": {"windwo": 5}}, "Unknown curriculum policy options"),
+])
+def test_bad_curricula_are_refused_with_the_reason(layer, message) -> None:
+    with pytest.raises(errors.EnvhError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        envh.make(spec(**layer))
+
+
+def test_a_bridge_without_tunable_parameters_is_refused() -> None:
+    class Plain(envh.bridges.toy24.Toy24Env):
+        def tunable_parameters(self):
+            return {}
+
+    reg = envh.make_plugin_manager(entry_points=False)
+    from envh.components.curriculum import CurriculumSpec, build
+    from envh.spec import BuildContext
+
+    with pytest.raises(errors.SpecError, match="declares no tunable parameters"):
+        build(CurriculumSpec(params={"size": {}}, training=True), Plain(),
+              BuildContext(registry=reg, index=0, make=lambda s: envh.make(s, registry=reg)))
