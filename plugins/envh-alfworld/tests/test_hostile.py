@@ -152,3 +152,23 @@ def test_adapter_refuses_untested_textworld():
     for version in ("1.6.2", "1.8.0", "2.0", "weird"):
         with pytest.raises(errors.EnvError, match=f"textworld {version} is installed"):
             PddlAdapter.check(version)
+
+
+def test_a_room_cannot_replace_another_game(tmp_path):
+    """Room names are folders: 'a' and 'a/b' would nest, and rebuilding 'a' would delete 'a/b'."""
+    from envh_alfworld.builder import BuildError, build_games
+
+    outer = room_from_dict({**SIMPLE, "name": "kitchen"})
+    inner = room_from_dict({**SIMPLE, "name": "kitchen/inner"})
+    with pytest.raises(BuildError, match="inside the game folder of room 'kitchen'"):
+        build_games([outer, inner], tmp_path)
+    base = tmp_path / "json_2.1.1" / "train"
+    (base / "kitchen" / "inner").mkdir(parents=True)
+    (base / "kitchen" / "inner" / "game.tw-pddl").write_text("{}")
+    with pytest.raises(BuildError, match="holds other games"):
+        build_games([outer], tmp_path)
+    (base / "pantry").mkdir()
+    (base / "pantry" / "game.tw-pddl").write_text("{}")
+    with pytest.raises(BuildError, match="inside the existing game 'pantry'"):
+        build_games([room_from_dict({**SIMPLE, "name": "pantry/shelf"})], tmp_path)
+    assert (base / "kitchen" / "inner" / "game.tw-pddl").read_text() == "{}", "nothing was replaced"

@@ -96,12 +96,20 @@ def test_bad_instance_files_name_the_file_and_row(tmp_path, name, content, messa
     ("instance_id", "../../etc", "instance_id '../../etc' may only hold"),
     ("instance_id", 7, "field instance_id must be a non-empty string"),
     ("base_commit", "", "field base_commit must be a non-empty string"),
+    ("base_commit", "HEAD; rm -rf /", "base_commit 'HEAD; rm -rf /' is not a commit id"),
+    ("base_commit", "$(reboot)", "is not a commit id"),
+    ("instance_id", ".hidden", "may only hold"),
     ("test_patch", None, "field test_patch must be a non-empty string"),
     ("eval_script", ["echo"], "field eval_script must be a string"),
 ])
 def test_bad_fields_name_the_row_and_field(row, field, value, message):
     with pytest.raises(errors.SpecError, match=message):
         load_instances([{**row, field: value}])
+
+
+def test_a_directory_is_not_an_instance_file(tmp_path):
+    with pytest.raises(errors.SpecError, match="is not a file"):
+        load_instances(tmp_path)
 
 
 def test_bad_gzip_is_named(tmp_path):

@@ -65,3 +65,19 @@ def test_missing_snapshot_image_falls_back_to_replay(make_env, docker_client):
     assert other.from_state(saved) == env.observe()
     assert other.get_env_state() == env.get_env_state()
     assert other.box.container.image.id != saved["snapshot"]["image"]  # the instance image
+
+
+def test_a_state_naming_a_foreign_image_replays(make_env, docker_client):
+    """A saved state is data: its snapshot image must be one this package committed,
+    or restoring replays instead of starting whatever image the state names."""
+    env, other = make_env(snapshot=True), make_env()
+    _play(env)
+    saved = json.loads(json.dumps(env.save_state()))
+    saved["snapshot"]["image"] = "envh-swebench/mathx-nopython:latest"  # present, but not a snapshot
+    assert other.from_state(saved) == env.observe()
+    assert other.box.container.image.tags != ["envh-swebench/mathx-nopython:latest"]
+    assert not other.box.no_runner
+    for bogus in (None, 42, {"x": 1}):
+        third = make_env()
+        third.from_state({**saved, "snapshot": bogus})
+        assert third.get_env_state() == env.get_env_state()

@@ -112,6 +112,7 @@ def build_games(rooms: Iterable[Room], out: str | Path, *, split: str = "train",
     if len(set(names)) != len(names):
         raise BuildError(f"Room names must be unique within a build, got {names}")
     base = data.split_root(Path(out), split)
+    _check_nesting(names, base)
     digests = {r.name: room_hash(r) for r in rooms}
     todo = [r for r in rooms if _cached(base / r.name, digests[r.name]) is None]
     if todo:
@@ -124,6 +125,24 @@ def build_games(rooms: Iterable[Room], out: str | Path, *, split: str = "train",
                              "its task can be solved (targets present, receptacles reachable)")
         built.append(game)
     return built
+
+
+def _check_nesting(names: list[str], base: Path) -> None:
+    """A game folder may not hold another game, nor lie inside one: rebuilding the outer
+    one would replace the inner one with it."""
+    for name in names:
+        for other in names:
+            if other != name and other.startswith(name + "/"):
+                raise BuildError(f"Room {other!r} would lie inside the game folder of room {name!r}; "
+                                 "give them sibling names")
+        parts = name.split("/")
+        for i in range(1, len(parts)):
+            if (base / "/".join(parts[:i]) / data.GAME_FILE).exists():
+                raise BuildError(f"Room {name!r} would lie inside the existing game {'/'.join(parts[:i])!r} "
+                                 f"under {base}")
+        folder = base / name
+        if folder.is_dir() and any(p != folder / data.GAME_FILE for p in folder.rglob(data.GAME_FILE)):
+            raise BuildError(f"Room {name!r} would replace the folder {folder}, which holds other games")
 
 
 def _generate(rooms: list[Room], base: Path, digests: dict[str, str], timeout: float) -> None:

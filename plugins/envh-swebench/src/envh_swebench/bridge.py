@@ -309,8 +309,8 @@ class SWEBenchEnv(Bridge):
 
     def from_state(self, state: Mapping[str, Any]) -> Observation:
         snap = state.get("snapshot")
-        if not snap or not runtime.image_exists(runtime.client(self.docker_url), snap["image"]):
-            return super().from_state(state)  # replay, the default
+        if not isinstance(snap, Mapping) or not runtime.is_snapshot(runtime.client(self.docker_url), snap.get("image")):
+            return super().from_state(state)  # replay, the default (also for an image we did not make)
         self._restore = dict(snap)
         task = TaskRef(**state["task"]) if state.get("task") else None
         self.reset(task=task, seed=state.get("seed"), options=state.get("options"))

@@ -159,8 +159,11 @@ class Instance:
             if not isinstance(row[key], str) or (key != "problem_statement" and not row[key].strip()):
                 raise errors.SpecError(f"{where}: field {key} must be a non-empty string, got {row[key]!r:.80}")
         iid = row["instance_id"]
-        if not re.fullmatch(r"[A-Za-z0-9_.+-]+", iid):
+        if not re.fullmatch(r"[A-Za-z0-9_.+-]+", iid) or iid.startswith("."):
             raise errors.SpecError(f"{where}: instance_id {iid!r} may only hold letters, digits and _.+-")
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_./-]*", row["base_commit"]) or ".." in row["base_commit"]:
+            # It reaches git command lines (the diff at submit, generated eval scripts).
+            raise errors.SpecError(f"{where}: base_commit {row['base_commit']!r:.80} is not a commit id or ref name")
         registry, by_repo = _parser_names()
         constants = _constants()
         eval_script = row.get("eval_script")
@@ -293,8 +296,10 @@ def _rows(source: str | Path) -> list[Any]:
         except Exception as exc:  # network, auth, unknown name: all infrastructure here
             raise errors.InfraError(f"Could not load SWE-bench instances from {text!r}: {exc!r}") from exc
     path = Path(text).expanduser()
-    if not path.is_file():
+    if not path.exists():
         raise errors.SpecError(f"SWE-bench instances file {text!r} does not exist.")
+    if not path.is_file():
+        raise errors.SpecError(f"SWE-bench instances path {text!r} is not a file.")
     name = path.name.lower().removesuffix(".gz")
     if name.endswith(".parquet"):
         import pyarrow.parquet as pq

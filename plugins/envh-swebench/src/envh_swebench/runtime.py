@@ -15,9 +15,9 @@ from typing import Any
 
 import docker.errors
 
-from .containers import Limits, Sandbox, cleanup_orphans, connect
+from .containers import LABEL, Limits, Sandbox, cleanup_orphans, connect
 
-__all__ = ["Limits", "Sandbox", "client", "dispose", "image_exists", "remove_image", "track", "untrack"]
+__all__ = ["Limits", "Sandbox", "client", "dispose", "image_exists", "is_snapshot", "remove_image", "track", "untrack"]
 
 _clients: dict[tuple[int, str | None], Any] = {}
 _open: set[Sandbox] = set()
@@ -42,6 +42,17 @@ def image_exists(c: Any, image: str) -> bool:
     except docker.errors.ImageNotFound:
         return False
     return True
+
+
+def is_snapshot(c: Any, image: Any) -> bool:
+    """Is ``image`` present and a snapshot this package committed (label ``envh.swebench``)?"""
+    if not isinstance(image, str) or not image:
+        return False
+    try:
+        found = c.images.get(image)
+    except (docker.errors.ImageNotFound, docker.errors.APIError):
+        return False
+    return (found.labels or {}).get(LABEL) == "snapshot"
 
 
 def remove_image(c: Any, image: str) -> bool:
