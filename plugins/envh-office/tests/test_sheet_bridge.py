@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
 import time
+import uuid
 
 import pytest
 from envh import Action, TaskRef, errors
@@ -240,3 +242,37 @@ def test_daemons_do_not_outlive_their_call(env):
     ps = step(env, "run_python", code="import os\nprint(sorted(open(f'/proc/{p}/cmdline').read().split(chr(0))[0] "
                                       "for p in os.listdir('/proc') if p.isdigit()))")
     assert "sabotage" not in ps.observation.text and ps.observation.text.count("python3") <= 3
+
+
+def test_containers_are_removed_and_orphans_collected(sheet_data, soffice, docker_ready):
+    from envh_office import sandbox
+    from envh_office.sheet_bridge import SpreadsheetBenchEnv
+
+    c = sandbox.client()
+
+    def ours():
+        return [b.name for b in c.containers.list(all=True, filters={"label": sandbox.LABEL})
+                if b.labels.get(sandbox.OWNER_LABEL) == sandbox.owner_token()]
+
+    before = set(ours())
+    env = SpreadsheetBenchEnv(sheet_data)
+    env.reset(task=T1, seed=0)
+    step(env, "run_python", code="print(1)")
+    box = env.box.container.name
+    assert box in ours()
+    inspect = c.api.inspect_container(box)["HostConfig"]
+    assert inspect["NetworkMode"] == "none" and inspect["ReadonlyRootfs"] and inspect["PidsLimit"] == 128
+    assert inspect["Memory"] == 1 << 30 and inspect["NanoCpus"] == 10**9
+    env.close()
+    assert set(ours()) <= before
+    # a container left by a process that is gone (another pid, a start time that never was)
+    dead = c.containers.run(sandbox.IMAGE, ["sleep", "infinity"], detach=True, network_mode="none",
+                            name=f"envh-office-orphan-{uuid.uuid4().hex[:8]}",
+                            labels={sandbox.LABEL: "episode", sandbox.OWNER_LABEL: f"{socket.gethostname()}:999999:1"})
+    try:
+        assert dead.name in sandbox.cleanup_orphans(c)
+    finally:
+        try:
+            dead.remove(force=True)
+        except Exception:  # noqa: BLE001 - already removed, as expected
+            pass

@@ -34,24 +34,23 @@ def _limits(mem):
 
 def _sweep():
     """Kill what earlier calls left running outside their process group (a daemon that
-    called setsid), so every call starts alike; spare init, the container's main process
-    and this runner."""
-    me = os.getpid()
+    called setsid), so every call starts alike. Spared: init (1), the container's main
+    process (init's first child: the lowest pid whose parent is 1, even before it has
+    exec'd), and every ``docker exec`` (parent 0), this runner included."""
+    procs = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in (1, me):
+        if not name.isdigit():
             continue
-        pid = int(name)
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read()
+            with open(f"/proc/{name}/stat") as f:
+                procs[int(name)] = int(f.read().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == 1 and cmd == b"sleep\0infinity\0" and pid < me:
-            continue  # the container's own main process, older than this runner
-        if ppid == 0:
-            continue  # another docker exec (not ours to judge)
+    children_of_init = [pid for pid, ppid in procs.items() if ppid == 1]
+    keep = {1, os.getpid(), min(children_of_init, default=0)}
+    for pid, ppid in procs.items():
+        if pid in keep or ppid == 0:
+            continue
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
