@@ -135,7 +135,7 @@ import resource, sys
 from envh.sandbox import Sandbox
 from envh.errors import ContractCodeError
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-sb = Sandbox("def f():\\n    chunks = []\\n    while True:\\n        chunks.append(bytes(10**8))\\n",
+sb = Sandbox("def f():\\n    chunks = []\\n    while True:\\n        chunks.append(bytes(10**7))\\n",
              time_limit=30.0)
 try:
     sb.call_function(sb.function("f"), "f")

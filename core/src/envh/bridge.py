@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from . import errors
 from .env import ActionableEnv
-from .types import Action, EnvResponse, Observation, ResetResult, TaskRef
+from .types import Action, EnvResponse, Observation, ResetResult, TaskRef, thaw
 from .validation import compile_tools
 
 
@@ -90,6 +90,16 @@ class Bridge(ActionableEnv):
         shown = choices if len(choices) <= 30 else [*choices[:30], f"... ({len(choices) - 30} more)"]
         raise errors.UnknownNameError(f"{self.name} task in split {task.split!r}:", task.instance_id, shown)
 
+    def tunable_parameters(self) -> dict[str, dict[str, Any]]:
+        """Parameters a curriculum may tune: name → ``{low, high, default, harder,
+        description}`` (integers; ``default`` is the safe value; ``harder`` is 1 when a
+        larger value makes the task harder, -1 when smaller does). None by default."""
+        return {}
+
+    def task_for(self, params: Mapping[str, Any], rng: Any) -> TaskRef:
+        """A task drawn with ``rng`` (a ``random.Random``) for parameter values ``params``."""
+        raise NotImplementedError(f"{type(self).__name__} declares no tunable parameters")
+
     def error_response(self, message: str, *, kind: str = "tool_error", reward: float = 0.0) -> EnvResponse:
         """The answer to a policy mistake: an observation saying what was wrong."""
         return EnvResponse(
@@ -97,6 +107,23 @@ class Bridge(ActionableEnv):
             reward=reward,
             info={"error": {"type": kind, "message": message}},
         )
+
+    def reference_actions(self) -> list[Action] | None:
+        """A known winning action sequence from the current state (the benchmark's own
+        reference solution: a solver's plan, an expert walkthrough, a gold patch), or
+        ``None`` when the bridge has none from here. Designers replay it through a
+        candidate stack to prove the candidate leaves the task solvable. Default: the
+        bridge's ``solve()`` oracle when it has one."""
+        solve = getattr(self, "solve", None)
+        plan = solve() if callable(solve) else None
+        return None if plan is None else list(plan)
+
+    def error_kinds(self) -> dict[str, str]:
+        """The bridge's error taxonomy: each ``info["error"]["type"]`` it may answer with,
+        mapped to the failure axis it evidences (S0, A, O, T, R, task_understanding).
+        Diagnosers classify failures by it; bridges extend the base kinds with their own."""
+        return {"invalid_action": "A", "unknown_tool": "A", "invalid_arguments": "A",
+                "tool_error": "T", "episode_over": "task_understanding"}
 
     def notify_replay_complete(self) -> None:
         if self._episode is not None:
@@ -116,7 +143,7 @@ class Bridge(ActionableEnv):
                                                "instance_id": task.instance_id},
             "seed": ep["seed"],
             "options": ep["options"],
-            "actions": [{"tool": a.tool, "args": a.args} for a in ep["actions"]],
+            "actions": [{"tool": a.tool, "args": thaw(a.args)} for a in ep["actions"]],
             "replay_mark": ep["mark"],
         }
 

@@ -116,3 +116,7 @@ class EndpointError(PolicyError):
     def __init__(self, message: str, *, kind: str, status: int | None = None, endpoint: str | None = None) -> None:
         self.kind, self.status, self.endpoint = kind, status, endpoint
         super().__init__(message)
+
+
+class JailError(EnvhError):
+    """The jail for untrusted code cannot run here (bubblewrap missing as root, no process)."""

@@ -11,15 +11,30 @@ when the class is created, and ``modify_transition`` cannot change the reward.
 from __future__ import annotations
 
 import abc
+import weakref
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from . import errors
 from .env import ActionableEnv
 from .stateview import LazyState
-from .types import Action, Block, EnvResponse, EvaluationResult, Observation, ResetResult, TaskRef, ToolSpec
+from .types import (
+    Action,
+    Block,
+    EnvResponse,
+    EvaluationResult,
+    Observation,
+    ResetResult,
+    TaskRef,
+    ToolSpec,
+    frozen,
+    thaw,
+)
 
-_VERDICT_COMPOSER = object()  # only envh.components.chain holds this key
+_VERDICT_COMPOSER = object()  # only envh.components (chain; fused steps) hold this key
+_COMPOSERS: set[type] = set()  # classes whose evaluate() combines base verdicts (chain)
+_CORE_STEPS: set[type] = set()  # core kinds whose step() is a fused form of the generic one
+_BUILT_ON: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _HOOKS = ("on_reset", "filter_action", "modify_transition", "filter_observation")
 _STEP_HOOKS = frozenset(_HOOKS[1:])
 
@@ -42,7 +57,7 @@ class _Sealed:
 
 class _SealedMeta(abc.ABCMeta):
     def __setattr__(cls, name: str, value: Any) -> None:
-        if name == "evaluate":
+        if name in ("evaluate", "__getattribute__"):
             raise errors.SealedVerifierError(
                 f"{cls.__name__}.evaluate cannot be replaced: the verifier is sealed.")
         super().__setattr__(name, value)
@@ -55,13 +70,27 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
     _overrides: ClassVar[frozenset[str]] = frozenset()
     _passive: ClassVar[bool] = True  # no step hooks: the layer acts only at reset
 
-    def __init_subclass__(cls, _composes_verdicts: object = None, **kwargs: Any) -> None:
+    def __init_subclass__(cls, _composes_verdicts: object = None, _core_step: object = None,
+                          **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "evaluate" in cls.__dict__ and _composes_verdicts is not _VERDICT_COMPOSER:
-            raise errors.SealedVerifierError(
-                f"{cls.__module__}.{cls.__qualname__} defines evaluate(), but the verifier is "
-                "sealed: components reshape start states, rules and observations, never the "
-                "verdict. Remove evaluate() from the component.")
+        if _composes_verdicts is _VERDICT_COMPOSER and "evaluate" in cls.__dict__:
+            _COMPOSERS.add(cls)
+        if _core_step is _VERDICT_COMPOSER and "step" in cls.__dict__:
+            _CORE_STEPS.add(cls)
+        for klass in cls.__mro__:  # a mixin ahead of EnvHarness in the MRO counts too
+            if klass is EnvHarness:
+                break
+            if "evaluate" in klass.__dict__ and klass not in _COMPOSERS:
+                raise errors.SealedVerifierError(
+                    f"{cls.__module__}.{cls.__qualname__} defines evaluate()"
+                    + ("" if klass is cls else f" (through {klass.__qualname__} in its MRO)")
+                    + ", but the verifier is sealed: components reshape start states, rules and "
+                    "observations, never the verdict. Remove evaluate() from the component.")
+            if "__getattribute__" in klass.__dict__:
+                raise errors.SealedVerifierError(
+                    f"{cls.__module__}.{cls.__qualname__} defines __getattribute__ (in "
+                    f"{klass.__qualname__}): a component may not intercept attribute access, "
+                    "which would put its own verdict in front of the sealed one.")
         if "evaluate" in cls.__dict__:
             type.__setattr__(cls, "evaluate", _Sealed(cls.__dict__["evaluate"]))
         cls._overrides = frozenset(
@@ -125,7 +154,7 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
         info = dict(result.info)
         effect = self._effect(observation=changed)
         if changed:  # what this layer received, so a trajectory can show the base observation
-            effect["observation_before"] = {"text": result.observation.text, "data": result.observation.data}
+            effect["observation_before"] = _obs_data(result.observation)
         info["envh"] = [*result.info.get("envh", ()), effect]
         self._last_obs = obs
         return ResetResult(observation=obs, info=info)
@@ -168,14 +197,16 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
             received = resp.observation
             state._data = None
             if "modify_transition" in over:
-                new = self.modify_transition(sent, resp, state)  # type: ignore[arg-type]
-                if new is not resp:
+                view = hook_view(resp)
+                new = self.modify_transition(sent, view, state)  # type: ignore[arg-type]
+                if new is not view:
                     if new.reward != resp.reward:
                         raise errors.SealedVerifierError(
                             f"{type(self).__name__}.modify_transition changed the reward "
                             f"({resp.reward!r} → {new.reward!r}); rewards come from the base verifier.")
-                    t_eff = new != resp
-                    resp = new
+                    t_eff = new != view
+                    if t_eff:
+                        resp = adopt(new, resp)
         obs = resp.observation
         if "filter_observation" in over:
             new_obs = self.filter_observation(obs, state)
@@ -203,10 +234,10 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
         if a_eff == "blocked":
             effect["reason"] = sent.reason  # type: ignore[union-attr]
         elif a_eff == "rewritten":
-            effect["sent"] = {"tool": sent.tool, "args": dict(sent.args)}  # type: ignore[union-attr]
+            effect["sent"] = {"tool": sent.tool, "args": thaw(sent.args)}  # type: ignore[union-attr]
         # with no transition override, a changed observation differs from the received one
         if received is not None and obs is not received and ((o_eff and not t_eff) or obs != received):
-            effect["observation_before"] = {"text": received.text, "data": received.data}
+            effect["observation_before"] = _obs_data(received)
         info.setdefault("envh", []).append(effect)
         if "error" not in info:  # a refused action changes nothing: observe() keeps the state's view
             self._last_obs = obs
@@ -258,7 +289,7 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
         return {
             "format": "layer", "layer": self.layer_id, "kind": self.kind,
             "inner": self.inner.save_state(), "data": self.layer_state(),
-            "last_observation": None if last is None else {"text": last.text, "data": last.data},
+            "last_observation": None if last is None else _obs_data(last),
         }
 
     def from_state(self, state: Mapping[str, Any]) -> Observation:
@@ -275,10 +306,85 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
 
 
 def _obs_data(obs: Observation) -> dict[str, Any]:
-    return {"text": obs.text, "data": obs.data}
+    return {"text": obs.text, "data": thaw(obs.data)}
+
+
+def hook_view(resp: EnvResponse) -> EnvResponse:
+    """The response as a hook sees it: ``info`` (with every layer's effect record) frozen,
+    so a hook changes nothing recorded except through its return value."""
+    return EnvResponse(observation=resp.observation, reward=resp.reward, terminated=resp.terminated,
+                       truncated=resp.truncated, info=frozen(resp.info))
+
+
+def adopt(out: EnvResponse, live: EnvResponse) -> EnvResponse:
+    """A hook's new response, re-attached to the live ``info["envh"]`` effect list."""
+    info = thaw(out.info)
+    if "envh" in live.info:
+        info["envh"] = live.info["envh"]
+    else:
+        info.pop("envh", None)
+    return EnvResponse(observation=out.observation, reward=out.reward, terminated=out.terminated,
+                       truncated=out.truncated, info=info)
 
 
 type.__setattr__(EnvHarness, "evaluate", _Sealed(EnvHarness.__dict__["evaluate"]))
+
+
+def record_layer(layer: ActionableEnv, below: ActionableEnv) -> ActionableEnv:
+    """Note that ``layer`` was built around ``below`` (``make`` calls this), so a layer that
+    swaps its ``inner`` for a proxy is found out and the base bridges stay known."""
+    _BUILT_ON[layer] = below
+    return layer
+
+
+def _inner(layer: ActionableEnv) -> ActionableEnv | None:
+    """The env a layer was built on, else the one it holds: read from the instance
+    ``__dict__``, not through attribute access a component could intercept."""
+    built = _BUILT_ON.get(layer)
+    if built is not None:
+        return built  # type: ignore[no-any-return]
+    held = vars(layer).get("inner") if isinstance(layer, EnvHarness) else None
+    return held if isinstance(held, ActionableEnv) else None
+
+
+def base_envs(env: ActionableEnv) -> list[ActionableEnv]:
+    """The bridges under a stack, leg 0 first (a chain has one per leg): what verdicts and
+    rewards are read from (DESIGN invariant 1), found through what ``make`` recorded."""
+    inner = _inner(env)
+    if inner is None:
+        return [env]
+    out = base_envs(inner)
+    if type(env) in _COMPOSERS or any(k in _COMPOSERS for k in type(env).__mro__):
+        for leg in list(vars(env).get("legs", ()))[1:]:
+            out += base_envs(leg)
+    return out
+
+
+def audit_stack(env: ActionableEnv) -> list[str]:
+    """What in a stack could change the verdict or the reward behind the sealed hooks: a
+    Python component that overrides ``step()`` or ``unwrapped``, patches ``step`` on the
+    instance, or holds an ``inner`` other than the env it was built on. Record these with
+    the episode; the verdict and reward come from ``base_envs`` regardless."""
+    findings: list[str] = []
+    layer: ActionableEnv | None = env
+    while isinstance(layer, EnvHarness):
+        cls, name = type(layer), f"layer {getattr(layer, 'layer_id', '?')!r} ({type(layer).__qualname__})"
+        for klass in cls.__mro__:
+            if klass is EnvHarness:
+                break
+            if "step" in klass.__dict__ and klass not in _CORE_STEPS:
+                findings.append(f"{name}: step() is overridden in {klass.__qualname__}; its reward "
+                                "and flags bypass the sealed hooks")
+            if "unwrapped" in klass.__dict__:
+                findings.append(f"{name}: unwrapped is overridden in {klass.__qualname__}")
+        for attr in ("step", "reset", "observe", "unwrapped"):
+            if attr in vars(layer):
+                findings.append(f"{name}: {attr} is replaced on the instance")
+        built = _BUILT_ON.get(layer)
+        if built is not None and vars(layer).get("inner") is not built:
+            findings.append(f"{name}: inner is not the env the layer was built on (a proxy?)")
+        layer = _inner(layer)
+    return findings
 
 
 def iter_layers(env: ActionableEnv) -> list[ActionableEnv]:

@@ -1,23 +1,29 @@
-"""Checking and running untrusted component code (DESIGN invariant 3).
+"""Checking and running contract code (DESIGN invariant 3).
 
-Code written by a designer is parsed and checked against an allow-list before it runs:
-imports only from a few pure modules, no names or attributes that reach interpreter
-internals (dunders, frames, ``str.format``), no ``global``, no classes. It then runs
-with restricted builtins, and the AST is instrumented with cheap deadline checks at the
-top of every function and loop iteration, so a hook that loops forever stops at its time
-limit. Single huge operations are capped (``range``, ``*``, ``**``, ``<<``); memory as a
-whole is bounded by the episode worker's resource limits.
+Code is parsed and checked before it runs: imports only of the capability namespaces in
+``envh.capabilities``, no names or attributes that reach interpreter internals (dunders,
+frames, ``str.format``), no attribute assignment, no ``global``, no classes, no
+``return``/``break``/``continue`` in ``finally`` (which would swallow the time limit). It
+then runs against an allow-list namespace (functions and immutable values only), with
+cheap deadline checks at the top of every function and loop iteration, so a hook that
+loops forever stops at its limit. Single huge operations are capped (``range``, ``*``,
+``**``, ``<<``, ``bytes``).
+
+This is the whole story for the *trusted* tier, which runs in the host process. What no
+in-process check can stop (a C call that never returns, a gigabyte ``str.ljust``) is
+bounded for *untrusted* code by running the same sandbox inside ``envh.jail``'s process,
+with hard resource limits and a wall-clock kill.
 """
 
 from __future__ import annotations
 
 import ast
-import builtins
 import time
 import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from . import capabilities as caps
 from .errors import ContractCodeError, EnvhError
 
 ALLOWED_MODULES = frozenset({
@@ -28,24 +34,11 @@ FORBIDDEN_NAMES = frozenset({
     "open", "exec", "eval", "compile", "getattr", "setattr", "delattr", "hasattr", "globals",
     "locals", "vars", "dir", "input", "breakpoint", "help", "memoryview", "type", "object",
     "super", "classmethod", "staticmethod", "property", "exit", "quit", "evaluate",
+    "BaseException", "print",
 })
-FORBIDDEN_ATTRS = frozenset({"format", "format_map", "mro"})
-#: Members of allowed modules that are getattr or str.format in disguise: each reaches
-#: any attribute by name (``attrgetter("__class__")``, ``Formatter().get_field``).
-FORBIDDEN_MEMBERS = {"operator": frozenset({"attrgetter", "methodcaller"}),
-                     "string": frozenset({"Formatter"})}
-_ALL_FORBIDDEN_MEMBERS = frozenset().union(*FORBIDDEN_MEMBERS.values())
+FORBIDDEN_ATTRS = frozenset({"format", "format_map", "mro", "attrgetter", "methodcaller",
+                             "update_wrapper", "wraps", "Formatter"})
 FORBIDDEN_ATTR_PREFIXES = ("_", "gi_", "f_", "tb_", "cr_", "ag_", "co_", "func_")
-SAFE_BUILTINS = (
-    "abs", "all", "any", "bool", "dict", "divmod", "enumerate", "filter", "float", "frozenset",
-    "int", "isinstance", "iter", "len", "list", "map", "max", "min", "next", "ord", "chr",
-    "repr", "reversed", "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip",
-    "hash", "callable", "bin", "hex", "oct", "ascii", "bytes", "format", "pow",
-    "Exception", "ValueError", "KeyError", "TypeError", "IndexError", "LookupError",
-    "StopIteration", "ArithmeticError", "ZeroDivisionError", "AssertionError", "RuntimeError",
-    "True", "False", "None",
-)
-MAX_SIZE = 10_000_000  # elements or characters one operation may produce
 _TICK, _ITER, _MUL, _POW, _LSHIFT = "_envh_tick", "_envh_iter", "_envh_mul", "_envh_pow", "_envh_lshift"
 FILENAME = "<contract>"
 
@@ -60,20 +53,31 @@ def _fail(node: ast.AST, message: str) -> ContractCodeError:
 
 
 class _Checker(ast.NodeVisitor):
+    def visit(self, node: ast.AST) -> Any:
+        # every identifier the code binds: a parameter, import alias, handler or pattern
+        # name called '_envh_tick' would shadow the deadline check itself
+        for field in ("arg", "asname", "name", "rest"):
+            ident = getattr(node, field, None)
+            if isinstance(ident, str) and (ident.startswith("__") or ident.startswith("_envh")):
+                raise _fail(node, f"name {ident!r} is not allowed (dunder names are off limits)")
+        return super().visit(node)
+
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
             self._module(node, alias.name)
+        self.generic_visit(node)  # the aliases: 'import re as _envh_tick' is a binding too
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level:
             raise _fail(node, "relative imports are not allowed")
         self._module(node, node.module or "")
         for alias in node.names:
-            if alias.name == "*" or alias.name.startswith("_") or alias.name in _ALL_FORBIDDEN_MEMBERS:
+            if alias.name == "*" or alias.name.startswith("_") or alias.name in FORBIDDEN_ATTRS:
                 raise _fail(node, f"'from {node.module} import {alias.name}' is not allowed")
+        self.generic_visit(node)
 
     def _module(self, node: ast.AST, name: str) -> None:
-        if name.split(".")[0] not in ALLOWED_MODULES or "._" in name:
+        if name not in ALLOWED_MODULES:
             raise _fail(node, f"import of {name!r} is not allowed; allowed modules: "
                               f"{', '.join(sorted(ALLOWED_MODULES))}")
 
@@ -85,12 +89,31 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr in _ALL_FORBIDDEN_MEMBERS:
-            raise _fail(node, f"{node.attr!r} is not allowed: it reads attributes by name")
-        if node.attr.startswith(FORBIDDEN_ATTR_PREFIXES) or node.attr in FORBIDDEN_ATTRS:
-            raise _fail(node, f"attribute {node.attr!r} is not allowed "
-                              "(no private, dunder, frame or str.format access)")
+        self._attr(node, node.attr)
+        if not isinstance(node.ctx, ast.Load):
+            raise _fail(node, f"assigning or deleting attribute {node.attr!r} is not allowed: "
+                              "records are immutable; build a new one (evolve) or use memo")
         self.generic_visit(node)
+
+    @staticmethod
+    def _attr(node: ast.AST, attr: str) -> None:
+        if attr.startswith(FORBIDDEN_ATTR_PREFIXES) or attr in FORBIDDEN_ATTRS:
+            raise _fail(node, f"attribute {attr!r} is not allowed (no private, dunder, frame, "
+                              "str.format or attribute-by-name access)")
+
+    def visit_MatchClass(self, node: ast.MatchClass) -> None:
+        for attr in node.kwd_attrs:  # 'case str(__class__=c)' reads an attribute by name
+            self._attr(node, attr)
+        self.generic_visit(node)
+
+    def visit_Try(self, node: ast.Try) -> None:
+        for stmt in node.finalbody:  # a jump out of 'finally' discards the time-limit exception
+            for sub in ast.walk(stmt):
+                if isinstance(sub, (ast.Return, ast.Break, ast.Continue)) and _jumps_out(stmt, sub):
+                    raise _fail(sub, "'return', 'break' or 'continue' inside 'finally' is not allowed")
+        self.generic_visit(node)
+
+    visit_TryStar = visit_Try  # type: ignore[assignment]
 
     def _def(self, node: ast.FunctionDef | ast.Lambda) -> None:
         name = getattr(node, "name", "<lambda>")
@@ -103,7 +126,7 @@ class _Checker(ast.NodeVisitor):
     visit_Lambda = _def  # type: ignore[assignment]
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
-        if node.type is None or (isinstance(node.type, ast.Name) and node.type.id == "BaseException"):
+        if node.type is None:
             raise _fail(node, "catch specific exceptions (e.g. 'except Exception:'), not everything")
         self.generic_visit(node)
 
@@ -189,69 +212,25 @@ class _Instrument(ast.NodeTransformer):
         return ast.copy_location(ast.Assign([node.target], value), node)
 
 
-def _too_big(what: str) -> ContractCodeError:
-    return ContractCodeError(f"{what} would exceed the size limit of {MAX_SIZE:,} elements")
+def _jumps_out(final_stmt: ast.stmt, jump: ast.AST) -> bool:
+    """Does ``jump`` (in a finally block) leave the block, rather than a loop or function
+    nested inside the block?"""
+    for node in ast.walk(final_stmt):
+        if node is jump:
+            continue
+        inner = isinstance(node, (ast.FunctionDef, ast.Lambda)) or (
+            isinstance(node, (ast.For, ast.While)) and not isinstance(jump, ast.Return))
+        if inner and any(n is jump for n in ast.walk(node)):
+            return False
+    return True
 
 
-def _mul(a: Any, b: Any) -> Any:
-    for seq, n in ((a, b), (b, a)):
-        if isinstance(seq, (str, bytes, list, tuple)) and isinstance(n, int) and len(seq) * n > MAX_SIZE:
-            raise _too_big("repeating a sequence")
-    return a * b
-
-
-def _pow(a: Any, b: Any) -> Any:
-    if isinstance(a, int) and isinstance(b, int) and abs(a) > 1 and b * max(abs(a).bit_length(), 1) > 1_000_000:
-        raise _too_big("an integer power")
-    return a ** b
-
-
-def _lshift(a: Any, b: Any) -> Any:
-    if isinstance(b, int) and b > 1_000_000:
-        raise _too_big("a left shift")
-    return a << b
-
-
-def _pow3(base: Any, exp: Any, mod: Any = None) -> Any:
-    """The ``pow`` builtin with the same size cap as ``**`` (modular powers stay small)."""
-    return _pow(base, exp) if mod is None else pow(base, exp, mod)
-
-
-def _range(*args: int) -> range:
-    r = range(*args)
-    if len(r) > MAX_SIZE:
-        raise _too_big("range()")
-    return r
-
-
-def _safe_module(name: str) -> types.SimpleNamespace:
-    import importlib
-
-    mod = importlib.import_module(name)
-    banned = FORBIDDEN_MEMBERS.get(name, frozenset())
-    public = {k: v for k, v in vars(mod).items()
-              if not k.startswith("_") and not isinstance(v, types.ModuleType) and k not in banned}
-    if name == "collections":
-        import collections.abc as cabc
-        public["abc"] = _safe_module_obj(cabc)
-    return types.SimpleNamespace(**public)
-
-
-def _safe_module_obj(mod: types.ModuleType) -> types.SimpleNamespace:
-    return types.SimpleNamespace(**{k: v for k, v in vars(mod).items()
-                                    if not k.startswith("_") and not isinstance(v, types.ModuleType)})
-
-
-def _import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
-    root = name.split(".")[0]
-    if level or root not in ALLOWED_MODULES:
-        raise ImportError(f"import of {name!r} is not allowed")
-    ns = _safe_module(root)
-    if "." in name and not fromlist:
-        return ns
-    for part in name.split(".")[1:]:
-        ns = getattr(ns, part)
-    return ns
+def _import(modules: dict[str, caps.Namespace]) -> Callable[..., Any]:
+    def import_(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+        if level or name not in modules:
+            raise ImportError(f"import of {name!r} is not allowed")
+        return modules[name]
+    return import_
 
 
 class Sandbox:
@@ -272,7 +251,7 @@ class Sandbox:
         fuel = [max_ops]
         tree = parse_and_check(source)
         if allowed_functions is not None:
-            _check_top_level(tree, set(allowed_functions))
+            check_top_level(tree, set(allowed_functions))
         tree = ast.fix_missing_locations(_Instrument(tree).visit(tree))
         code = compile(tree, FILENAME, "exec")
         deadline, monotonic, limit = self._deadline, time.monotonic, time_limit
@@ -300,11 +279,11 @@ class Sandbox:
                     raise _Timeout(n < 0)
                 yield item
 
-        safe = {n: getattr(builtins, n) for n in SAFE_BUILTINS if hasattr(builtins, n)}
-        safe.update(range=_range, pow=_pow3, __import__=_import)
+        modules = caps.build_modules(guarded)
         self.namespace: dict[str, Any] = {
-            "__builtins__": safe, "__name__": "contract", _TICK: tick, _ITER: guarded,
-            _MUL: _mul, _POW: _pow, _LSHIFT: _lshift, **(names or {})}
+            "__builtins__": caps.build_builtins(guarded, _import(modules)), "__name__": "contract",
+            _TICK: tick, _ITER: guarded, _MUL: caps.cap_mul, _POW: caps.cap_pow, _LSHIFT: caps.cap_lshift,
+            **(names or {})}
 
         def call(fn: Callable[..., Any], hook: str, *args: Any) -> Any:
             fuel[0] = max_ops
@@ -349,6 +328,8 @@ class Sandbox:
             return exc
         if isinstance(exc, EnvhError):
             return exc  # raised by envh under the code (e.g. non-JSON state): not the code's fault
+        if isinstance(exc, caps.SizeLimit):
+            return ContractCodeError(str(exc), lineno=_code_line(exc), hook=hook)
         if isinstance(exc, (Exception, RecursionError)):
             return ContractCodeError(f"{type(exc).__name__}: {exc}", lineno=_code_line(exc), hook=hook)
         return exc  # KeyboardInterrupt, SystemExit: not the code's business to swallow
@@ -376,7 +357,7 @@ def parse_and_check(source: str) -> ast.Module:
     return tree
 
 
-def _check_top_level(tree: ast.Module, allowed: set[str]) -> None:
+def check_top_level(tree: ast.Module, allowed: set[str]) -> None:
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.Assign, ast.AnnAssign)):
             continue

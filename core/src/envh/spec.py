@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
@@ -38,6 +38,9 @@ class EnvSpec:
     bridge: str
     config: dict[str, Any] = attrs.field(factory=dict)
     layers: tuple[LayerSpec, ...] = ()
+    #: ``untrusted``: every layer's code runs in the jail process (envh.jail), whatever
+    #: the layer itself says; for anything an LLM wrote.
+    trust: Literal["trusted", "untrusted"] = "trusted"
 
 
 @attrs.frozen(kw_only=True)
@@ -47,6 +50,7 @@ class BuildContext:
     registry: Registry
     index: int
     make: Callable[[EnvSpec], ActionableEnv]
+    trust: str = "trusted"
 
 
 _BRIDGE_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
@@ -72,7 +76,11 @@ def load_spec_data(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise errors.SpecError(f"Spec {str(source)[:80]!r} is not valid YAML/JSON: {exc}") from exc
+        where = str(path) if path is not None and path.exists() else "(inline spec)"
+        detail = str(exc).replace('"<unicode string>"', where).replace("<unicode string>", where)
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise errors.SpecError(f"Spec {where} is not valid YAML/JSON{at}: {detail}") from exc
     if not isinstance(data, dict):
         raise errors.SpecError(f"A spec must be a mapping with a 'bridge' key, got {type(data).__name__}.")
     return data
@@ -105,8 +113,12 @@ def spec_id(spec: EnvSpec | Mapping[str, Any] | str | Path, registry: Registry |
     return hashlib.sha256(canonical_json(spec_to_data(parsed, registry)).encode()).hexdigest()
 
 
-def make(spec: EnvSpec | Mapping[str, Any] | str | Path, *, registry: Registry | None = None) -> ActionableEnv:
-    """Build the env stack a spec describes: the bridge, then each layer around it."""
+def make(spec: EnvSpec | Mapping[str, Any] | str | Path, *, registry: Registry | None = None,
+         trust: str | None = None) -> ActionableEnv:
+    """Build the env stack a spec describes: the bridge, then each layer around it.
+    ``trust="untrusted"`` (or the spec's own ``trust: untrusted``) runs all contract code
+    in the jail; nested specs (chain legs) inherit it."""
+    from .harness import record_layer
     from .plugins.manager import get_registry
 
     reg = registry or get_registry()
@@ -119,8 +131,10 @@ def make(spec: EnvSpec | Mapping[str, Any] | str | Path, *, registry: Registry |
     try:
         for i, layer in enumerate(parsed.layers):
             kind = reg.component_kind(layer.kind)
-            ctx = BuildContext(registry=reg, index=i, make=lambda s: make(s, registry=reg))
-            env = kind.load()(layer, env, ctx)
+            level = "untrusted" if "untrusted" in (trust, parsed.trust) else "trusted"
+            ctx = BuildContext(registry=reg, index=i, make=lambda s, t=level: make(s, registry=reg, trust=t),
+                               trust=level)
+            env = record_layer(kind.load()(layer, env, ctx), env)  # base bridges stay known
             if getattr(env, "layer_id", None) in (None, layer.kind):
                 object.__setattr__(env, "layer_id", layer.id or f"{i}:{layer.kind}")
     except BaseException:

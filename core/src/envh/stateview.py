@@ -7,30 +7,31 @@ fetched lazily, so a hook that never looks at the state costs nothing.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from . import errors
-from .types import FrozenArgs, FrozenList
+from .types import FrozenList
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def freeze(value: Any, where: str = "$") -> Any:
-    """Deep-freeze plain JSON data (dicts and lists become read-only subclasses of
-    themselves, so they still serialise and compare as JSON); reject anything else."""
+    """Deep-freeze plain JSON data (objects become ``MappingProxyType``, arrays
+    ``FrozenList``: truly read-only, not subclasses of dict or list); reject anything else."""
     t = type(value)
-    if t in _SCALARS or t is FrozenArgs or t is FrozenList:
+    if t in _SCALARS or t is FrozenList:
         return value
-    if isinstance(value, dict):
+    if isinstance(value, (dict, MappingProxyType)):
         out = {}
         for k, v in value.items():
             if type(k) is not str:
                 raise errors.StateError(f"env state key {k!r} at {where} is not a string")
             out[k] = v if type(v) in _SCALARS else freeze(v, f"{where}.{k}")
-        return FrozenArgs(out)
+        return MappingProxyType(out)
     if isinstance(value, (list, tuple)):
-        return FrozenList([v if type(v) in _SCALARS else freeze(v, f"{where}[{i}]")
-                           for i, v in enumerate(value)])
+        return FrozenList(v if type(v) in _SCALARS else freeze(v, f"{where}[{i}]")
+                          for i, v in enumerate(value))
     if isinstance(value, (str, int, float)):
         return value
     raise errors.StateError(
@@ -45,12 +46,12 @@ class LazyState(Mapping[str, Any]):
 
     def __init__(self, source: Any) -> None:
         self._source = source
-        self._data: FrozenArgs | None = None
+        self._data: Mapping[str, Any] | None = None
 
-    def _load(self) -> FrozenArgs:
+    def _load(self) -> Mapping[str, Any]:
         if self._data is None:
             data = freeze(self._source.get_env_state())
-            if not isinstance(data, FrozenArgs):
+            if type(data) is not MappingProxyType:
                 raise errors.StateError("get_env_state() must return a dict")
             self._data = data
         return self._data

@@ -240,6 +240,13 @@ class ComponentContract:
                 Action(tool="combine", args={"i": 0, "j": 1, "op": "add"}), Action(tool="stop")]
 
     @pytest.fixture
+    def failing_actions(self) -> list[Action]:
+        """A play of ``task`` that the base verifier fails (1+2+6+6 = 15, then stop)."""
+        return [Action(tool="combine", args={"i": 0, "j": 1, "op": "add"}),
+                Action(tool="combine", args={"i": 0, "j": 1, "op": "add"}),
+                Action(tool="combine", args={"i": 0, "j": 1, "op": "add"}), Action(tool="stop")]
+
+    @pytest.fixture
     def stack_spec(self, base_spec: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
         return {**base_spec, "layers": [*base_spec.get("layers", []), layer]}
 
@@ -266,6 +273,44 @@ class ComponentContract:
                     assert stack.evaluate().success <= bare.evaluate().success
                 else:
                     assert stack.evaluate() == bare.evaluate()
+        finally:
+            stack.close()
+
+    def test_a_failing_play_stays_failed(self, stack_spec: dict[str, Any], base_spec: dict[str, Any],
+                                         task: TaskRef | None, failing_actions: list[Action]) -> None:
+        """A component cannot force success: the play the base verifier fails, played
+        through the stack, is judged by the base bridges alone — and the stack's own
+        verdict and every step's reward agree with them."""
+        from .harness import audit_stack, base_envs
+
+        with self._make({k: v for k, v in base_spec.items() if k != "layers"}) as bare:
+            play(bare, task, self.seed, failing_actions)
+            assert not bare.evaluate().success, "failing_actions must fail on the bare env"
+        stack = self._make(stack_spec)
+        try:
+            bases = base_envs(stack)
+            rewards: list[float] = []
+            base = bases[0]
+            step = base.step
+
+            def tapped(action: Action) -> EnvResponse:
+                resp = step(action)
+                rewards.append(resp.reward)
+                return resp
+
+            base.step = tapped  # type: ignore[method-assign]
+            try:
+                responses = play(stack, task, self.seed, failing_actions)
+            finally:
+                del base.step
+            assert audit_stack(stack) == [], "a layer can change the reward or verdict behind the hooks"
+            verdicts = [type(b).evaluate(b) for b in bases]
+            assert stack.evaluate().success is all(v.success for v in verdicts)
+            if not self.composes_verdicts:
+                assert stack.evaluate() == verdicts[0]
+            assert not stack.evaluate().success, "the stack turned a failing play into a success"
+            outer = [r.reward for r in responses if not (r.info.get("error") or {}).get("type") == "blocked"]
+            assert outer == rewards[-len(outer):] if outer else True, "a layer changed a step's reward"
         finally:
             stack.close()
 

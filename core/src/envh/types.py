@@ -1,11 +1,17 @@
 """Frozen records that cross boundaries: between env and policy, layers, processes.
 
 They carry no behaviour and no serialization methods; ``envh.serialization`` owns the
-one converter that turns them into JSON data and back.
+one converter that turns them into JSON data and back. Payloads are truly immutable
+(``MappingProxyType`` and tuples, never dict or list subclasses): nothing a component or
+contract hook does to a record changes what the base env executes or what the
+trajectory records (DESIGN invariant 3).
 """
 
 from __future__ import annotations
 
+import copyreg
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -13,49 +19,64 @@ import attrs
 JSON = Any  # plain JSON data: dict / list / str / int / float / bool / None
 
 
-def _blocked(self: Any, *args: Any, **kwargs: Any) -> None:
-    raise TypeError(f"{type(self).__name__} is read-only: build a new record instead")
-
-
-class FrozenList(list):  # type: ignore[type-arg]
-    """A list that cannot be changed in place (JSON-serialisable, equal to lists)."""
+class FrozenList(tuple):  # type: ignore[type-arg]
+    """An immutable JSON array: a tuple (no method mutates it, not even ``list.append``
+    called on it) that still compares equal to the list it was made from."""
 
     __slots__ = ()
-    append = extend = insert = remove = pop = clear = sort = reverse = _blocked  # type: ignore[assignment]
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _blocked  # type: ignore[assignment]
 
-    def __reduce__(self) -> Any:
-        return (FrozenList, (list(self),))
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, list):
+            return tuple.__eq__(self, tuple(other))
+        return tuple.__eq__(self, other)
 
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
 
-class FrozenArgs(dict):  # type: ignore[type-arg]
-    """A dict that cannot be changed in place, so records stay immutable all the way down
-    (JSON-serialisable, equal to dicts, picklable)."""
+    __hash__ = tuple.__hash__
 
-    __slots__ = ()
-    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = _blocked  # type: ignore[assignment]
-    __ior__ = _blocked  # type: ignore[assignment]
-
-    def __reduce__(self) -> Any:
-        return (FrozenArgs, (dict(self),))
-
-
-def frozen(value: Any) -> Any:
-    """Deep read-only copy of JSON-like data (dicts and lists become frozen subclasses)."""
-    t = type(value)
-    if t is FrozenArgs or t is FrozenList:
-        return value
-    if isinstance(value, dict):
-        for v in value.values():
-            if type(v) not in _PLAIN:
-                return FrozenArgs({k: frozen(v) for k, v in value.items()})
-        return FrozenArgs(value)
-    if isinstance(value, (list, tuple)):
-        return FrozenList([frozen(v) for v in value])
-    return value
+    def __repr__(self) -> str:
+        return repr(list(self))
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
+_FROZEN = frozenset({MappingProxyType, FrozenList})
+
+
+def frozen(value: Any) -> Any:
+    """Deep read-only copy of JSON-like data: mappings become ``MappingProxyType`` over a
+    private dict, lists and tuples become ``FrozenList``. Neither is a dict or list
+    subclass, so no inherited method (``dict.update(args, ...)``) can change them."""
+    t = type(value)
+    if t in _PLAIN or t in _FROZEN:
+        return value
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: v if type(v) in _PLAIN else frozen(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return FrozenList(v if type(v) in _PLAIN else frozen(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """A plain, mutable JSON copy (dicts and lists) of ``frozen`` data, for ``json.dumps``
+    and for code that builds a new value from an old one."""
+    t = type(value)
+    if t in _PLAIN:
+        return value
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [thaw(v) for v in value]
+    return value
+
+
+def _proxy(data: dict[str, Any]) -> MappingProxyType[str, Any]:
+    return MappingProxyType(data)
+
+
+# pickling and deepcopy of records (process pools, Ray) rebuild the read-only view
+copyreg.pickle(MappingProxyType, lambda m: (_proxy, (dict(m),)))  # type: ignore[arg-type]
+_EMPTY: MappingProxyType[str, Any] = MappingProxyType({})
 
 
 @attrs.frozen(kw_only=True)
@@ -75,7 +96,7 @@ class Action:
     """A tool call proposed by a policy: ``tool`` names one of ``env.tools()``."""
 
     tool: str
-    args: dict[str, Any] = attrs.field(factory=FrozenArgs, converter=frozen)
+    args: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=frozen)
 
 
 @attrs.frozen(kw_only=True)
@@ -90,7 +111,7 @@ class Observation:
     """What the policy sees: ``text`` for language models, ``data`` for structure."""
 
     text: str
-    data: dict[str, Any] = attrs.field(factory=FrozenArgs, converter=frozen)
+    data: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=frozen)
 
 
 @attrs.frozen(kw_only=True)

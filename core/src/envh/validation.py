@@ -9,6 +9,7 @@ handling for a few hundred nanoseconds a step.
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any
 
 from .types import ToolSpec
@@ -24,7 +25,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "number": (int, float),
     "boolean": (bool,),
     "array": (list, tuple),
-    "object": (dict,),
+    "object": (dict, MappingProxyType),  # Action.args and nested objects are read-only views
     "null": (type(None),),
 }
 
@@ -48,7 +49,7 @@ def _compile(schema: dict[str, Any]) -> Checker:
             return f"{where} must be one of {enum}, got {value!r:.80}"
         if isinstance(value, str) and len(value) > max_len:
             return f"{where} is {len(value)} characters long; the limit is {max_len}"
-        if isinstance(value, dict):
+        if isinstance(value, (dict, MappingProxyType)):
             for key in required:
                 if key not in value:
                     return f"{where} is missing required argument {key!r}"

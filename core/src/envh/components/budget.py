@@ -7,7 +7,7 @@ from typing import Any, Literal
 import attrs
 
 from ..env import ActionableEnv
-from ..harness import EnvHarness
+from ..harness import _VERDICT_COMPOSER, EnvHarness
 from ..spec import BuildContext, LayerSpec
 from ..types import Action, EnvResponse, ResetResult
 
@@ -24,7 +24,7 @@ class BudgetSpec(LayerSpec):
         attrs.validators.ge(2)))
 
 
-class Budget(EnvHarness):
+class Budget(EnvHarness, _core_step=_VERDICT_COMPOSER):
     """Counts the policy's steps (not a stage's replay) and truncates at the limits."""
 
     kind = "budget"

@@ -12,7 +12,7 @@ from .. import errors
 from ..env import ActionableEnv
 from ..harness import _VERDICT_COMPOSER, EnvHarness
 from ..spec import BuildContext, EnvSpec, LayerSpec
-from ..types import Action, EnvResponse, EvaluationResult, Observation, ResetResult, TaskRef, ToolSpec
+from ..types import Action, EnvResponse, EvaluationResult, Observation, ResetResult, TaskRef, ToolSpec, thaw
 
 
 @attrs.frozen(kw_only=True)
@@ -32,7 +32,7 @@ class ChainSpec(LayerSpec):
     leg_tasks: tuple[TaskRef | None, ...] = ()
 
 
-class Chain(EnvHarness, _composes_verdicts=_VERDICT_COMPOSER):
+class Chain(EnvHarness, _composes_verdicts=_VERDICT_COMPOSER, _core_step=_VERDICT_COMPOSER):
     kind = "chain"
 
     def __init__(self, inner: ActionableEnv, legs: list[ActionableEnv], *, mode: str = "sequential",
@@ -185,7 +185,7 @@ class Chain(EnvHarness, _composes_verdicts=_VERDICT_COMPOSER):
 
 
 def _obs_data(obs: Observation | None) -> dict[str, Any] | None:
-    return None if obs is None else {"text": obs.text, "data": obs.data}
+    return None if obs is None else {"text": obs.text, "data": thaw(obs.data)}
 
 
 def _obs_from(data: Mapping[str, Any]) -> Observation:

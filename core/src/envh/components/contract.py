@@ -8,8 +8,12 @@ path in ``cls``) or as untrusted source code (``code``) defining any of::
     def modify_transition(action, response, state, memo): ...  # -> EnvResponse | None
     def filter_observation(observation, state, memo): ...  # -> Observation | str | None
 
-``None`` means "unchanged". ``memo`` is a dict that lives for one episode. The code runs
-in ``envh.sandbox``: violations and runtime errors raise ``ContractCodeError``.
+``None`` means "unchanged". ``memo`` is a dict of JSON data that lives for one episode.
+The code sees only ``envh.capabilities`` (an allow-list of functions, immutable records);
+violations, runtime errors, timeouts and crashes raise ``ContractCodeError``. ``trust``
+picks the tier: ``trusted`` code runs in-process (templates, reviewed specs),
+``untrusted`` code in the jail process (``envh.jail``); a spec marked
+``trust: untrusted`` makes every contract in it untrusted.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ from typing import Any, Literal
 import attrs
 
 from .. import errors
+from ..capabilities import record_factories
 from ..env import ActionableEnv
-from ..harness import EnvHarness
+from ..harness import _VERDICT_COMPOSER, EnvHarness, adopt, hook_view
+from ..jail import wire
 from ..plugins.records import resolve
 from ..sandbox import Sandbox
 from ..spec import BuildContext, LayerSpec
@@ -30,6 +36,8 @@ from ..stateview import LazyState
 from ..types import Action, Block, EnvResponse, Observation, ResetResult
 
 HOOKS = ("filter_action", "modify_transition", "filter_observation")
+TRUST_LEVELS = ("trusted", "untrusted")
+MAX_OPS = 200_000
 
 
 @attrs.frozen(kw_only=True)
@@ -41,45 +49,72 @@ class ContractSpec(LayerSpec):
     cls: str | None = None
     config: dict[str, Any] = attrs.field(factory=dict)
     time_limit_ms: float = attrs.field(default=250.0, validator=attrs.validators.gt(0))
+    trust: Literal["trusted", "untrusted"] = "trusted"
 
     def __attrs_post_init__(self) -> None:
         if (self.code is None) == (self.cls is None):
             raise ValueError("a contract needs exactly one of 'code' or 'cls'")
 
 
-class CodeContract(EnvHarness):
-    """A contract whose hooks are untrusted code run in the sandbox."""
+class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
+    """A contract whose hooks are contract code: in-process for ``trust="trusted"``, in the
+    jail process (``envh.jail``) for ``trust="untrusted"``. Both tiers see the same
+    capabilities and give the same answers; only the containment differs."""
 
     kind = "contract"
 
     def __init__(self, inner: ActionableEnv, code: str, *, time_limit: float = 0.25,
-                 layer_id: str | None = None) -> None:
+                 layer_id: str | None = None, trust: str = "trusted", jail: Any = None) -> None:
         super().__init__(inner, layer_id=layer_id)
-        self.code = code
-        names = {"Action": Action, "Block": Block, "Observation": Observation,
-                 "EnvResponse": EnvResponse, "evolve": attrs.evolve}
-        self.sandbox = Sandbox(code, names=names, time_limit=time_limit, allowed_functions=HOOKS)
-        self.fns: dict[str, Any] = {h: self.sandbox.function(h) for h in HOOKS}
-        if not any(self.fns.values()):
+        if trust not in TRUST_LEVELS:
+            raise errors.SpecError(f"trust must be one of {', '.join(TRUST_LEVELS)}, got {trust!r}")
+        self.code, self.trust, self.time_limit = code, trust, time_limit
+        defined, self._reads_state = analyse(code)
+        if not defined:
             raise errors.ContractCodeError(
                 "the code defines none of filter_action, modify_transition, filter_observation")
-        self._overrides = frozenset({"on_reset", *(h for h, f in self.fns.items() if f)})  # type: ignore[misc]
         self.memo: dict[str, Any] = {}
-        # a hook that never reads its state parameter is handed None: no state is fetched
-        self._needs_state = any(f is not None and _reads_param(f, 2 if h == "modify_transition" else 1)
-                                for h, f in self.fns.items())
+        self._jail: Any = None
+        self._program: int | None = None
+        self.fns: dict[str, Any] = dict.fromkeys(HOOKS)
+        if trust == "trusted":
+            self.sandbox: Sandbox | None = Sandbox(code, names=record_factories(), time_limit=time_limit,
+                                                   allowed_functions=HOOKS)
+            self.fns.update({h: self.sandbox.function(h) for h in defined})
+        else:
+            from ..jail import default_jail
+
+            self.sandbox = None
+            self._jail = jail or default_jail()
+            self._program = self._jail.load(code, HOOKS, time_limit=time_limit, max_ops=MAX_OPS)
+            self.fns.update({h: h for h in defined})
+        self._overrides = frozenset({"on_reset", *defined})  # type: ignore[misc]
+        self._needs_state = any(self._reads_state.values())
+
+    # -- calling hooks -------------------------------------------------------------------------
+    def _call(self, hook: str, first: Any, state: Any) -> Any:
+        """Run a two-record hook (filter_action / filter_observation) in this tier."""
+        if self.sandbox is not None:
+            return self.sandbox.call3(self.fns[hook], hook, first, state, self.memo)
+        return self._jailed(hook, [wire.encode(first)])
+
+    def _jailed(self, hook: str, args: list[Any]) -> Any:
+        state = _state_data(self.inner) if self._reads_state.get(hook) else None
+        out, memo = self._jail.call(self._program, hook, args, state, self.memo, self.time_limit)
+        self.memo = memo
+        return out
 
     def step(self, action: Action) -> EnvResponse:
-        """The generic harness step with the three sandboxed hooks inlined: this layer sits
-        on hot paths and its cost is measured (bench/step_overhead.py)."""
+        """The generic harness step with the contract's hooks inlined: this layer sits on
+        hot paths and its cost is measured (bench/step_overhead.py)."""
         if type(action) is not Action:
             return super().step(action)
-        call, memo, fns = self.sandbox.call3, self.memo, self.fns
-        state = LazyState(self.inner) if self._needs_state else None
+        fns = self.fns
+        state = LazyState(self.inner) if self._needs_state and self.sandbox is not None else None
         a_eff, sent, t_eff, o_eff = "passed", action, False, False
-        fa = fns["filter_action"]
-        if fa is not None:
-            out = call(fa, "filter_action", action, state, memo)
+        out: Any = None
+        if fns["filter_action"] is not None:
+            out = self._call("filter_action", action, state)
             if out is not None and out is not action:
                 if type(out) is Block:
                     a_eff = "blocked"
@@ -87,8 +122,7 @@ class CodeContract(EnvHarness):
                     if out != action:
                         a_eff, sent = "rewritten", out
                 else:
-                    raise errors.ContractCodeError(
-                        f"must return Action, Block or None; got {type(out).__name__}", hook="filter_action")
+                    raise _wrong(out, "Action, Block or None", "filter_action")
         if a_eff == "blocked":
             sent, received = out, None
             resp = self._blocked(out)
@@ -100,21 +134,18 @@ class CodeContract(EnvHarness):
             if fns["modify_transition"] is not None:
                 new = self.modify_transition(sent, resp, state)  # type: ignore[arg-type]
                 if new is not resp:
-                    t_eff, resp = new != resp, new
+                    t_eff, resp = True, new
         obs = resp.observation
-        fo = fns["filter_observation"]
-        if fo is not None:
-            new_obs = call(fo, "filter_observation", obs, state, memo)
+        if fns["filter_observation"] is not None:
+            new_obs = self._call("filter_observation", obs, state)
             if new_obs is not None and new_obs is not obs:
                 if type(new_obs) is str:
                     o_eff = new_obs != obs.text
                     new_obs = Observation(text=new_obs, data=obs.data)
-                elif isinstance(new_obs, Observation):
+                elif type(new_obs) is Observation:
                     o_eff = new_obs != obs
                 else:
-                    raise errors.ContractCodeError(
-                        f"must return Observation, str or None; got {type(new_obs).__name__}",
-                        hook="filter_observation")
+                    raise _wrong(new_obs, "Observation, str or None", "filter_observation")
                 obs = new_obs
         return self._finish(resp, obs, sent, received, a_eff, t_eff, o_eff)
 
@@ -123,55 +154,51 @@ class CodeContract(EnvHarness):
         return result
 
     def filter_action(self, action: Action, state: Mapping[str, Any]) -> Action | Block:
-        out = self.sandbox.call_function(self.fns["filter_action"], "filter_action",
-                                         action, state, self.memo)
+        out = self._call("filter_action", action, state)
         if out is None or type(out) is Action or type(out) is Block:
             return action if out is None else out
-        raise errors.ContractCodeError(
-            f"must return Action, Block or None; got {type(out).__name__}", hook="filter_action")
+        raise _wrong(out, "Action, Block or None", "filter_action")
 
     def modify_transition(self, action: Action, response: EnvResponse,
                           state: Mapping[str, Any]) -> EnvResponse:
-        info = response.info
-        effects = info.get("envh")
-        before = (len(info), len(effects) if effects is not None else -1)
-        out = self.sandbox.call_function(self.fns["modify_transition"], "modify_transition",
-                                         action, response, state, self.memo)
-        # info is the caller's dict (no copy per step); in-place edits would go unrecorded
-        if before != (len(info), len(effects) if effects is not None else -1) or info.get("envh") is not effects:
-            raise errors.ContractCodeError(
-                "changed response.info in place; return evolve(response, info={...}) instead",
-                hook="modify_transition")
-        if out is None or out is response:
-            return response
+        """The hook sees a frozen copy of the response (effect records included); only
+        what it returns counts, and never a different reward."""
+        if self.sandbox is not None:
+            view = hook_view(response)
+            out = self.sandbox.call_function(self.fns["modify_transition"], "modify_transition",
+                                             action, view, state, self.memo)
+            if out is None or out is view:
+                return response
+        else:
+            sent = wire.encode(response)
+            out = self._jailed("modify_transition", [wire.encode(action), sent])
+            if out is None:
+                return response
+            if type(out) is EnvResponse and wire.encode(out) == sent:
+                return response
         if type(out) is not EnvResponse:
-            raise errors.ContractCodeError(
-                f"must return EnvResponse or None; got {type(out).__name__}", hook="modify_transition")
+            raise _wrong(out, "EnvResponse or None", "modify_transition")
         if out.reward != response.reward:
             raise errors.ContractCodeError(
                 "changed the reward; rewards come from the benchmark's verifier and are sealed. "
                 "Change the observation or flags instead.", hook="modify_transition")
-        new_info = dict(out.info)
-        if "envh" in info:
-            new_info["envh"] = info["envh"]
-        return EnvResponse(observation=out.observation, reward=out.reward, terminated=out.terminated,
-                           truncated=out.truncated, info=new_info)
+        if out == response:
+            return response
+        return adopt(out, response)
 
     def filter_observation(self, observation: Observation, state: Mapping[str, Any]) -> Observation:
-        out = self.sandbox.call_function(self.fns["filter_observation"], "filter_observation",
-                                         observation, state, self.memo)
+        out = self._call("filter_observation", observation, state)
         if out is None:
             return observation
         if type(out) is str:
             return Observation(text=out, data=observation.data)
-        if isinstance(out, Observation):
+        if type(out) is Observation:
             return out
-        raise errors.ContractCodeError(
-            f"must return Observation, str or None; got {type(out).__name__}", hook="filter_observation")
+        raise _wrong(out, "Observation, str or None", "filter_observation")
 
     def layer_state(self) -> Any:
         try:
-            return json.loads(json.dumps(self.memo))
+            return json.loads(json.dumps(self.memo, default=_plain))
         except (TypeError, ValueError) as exc:
             raise errors.StateError(
                 f"contract {self.layer_id!r}: memo is not JSON data and cannot be saved: {exc}") from exc
@@ -179,24 +206,78 @@ class CodeContract(EnvHarness):
     def load_layer_state(self, data: Any) -> None:
         self.memo = dict(data or {})
 
+    def close(self) -> None:
+        if self._program is not None:
+            self._jail.unload(self._program)
+            self._program = None
+        super().close()
 
-def _reads_param(fn: Any, position: int) -> bool:
-    """Does ``fn`` (or a closure inside it) ever read its positional parameter?"""
-    import dis
 
-    code = fn.__code__
-    if position >= code.co_argcount:
-        return False
-    name = code.co_varnames[position]
-    if name in code.co_cellvars:
-        return True
-    return any(i.argval == name and i.opname.startswith("LOAD") for i in dis.get_instructions(code))
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON data")
+
+
+def _wrong(out: Any, expected: str, hook: str) -> errors.ContractCodeError:
+    name = out.type_name if isinstance(out, wire.Foreign) else type(out).__name__
+    return errors.ContractCodeError(f"must return {expected}; got {name}", hook=hook)
+
+
+def _state_data(env: ActionableEnv) -> Any:
+    data = env.get_env_state()
+    if type(data) is not dict:
+        raise errors.StateError("get_env_state() must return a dict")
+    return data
+
+
+def analyse(code: str) -> tuple[tuple[str, ...], dict[str, bool]]:
+    """Check ``code`` without running it: the hooks it defines, and for each whether it
+    ever reads its ``state`` parameter (a hook that does not is handed ``None``, and no
+    state is fetched). Raises ``ContractCodeError`` at the first problem."""
+    import ast
+
+    from ..sandbox import check_top_level, parse_and_check
+
+    tree = parse_and_check(code)
+    check_top_level(tree, set(HOOKS))
+    defined, reads = [], {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in HOOKS:
+            defined.append(node.name)
+            position = 2 if node.name == "modify_transition" else 1
+            params = node.args.posonlyargs + node.args.args
+            name = params[position].arg if position < len(params) else None
+            reads[node.name] = name is not None and any(
+                isinstance(n, ast.Name) and n.id == name for b in node.body for n in ast.walk(b))
+    return tuple(dict.fromkeys(defined)), reads
+
+
+def check_contract_code(code: str, *, trust: str = "untrusted", time_limit: float = 0.25) -> tuple[str, ...]:
+    """Check contract code the way ``make`` would build it, without an env: static checks,
+    then its top level run in the tier ``trust`` names (the jail by default, so nothing
+    the code does at build time touches this process). The hooks it defines; raises
+    ``ContractCodeError`` with line and column on the first problem."""
+    defined, _ = analyse(code)
+    if not defined:
+        raise errors.ContractCodeError(
+            "the code defines none of filter_action, modify_transition, filter_observation")
+    if trust == "trusted":
+        Sandbox(code, names=record_factories(), time_limit=time_limit, allowed_functions=HOOKS)
+    else:
+        from ..jail import default_jail
+
+        jail = default_jail()
+        jail.unload(jail.load(code, HOOKS, time_limit=time_limit, max_ops=MAX_OPS))
+    return defined
 
 
 def build(spec: ContractSpec, inner: ActionableEnv, ctx: BuildContext) -> EnvHarness:
     layer_id = spec.id or f"{ctx.index}:contract"
     if spec.code is not None:
-        return CodeContract(inner, spec.code, time_limit=spec.time_limit_ms / 1000, layer_id=layer_id)
+        trust = "untrusted" if "untrusted" in (spec.trust, getattr(ctx, "trust", "trusted")) else "trusted"
+        return CodeContract(inner, spec.code, time_limit=spec.time_limit_ms / 1000, layer_id=layer_id,
+                            trust=trust)
     cls = resolve(spec.cls)  # type: ignore[arg-type]
     if not (isinstance(cls, type) and issubclass(cls, EnvHarness)):
         raise errors.SpecError(f"contract cls {spec.cls!r} is not an envh.EnvHarness subclass")

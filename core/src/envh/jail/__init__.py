@@ -1,0 +1,11 @@
+"""The untrusted tier: contract code runs in a separate, limited process (DESIGN invariant 3).
+
+``Jail`` is a persistent helper process fed hook calls over a pipe; ``default_jail()`` is
+the one each host process shares. ``sandboxed_command`` wraps any command in bubblewrap
+namespaces with an empty environment (for workers that must not see the parent's secrets).
+"""
+
+from .bwrap import bwrap_path, sandboxed_command
+from .process import Jail, default_jail
+
+__all__ = ["Jail", "bwrap_path", "default_jail", "sandboxed_command"]

@@ -1,0 +1,117 @@
+"""The jail's wire format: length-prefixed JSON, never pickle (the host must not execute
+anything the jail sends), and the tagged encoding of the records hooks take and return."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from types import MappingProxyType
+from typing import Any
+
+from ..types import Action, Block, EnvResponse, Observation, thaw
+
+MAX_MESSAGE = 32 << 20  # bytes; a bigger answer from the jail is an error, not a read
+_HEADER = struct.Struct(">I")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, MappingProxyType):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON data")
+
+
+def _lenient(value: Any) -> Any:
+    return dict(value) if isinstance(value, MappingProxyType) else repr(value)
+
+
+def send(fd: int, message: Any, *, lenient: bool = False) -> None:
+    """Write one message. The host sends ``lenient``ly (a bridge's odd ``info`` value
+    crosses as its repr); the jail strictly (its memo and records must be JSON data)."""
+    body = json.dumps(message, separators=(",", ":"), ensure_ascii=False,
+                      default=_lenient if lenient else _plain).encode()
+    data = _HEADER.pack(len(body)) + body
+    while data:
+        n = os.write(fd, data)
+        data = data[n:]
+
+
+def read_exact(fd: int, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError("the jail closed its pipe")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def recv(fd: int) -> Any:
+    (size,) = _HEADER.unpack(read_exact(fd, _HEADER.size))
+    if size > MAX_MESSAGE:
+        raise ValueError(f"message of {size:,} bytes exceeds the {MAX_MESSAGE:,} byte limit")
+    return json.loads(read_exact(fd, size))
+
+
+def encode(value: Any) -> Any:
+    """A hook argument or result as JSON data, tagged by record type."""
+    t = type(value)
+    if t is Action:
+        return {"t": "Action", "tool": value.tool, "args": thaw(value.args)}
+    if t is Observation:
+        return {"t": "Observation", "text": value.text, "data": thaw(value.data)}
+    if t is Block:
+        return {"t": "Block", "reason": value.reason}
+    if t is EnvResponse:
+        return {"t": "EnvResponse", "observation": encode(value.observation), "reward": value.reward,
+                "terminated": value.terminated, "truncated": value.truncated, "info": thaw(value.info)}
+    if value is None or t is str:
+        return {"t": "value", "value": value}
+    return {"t": "other", "type": t.__name__[:80]}  # a wrong return type: named, not sent
+
+
+class Foreign:
+    """What a hook returned that is no record: only its type name crosses the pipe."""
+
+    __slots__ = ("type_name",)
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+
+def _str(v: Any, what: str) -> str:
+    if type(v) is not str:
+        raise TypeError(f"{what} must be a str")
+    return v
+
+
+def _obj(v: Any, what: str) -> dict[str, Any]:
+    if type(v) is not dict:
+        raise TypeError(f"{what} must be an object")
+    return v
+
+
+def decode(data: Any) -> Any:
+    """Rebuild a record from ``encode``'s form, checking every field (the jail is hostile)."""
+    tag = _obj(data, "a jail message").get("t")
+    if tag == "Action":
+        return Action(tool=_str(data.get("tool"), "Action.tool"), args=_obj(data.get("args"), "Action.args"))
+    if tag == "Observation":
+        return Observation(text=_str(data.get("text"), "Observation.text"),
+                           data=_obj(data.get("data"), "Observation.data"))
+    if tag == "Block":
+        return Block(reason=_str(data.get("reason"), "Block.reason"))
+    if tag == "EnvResponse":
+        obs = decode(data.get("observation"))
+        reward, flags = data.get("reward"), (data.get("terminated"), data.get("truncated"))
+        if type(obs) is not Observation or type(reward) not in (int, float) or \
+                any(type(f) is not bool for f in flags):
+            raise TypeError("malformed EnvResponse")
+        return EnvResponse(observation=obs, reward=float(reward), terminated=flags[0], truncated=flags[1],
+                           info=_obj(data.get("info"), "EnvResponse.info"))
+    if tag == "other":
+        return Foreign(_str(data.get("type"), "type"))
+    if tag == "value" and (data.get("value") is None or type(data.get("value")) is str):
+        return data.get("value")
+    raise TypeError(f"unknown jail record {str(tag)[:40]!r}")

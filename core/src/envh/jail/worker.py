@@ -1,0 +1,96 @@
+"""The jail process: loads contract programs into ``envh.sandbox`` and answers hook calls
+over its stdin/stdout pipe. Started by ``envh.jail.Jail`` (under bubblewrap, with no
+environment); never imported by the host.
+
+It sets its own hard resource limits before it reads the first program, after importing
+everything a program can reach (so nothing is imported, and no file opened, later).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+from typing import Any
+
+
+def _limit(which: int, soft: int, hard: int | None = None) -> None:
+    hard = soft if hard is None else hard
+    try:
+        resource.setrlimit(which, (soft, hard))
+    except (ValueError, OSError):  # already lower than asked: keep the lower limit
+        pass
+
+
+def _cpu_used() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def main(memory_mb: int, cpu_total_s: int) -> None:
+    from envh import capabilities, sandbox
+    from envh.errors import ContractCodeError
+    from envh.jail import wire
+    from envh.stateview import freeze
+
+    capabilities.build_modules(iter)  # import re2 and every capability module now
+    rin, wout = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+    _limit(resource.RLIMIT_AS, memory_mb << 20)
+    _limit(resource.RLIMIT_FSIZE, 0)
+    _limit(resource.RLIMIT_NPROC, 0)
+    _limit(resource.RLIMIT_NOFILE, 8)
+    _limit(resource.RLIMIT_CORE, 0)
+    _limit(resource.RLIMIT_CPU, cpu_total_s, cpu_total_s + 5)
+    programs: dict[int, tuple[sandbox.Sandbox, dict[str, Any]]] = {}
+    names = capabilities.record_factories()
+
+    def error(exc: BaseException) -> dict[str, Any]:
+        if isinstance(exc, ContractCodeError):
+            return {"error": {"message": exc.message, "lineno": exc.lineno, "col": exc.col, "hook": exc.hook}}
+        return {"error": {"message": f"{type(exc).__name__}: {exc}"[:2000]}}
+
+    while True:
+        try:
+            msg = wire.recv(rin)
+        except EOFError:
+            return
+        op = msg.get("op")
+        try:
+            if op == "load":
+                sb = sandbox.Sandbox(msg["source"], names=names, time_limit=msg["time_limit"],
+                                     max_ops=msg["max_ops"], allowed_functions=msg["hooks"])
+                fns = {h: sb.function(h) for h in msg["hooks"] if sb.function(h) is not None}
+                programs[msg["id"]] = (sb, fns)
+                reply: dict[str, Any] = {"hooks": sorted(fns)}
+            elif op == "call":
+                sb, fns = programs[msg["id"]]
+                hook, memo = msg["hook"], msg["memo"]
+                args = [wire.decode(a) for a in msg["args"]]
+                state = msg["state"]
+                if state is not None:
+                    state = freeze(state)
+                cpu = int(_cpu_used()) + int(msg["cpu_s"]) + 1
+                _limit(resource.RLIMIT_CPU, cpu, cpu_total_s + 5)
+                out = sb.call_function(fns[hook], hook, *args, state, memo)
+                reply = {"out": wire.encode(out), "memo": memo}
+            elif op == "unload":
+                programs.pop(msg["id"], None)
+                reply = {}
+            else:
+                reply = {"error": {"message": f"unknown op {op!r}"}}
+        except BaseException as exc:  # noqa: BLE001 - every failure is an answer, never a dead jail
+            reply = error(exc)
+        try:
+            wire.send(wout, reply)
+        except (TypeError, ValueError) as exc:  # a memo or record holding non-JSON data
+            wire.send(wout, error(ContractCodeError(
+                f"returned or stored something that is not JSON data ({exc}); memo and records "
+                "hold plain data only", hook=msg.get("hook"))))
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]))
