@@ -26,6 +26,7 @@ from .plugins import (
 )
 from .spec import BuildContext, EnvSpec, LayerSpec, make, parse_spec, spec_id, spec_to_data
 from .types import Action, Block, EnvResponse, EvaluationResult, Observation, ResetResult, TaskRef, ToolSpec
+from .validation import compile_tools  # tool-call checkers from tool schemas (designers check stage actions)
 
 __version__ = "0.1.0"
 
@@ -33,6 +34,6 @@ __all__ = [
     "Action", "ActionableEnv", "Block", "Bridge", "BridgeInfo", "BuildContext", "ComponentKind",
     "DesignerInfo", "DiagnoserInfo", "EnvHarness", "EnvResponse", "EnvSpec", "EvaluationResult",
     "ExecutorInfo", "LayerSpec", "Observation", "PolicyInfo", "Registry", "ResetResult", "TaskRef",
-    "TemplateInfo", "ToolSpec", "TrainerInfo", "errors", "get_registry", "hookimpl", "iter_layers",
+    "TemplateInfo", "ToolSpec", "TrainerInfo", "compile_tools", "errors", "get_registry", "hookimpl", "iter_layers",
     "make", "make_plugin_manager", "parse_spec", "spec_id", "spec_to_data", "__version__",
 ]

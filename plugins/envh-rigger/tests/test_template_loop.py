@@ -124,7 +124,7 @@ def test_rollouts_play_in_a_worker_pool(tmp_path):
 def test_replay_plan_autostop_scaffolds_a_policy_that_never_stops():
     import envh
     from envh import Action, TaskRef
-    from envh_rigger.toy24_templates import ReplayPlanAutoStop
+    from envh.bridges.toy24_templates import ReplayPlanAutoStop
 
     task = TaskRef(suite="toy24", split="medium", instance_id="1,2,6,6")
     template, base = ReplayPlanAutoStop(), {"bridge": "toy24"}
@@ -148,7 +148,7 @@ def test_replay_plan_autostop_scaffolds_a_policy_that_never_stops():
 def test_replay_plan_autostop_hint_names_the_next_step_along_the_plan():
     import envh
     from envh import Action, TaskRef
-    from envh_rigger.toy24_templates import ReplayPlanAutoStopHint
+    from envh.bridges.toy24_templates import ReplayPlanAutoStopHint
 
     task = TaskRef(suite="toy24", split="medium", instance_id="1,2,6,6")
     with envh.make({"bridge": "toy24"}) as env:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .hookspecs import hookimpl
-from .records import BridgeInfo, ComponentKind, ExecutorInfo, PolicyInfo
+from .records import BridgeInfo, ComponentKind, ExecutorInfo, PolicyInfo, TemplateInfo
 
 
 @hookimpl
@@ -58,4 +58,21 @@ def envh_policies() -> list[PolicyInfo]:
                    description="Any OpenAI-compatible chat endpoint (openai:MODEL, base_url=...)"),
         PolicyInfo(name="local", factory=f"{p}.local:LocalPolicy",
                    description="A local causal LM through transformers (local:smollm2, local:PATH)"),
+    ]
+
+
+@hookimpl
+def envh_templates() -> list[TemplateInfo]:
+    t = "envh.bridges.toy24_templates"
+    return [
+        TemplateInfo(name="toy24.replay-plan", factory=f"{t}:ReplayPlan", bridge="toy24",
+                     description="Stage: replay the first n steps of the solver's plan (scaffold)"),
+        TemplateInfo(name="toy24.replay-plan-autostop", factory=f"{t}:ReplayPlanAutoStop", bridge="toy24",
+                     description="scaffold: stage 0..n plan steps and stop automatically at the target"),
+        TemplateInfo(name="toy24.replay-plan-autostop-hint", factory=f"{t}:ReplayPlanAutoStopHint",
+                     bridge="toy24", description="scaffold: as replay-plan-autostop, plus next-step hints"),
+        TemplateInfo(name="toy24.hide-number", factory=f"{t}:HideNumber", bridge="toy24",
+                     description="Contract: hide n numbers from the observation (pressure)"),
+        TemplateInfo(name="toy24.block-operator", factory=f"{t}:BlockOperator", bridge="toy24",
+                     description="Contract: block operators the solution does not need (pressure)"),
     ]

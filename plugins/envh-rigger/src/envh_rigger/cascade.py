@@ -1,22 +1,32 @@
 """The free checks a candidate passes before any rollout is spent on it.
 
-In order: ``spec`` (the layers parse as registered component kinds), ``static`` (every
-piece of contract code passes ``envh.sandbox.parse_and_check``), ``schema`` (stage actions
-match the tool schemas), ``dry_run`` (the stack builds, resets, and takes a reference
-episode's actions without raising), ``unsolvable`` (when the bridge has an oracle
-``solve()``, its plan from the candidate's start state must still win under the
-candidate). A failure is typed feedback for the designer and costs no rollouts.
+In order: ``spec`` (the layers parse as registered component kinds), ``static`` (the
+stack builds: contract code passes the sandbox's checks), ``schema`` (stage actions match
+the tool schemas), ``dry_run`` (the stack resets and takes a probe episode's actions
+without raising), ``unsolvable`` (the bridge's reference solution from the candidate's
+start state, replayed through the candidate stack, must still win by the base bridge's
+own verdict: never make the task unsolvable). A failure is typed feedback for the
+designer and costs no rollouts. Bridges without a reference say so: ``reference`` in
+the result tells which check ran.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
-from envh import Action, Registry, TaskRef, errors, make, parse_spec, spec_to_data
-from envh.sandbox import parse_and_check
-from envh.validation import compile_tools
+from envh import (
+    Action,
+    ActionableEnv,
+    Registry,
+    TaskRef,
+    compile_tools,
+    errors,
+    make,
+    parse_spec,
+    spec_to_data,
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -27,10 +37,11 @@ class CascadeResult:
     stage: str = ""
     message: str = ""
     layer: int | None = None
+    reference: str = ""
 
 
-def _fail(stage: str, message: str, layer: int | None = None) -> CascadeResult:
-    return CascadeResult(ok=False, stage=stage, message=message, layer=layer)
+def _fail(stage: str, message: str, layer: int | None = None, reference: str = "") -> CascadeResult:
+    return CascadeResult(ok=False, stage=stage, message=message, layer=layer, reference=reference)
 
 
 def combined(base: dict[str, Any], layers: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -38,32 +49,41 @@ def combined(base: dict[str, Any], layers: Sequence[dict[str, Any]]) -> dict[str
     return {**base, "layers": [*base.get("layers", []), *layers]}
 
 
-def _contracts(data: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(data, dict):
-        if data.get("kind") == "contract" and isinstance(data.get("code"), str):
-            yield data
-        for v in data.values():
-            yield from _contracts(v)
-    elif isinstance(data, list):
-        for v in data:
-            yield from _contracts(v)
+def reference_of(env: ActionableEnv) -> list[Action] | None:
+    """The base bridge's reference solution from its current state (``None``: it has none)."""
+    ref = getattr(env.unwrapped, "reference_actions", None)
+    try:
+        plan = ref() if callable(ref) else None
+    except Exception:  # noqa: BLE001 - a reference that cannot be computed is no reference
+        return None
+    return None if plan is None else list(plan)
+
+
+def replay_reference(env: ActionableEnv, plan: Sequence[Action]) -> tuple[bool, str]:
+    """Play ``plan`` through ``env`` (already reset); whether the base verdict is a win."""
+    for k, action in enumerate(plan):
+        resp = env.step(action)
+        error = resp.info.get("error")
+        if error or resp.info.get("blocked"):
+            return False, (f"the reference solution fails under the candidate at step {k} "
+                           f"({action.tool} {dict(action.args)}): {resp.observation.text[:300]}")
+        if resp.terminated or resp.truncated:
+            break
+    if not env.unwrapped.evaluate().success:
+        return False, "the reference solution no longer wins under the candidate"
+    return True, ""
 
 
 def check(base: dict[str, Any], layers: Any, task: TaskRef, *, registry: Registry,
           reference: Sequence[Action] = ()) -> CascadeResult:
-    """Run the cascade; ``reference`` is an action sequence to probe the stack with."""
+    """Run the cascade; ``reference`` is a probe action sequence (an observed winning
+    episode) used for the dry run when the bridge has no reference solution."""
     if not isinstance(layers, list) or not all(isinstance(x, dict) for x in layers) or not layers:
         return _fail("spec", "layers must be a non-empty list of layer objects, each with a 'kind'")
     try:
         spec = spec_to_data(parse_spec(combined(base, layers), registry), registry)
     except errors.EnvhError as exc:
         return _fail("spec", str(exc))
-    for i, layer in enumerate(layers):
-        for contract in _contracts(layer):
-            try:
-                parse_and_check(contract["code"])
-            except errors.ContractCodeError as exc:
-                return _fail("static", str(exc), i)
     offset = len(base.get("layers", []))
     try:
         with make(base, registry=registry) as env:
@@ -86,39 +106,30 @@ def check(base: dict[str, Any], layers: Any, task: TaskRef, *, registry: Registr
 
 
 def _dry_run(spec: dict[str, Any], task: TaskRef, registry: Registry,
-             reference: Sequence[Action]) -> CascadeResult:
+             probe: Sequence[Action]) -> CascadeResult:
     try:
         env = make(spec, registry=registry)
+    except errors.ContractCodeError as exc:
+        return _fail("static", str(exc))
     except Exception as exc:  # noqa: BLE001 - building untrusted layers may fail in any way
         return _fail("dry_run", f"building the candidate failed: {exc}")
     with env:
         try:
             env.reset(task=task, seed=0)
-        except errors.ReplayError as exc:
-            return _fail("dry_run", f"reset failed: {exc}")
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a stage that cannot replay, a hook that raises
             return _fail("dry_run", f"reset failed: {type(exc).__name__}: {exc}")
-        oracle = getattr(env.unwrapped, "solve", None)
+        plan = reference_of(env)
         try:
-            plan = oracle() if callable(oracle) else None
-        except Exception:  # noqa: BLE001 - an oracle that cannot answer is no oracle
-            plan, oracle = None, None
-        if callable(oracle) and plan is None:
-            return _fail("unsolvable", "no solution exists from the candidate's start state; "
-                                       "stage fewer or different actions")
-        actions = list(plan) if plan is not None else list(reference)
-        try:
-            for k, action in enumerate(actions):
+            if plan is not None:
+                ok, why = replay_reference(env, plan)
+                if not ok:
+                    return _fail("unsolvable", why + ". Never make the task unsolvable: leave the "
+                                 "reference's winning path open", reference="replayed: fails")
+                return CascadeResult(ok=True, reference=f"replayed: the reference ({len(plan)} actions) still wins")
+            for action in probe:
                 resp = env.step(action)
-                if plan is not None and resp.info.get("error"):
-                    return _fail("unsolvable", (
-                        f"the reference solution fails under the candidate at step {k} "
-                        f"({action.tool} {action.args}): {resp.observation.text[:300]}. Never make "
-                        "the task unsolvable: leave at least one winning path open"))
                 if resp.terminated or resp.truncated:
                     break
-            if plan is not None and not env.evaluate().success:
-                return _fail("unsolvable", "the reference solution no longer wins under the candidate")
         except Exception as exc:  # noqa: BLE001 - contract code errors, timeouts, env bugs
             return _fail("dry_run", f"a dry-run step raised {type(exc).__name__}: {exc}")
-    return CascadeResult(ok=True)
+    return CascadeResult(ok=True, reference="none: the bridge has no reference solution from this start state")

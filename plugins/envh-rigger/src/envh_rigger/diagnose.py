@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from envh.rollout.trajectory import Trajectory
+from envh.rollout import Trajectory
 
 from .episodes import summarize
 

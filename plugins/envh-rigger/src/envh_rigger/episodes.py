@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from envh.rollout.trajectory import Trajectory
+from envh.rollout import Trajectory
 
 from .stats import mean_interval, wilson
 

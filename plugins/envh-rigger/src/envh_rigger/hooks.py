@@ -1,4 +1,4 @@
-"""envh hook implementations of the rigger plugin: designers, diagnosers, templates, CLI.
+"""envh hook implementations of the rigger plugin: designers, diagnosers, CLI, policies.
 
 Only ``@hookimpl`` functions live here; each imports its code lazily so loading the
 plugin stays cheap.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envh import DesignerInfo, DiagnoserInfo, PolicyInfo, TemplateInfo, hookimpl
+from envh import DesignerInfo, DiagnoserInfo, PolicyInfo, hookimpl
 
 
 @hookimpl
@@ -26,23 +26,6 @@ def envh_designers() -> list[DesignerInfo]:
 def envh_diagnosers() -> list[DiagnoserInfo]:
     return [DiagnoserInfo(name="stats", factory="envh_rigger.diagnose:StatsDiagnoser",
                           description="Failure axis and slack from rollout statistics")]
-
-
-@hookimpl
-def envh_templates() -> list[TemplateInfo]:
-    t = "envh_rigger.toy24_templates"
-    return [
-        TemplateInfo(name="toy24.replay-plan", factory=f"{t}:ReplayPlan", bridge="toy24",
-                     description="Stage: replay the first n steps of the solver's plan (scaffold)"),
-        TemplateInfo(name="toy24.replay-plan-autostop", factory=f"{t}:ReplayPlanAutoStop", bridge="toy24",
-                     description="scaffold: stage 0..n plan steps and stop automatically at the target"),
-        TemplateInfo(name="toy24.replay-plan-autostop-hint", factory=f"{t}:ReplayPlanAutoStopHint",
-                     bridge="toy24", description="scaffold: as replay-plan-autostop, plus next-step hints"),
-        TemplateInfo(name="toy24.hide-number", factory=f"{t}:HideNumber", bridge="toy24",
-                     description="Contract: hide n numbers from the observation (pressure)"),
-        TemplateInfo(name="toy24.block-operator", factory=f"{t}:BlockOperator", bridge="toy24",
-                     description="Contract: block operators the solution does not need (pressure)"),
-    ]
 
 
 @hookimpl

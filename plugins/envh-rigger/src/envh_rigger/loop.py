@@ -133,7 +133,8 @@ class TaskLoop:
         diagnosis = r.diagnose(baseline_trajs, baseline, self.base["bridge"])
         r.journal.append(self.key, "baseline", {"spec_id": spec_id(self.base, r.registry), "stats": baseline,
                                                 "band": list(band), "direction": direction,
-                                                "diagnosis": diagnosis, "usage": r.usage.to_data()})
+                                                "diagnosis": diagnosis, "usage": r.usage.to_data(),
+                                                "reference": self._reference_note()})
         r.echo(f"[{self.key}] baseline {baseline['success_rate']:.2f} ({baseline['n']} rollouts), "
                f"band {band}, direction {direction or 'none needed'}")
         if direction is None:
@@ -141,7 +142,7 @@ class TaskLoop:
         with make(self.base, registry=r.registry) as env:
             env.reset(task=self.task, seed=0)
             tools, schema = env.tools(), env.env_state_schema()
-        reference = reference_actions(baseline_trajs)
+        reference = probe_actions(baseline_trajs)
         while self.round < r.rounds:
             self.round += 1
             feedback: str | None = None
@@ -186,6 +187,15 @@ class TaskLoop:
                 if direction is None:
                     return "accepted"
         return "rounds"
+
+    def _reference_note(self) -> str:
+        with make(self.base, registry=self.r.registry) as env:
+            env.reset(task=self.task, seed=0)
+            plan = cascade.reference_of(env)
+        if plan is None:
+            return ("none: the bridge has no reference solution for this task, so a candidate is only "
+                    "probed with an observed winning episode, not proven solvable")
+        return f"every candidate replays the bridge's reference solution ({len(plan)} actions) and must still win"
 
     def _proposal(self, ctx: DesignContext) -> Proposal | None:
         if self.pending is not None and self.pending.get("round") == ctx.round and ctx.feedback is None:
@@ -238,7 +248,8 @@ class TaskLoop:
         r.journal.append(self.key, "accepted", {"spec_id": sid, "spec": spec, "path": str(path)})
 
 
-def reference_actions(trajs: list[Any]) -> list[Action]:
-    """Executed actions of the shortest successful trajectory (for dry runs)."""
+def probe_actions(trajs: list[Any]) -> list[Action]:
+    """Executed actions of the shortest successful trajectory (a dry-run probe where the
+    bridge has no reference solution)."""
     wins = sorted((t for t in trajs if t.success), key=steps_of)
     return [s.executed for s in wins[0].steps if s.executed] if wins else []

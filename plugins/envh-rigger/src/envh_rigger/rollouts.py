@@ -15,10 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from envh import Registry, TaskRef, spec_id
-from envh.rollout.runner import run_episode
-from envh.rollout.store import TrajectoryStore, build_manifest
-from envh.rollout.trajectory import EpisodeRequest, Trajectory, trajectory_from_json
-from envh.rollout.warm import Warm, package_versions
+from envh.rollout import (
+    EpisodeRequest,
+    Trajectory,
+    TrajectoryStore,
+    Warm,
+    build_manifest,
+    package_versions,
+    run_episode,
+)
 
 RUN_ID = "rig"
 
@@ -45,19 +50,16 @@ class Rollouts:
             self.store.create_run(RUN_ID, build_manifest(
                 run_id=RUN_ID, config=config or {}, spec_ids=[], seeds=[],
                 versions=package_versions(registry)))
-        self._done = self.store.completed_keys(RUN_ID)
+        # stored episodes, by key: read back through the store's query API, never its tables
+        self._stored: dict[str, Trajectory] = {t.key: t for t in self.store.query(run_id=RUN_ID)}
+        self._done = set(self._stored)
         self.played = 0  # episodes actually run by this process (not read back)
 
     def key(self, task: TaskRef, sid: str, phase: str, seed: int) -> str:
         return f"{task}|{sid[:16]}|{phase}|{seed}"
 
     def cached(self, key: str) -> Trajectory | None:
-        if key not in self._done:
-            return None
-        row = self.store.db.execute(
-            "SELECT data FROM trajectories WHERE run_id = ? AND key = ? AND kind = 'episode'",
-            (RUN_ID, key)).fetchone()
-        return None if row is None else trajectory_from_json(row[0])
+        return self._stored.get(key)
 
     def run(self, spec: dict[str, Any], task: TaskRef, seeds: Sequence[int], phase: str) -> list[Trajectory]:
         """Episodes of ``spec`` on ``task`` for ``seeds`` (read back when already stored)."""
@@ -77,6 +79,7 @@ class Rollouts:
         for traj in self._play(list(todo.values())):
             self.store.append(traj)
             self._done.add(traj.key)
+            self._stored[traj.key] = traj
             self.played += 1
             found[traj.key] = traj
             if self.on_episode is not None:
@@ -89,9 +92,8 @@ class Rollouts:
                 yield run_episode(request, self.warm)
             return
         if self._pool is None:
-            from envh.rollout.executors.pool import PoolExecutor
-
-            self._pool = PoolExecutor(workers=self.workers, log_path=str(self.out / "workers.log"))
+            pool = self.registry.executor("pool").load()
+            self._pool = pool(workers=self.workers, log_path=str(self.out / "workers.log"))
         yield from self._pool.run(requests)
 
     def count(self, phase_prefix: str | None = None) -> int:

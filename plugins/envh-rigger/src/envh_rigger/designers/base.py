@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol
 
 import attrs
 from envh import Registry, TaskRef, ToolSpec
-from envh.rollout.trajectory import Trajectory
+from envh.rollout import Trajectory
 
 from ..targets import Target
 

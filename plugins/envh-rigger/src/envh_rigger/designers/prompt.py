@@ -70,7 +70,13 @@ def _fields(spec_type: Any) -> dict[str, str]:
 
 
 def kinds_section(ctx: DesignContext) -> str:
-    from envh.plugins.records import resolve
+    import importlib
+
+    def resolve(ref: Any) -> Any:  # a ComponentKind's spec_type: a class or "module:attr"
+        if not isinstance(ref, str):
+            return ref
+        module, _, attr = ref.partition(":")
+        return getattr(importlib.import_module(module), attr)
 
     lines = []
     for name, kind in sorted(ctx.registry.component_kinds().items()):

@@ -61,7 +61,9 @@ def view_of(trajectory: Any, source: str = "baseline") -> EpisodeView:
 
 
 def _open_store(run_dir: str | Path) -> Any:
-    from envh.rollout.store import FILENAME, TrajectoryStore
+    from envh.rollout import TrajectoryStore
+
+    FILENAME = "trajectories.sqlite"  # the store file an envh run/rig directory holds
 
     path = Path(run_dir)
     if not (path / FILENAME).is_file() and not path.is_file():

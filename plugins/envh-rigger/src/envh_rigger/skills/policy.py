@@ -35,7 +35,7 @@ class SkilledPolicy:
                                      "e.g. skills:openai:gpt-4o-mini, with the option bank=DIR")
         if not bank:
             raise errors.PolicyError("The skills policy needs bank=DIR (from `envh skills induce`)")
-        from envh.rollout.warm import resolve_policy
+        from envh.rollout import resolve_policy
 
         self.bank = SkillBank.load(bank)
         self.embedder = make_embedder(embedder or self.bank.embedder_name, base_url=embedder_base_url,

@@ -1,4 +1,5 @@
-"""Toy24 templates for the template designer (contributed with ``bridge="toy24"``).
+"""Toy24 templates for the template designer (core contributes them through
+``envh_templates`` with ``bridge="toy24"``, as a bridge plugin does).
 
 * ``ReplayPlan`` (scaffold): a stage replaying the first n combine steps of the solver's
   plan, so the policy starts closer to 24.
@@ -18,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from envh import Action, ActionableEnv, TaskRef
+from ..env import ActionableEnv
+from ..types import Action, TaskRef
 
 OPS = ("add", "sub", "mul", "div")
 
@@ -92,8 +94,8 @@ def _hints(env: ActionableEnv) -> dict[str, str]:
     """Numbers (as the state shows them) → the plan's next call, along the solver's plan."""
     from fractions import Fraction
 
-    from envh.bridges.toy24 import fmt
-    from envh.bridges.toy24_solver import combine
+    from .toy24 import fmt
+    from .toy24_solver import combine
 
     numbers = [Fraction(x) for x in env.get_env_state()["numbers"]]
     hints = {}
