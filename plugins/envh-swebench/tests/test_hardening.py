@@ -215,3 +215,19 @@ def test_snapshot_images_are_collected(make_env, docker_client):
     assert [exists(i) for i in made] == [False, True, True]
     env.close()
     assert not any(exists(i) for i in made)
+
+
+def test_odd_paths_are_editor_errors_not_crashes(env):
+    """Found by attacking the editor: a FIFO read as a directory, a path through a regular
+    file and an over-long name reached the daemon and came back as InfraErrors."""
+    bash(env, "mkfifo pipe; touch plain")
+    try:
+        cases = {"pipe": "not a regular file", "plain/x": "does not exist", "x" * 300: "too long",
+                 "d/" * 2100: "too long"}
+        for path, message in cases.items():
+            resp = edit(env, command="view", path=path)
+            assert message in resp.observation.text and resp.info["error"]["type"] == "editor_error", path
+        created = edit(env, command="create", path="plain/x", file_text="x")
+        assert created.info["error"]["type"] == "editor_error" and "Cannot create" in created.observation.text
+    finally:
+        bash(env, "rm -f pipe plain")

@@ -115,6 +115,16 @@ def parse_size(text: str | int | None) -> int | None:
     return int(float(m.group(1)) * _UNITS[m.group(2)])
 
 
+def _path_problem(exc: Exception) -> bool:
+    """Does a daemon error say the path itself is bad (not the daemon or container)?"""
+    text = str(exc).lower()
+    return any(m in text for m in ("not a directory", "file name too long", "no such file", "invalid argument"))
+
+
+class NotRegularFileError(OSError):
+    """The path is a FIFO, a device or a link, not a regular file."""
+
+
 class FileTooLargeError(OSError):
     """A file is larger than the caller is willing to read."""
 
@@ -294,6 +304,10 @@ class Sandbox:
             stream, stat = self.container.get_archive(path)
         except docker.errors.NotFound as exc:
             raise FileNotFoundError(path) from exc
+        except docker.errors.APIError as exc:
+            if _path_problem(exc):  # a path through a regular file, or too long
+                raise FileNotFoundError(path) from exc
+            raise self.infra_error(f"reading {path[:300]} failed: {str(exc)[:500]}") from exc
         except docker.errors.DockerException as exc:
             raise self.infra_error(f"reading {path} failed: {exc}") from exc
         if stat.get("mode", 0) & (1 << 31):  # os.ModeDir in Go's FileMode
@@ -305,9 +319,11 @@ class Sandbox:
             raise FileTooLargeError(path, int(stat.get("size", 0)), max_bytes)
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
             member = tar.next()
-            handle = tar.extractfile(member) if member is not None else None
-            if handle is None:
+            if member is None or member.isdir():
                 raise IsADirectoryError(path)
+            handle = tar.extractfile(member) if member.isfile() else None
+            if handle is None:  # a FIFO, device or link
+                raise NotRegularFileError(path)
             return handle.read(), stat.get("mode", 0o644) & 0o7777
 
     def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
@@ -322,6 +338,10 @@ class Sandbox:
             ok = self.container.put_archive(directory or "/", buf.getvalue())
         except docker.errors.NotFound as exc:
             raise FileNotFoundError(directory) from exc
+        except docker.errors.APIError as exc:
+            if _path_problem(exc):
+                raise FileNotFoundError(directory) from exc
+            raise self.infra_error(f"writing {path[:300]} failed: {str(exc)[:500]}") from exc
         except docker.errors.DockerException as exc:
             raise self.infra_error(f"writing {path} failed: {exc}") from exc
         if not ok:

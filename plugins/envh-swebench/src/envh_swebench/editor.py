@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from .containers import FileTooLargeError, Sandbox
+from .containers import FileTooLargeError, NotRegularFileError, Sandbox
 
 COMMANDS = ["view", "create", "str_replace", "insert", "undo_edit"]
 SNIPPET_LINES = 4
@@ -73,6 +73,9 @@ class Editor:
         """``raw`` resolved in the container (links followed); EditorError outside the repo."""
         if not isinstance(raw, str) or not raw or "\x00" in raw:
             raise EditorError("Parameter `path` must be a non-empty path string.")
+        if len(raw) > 4096 or any(len(part.encode()) > 255 for part in raw.split("/")):
+            raise EditorError(f"The path {_short(raw, 100)} is too long (at most 4096 characters, "
+                              "255 bytes per part).")
         path = self.resolve(raw)
         if not self._inside(path):
             raise EditorError(f"The path {path} is outside the repository {self.box.workdir}; "
@@ -120,6 +123,8 @@ class Editor:
             raise EditorError(f"The path {path} does not exist. Please provide a valid path.") from None
         except IsADirectoryError:
             raise EditorError(f"The path {path} is a directory; this command needs a file.") from None
+        except NotRegularFileError:
+            raise EditorError(f"The path {path} is not a regular file (a FIFO, device or link).") from None
         try:
             return data.decode("utf-8"), mode
         except UnicodeDecodeError:
@@ -182,16 +187,23 @@ class Editor:
 
     def create(self, path: str, file_text: str) -> str:
         try:
-            self.box.read_file(path)
+            self.box.read_file(path, max_bytes=0)
         except FileNotFoundError:
             pass
         except IsADirectoryError:
             raise EditorError(f"The path {path} is a directory; cannot create a file there.") from None
+        except (NotRegularFileError, FileTooLargeError):
+            raise EditorError(f"File already exists at: {path}. Cannot overwrite files using command `create`.") from None
         else:
             raise EditorError(f"File already exists at: {path}. Cannot overwrite files using command `create`.")
         parent = posixpath.dirname(path)
-        self.box.run(f"mkdir -p {shlex.quote(parent)}", timeout=30, limit=2000)
-        self._write(path, file_text, 0o644, None)
+        made = self.box.run(f"mkdir -p -- {shlex.quote(parent)}", timeout=30, limit=2000)
+        if made["exit_code"] != 0:
+            raise EditorError(f"Cannot create {path}: {made['output'].strip()[:300]}")
+        try:
+            self._write(path, file_text, 0o644, None)
+        except FileNotFoundError:
+            raise EditorError(f"Cannot create {path}: its folder {parent} cannot be made.") from None
         return f"File created successfully at: {path}"
 
     def str_replace(self, path: str, old: str, new: str) -> str:
