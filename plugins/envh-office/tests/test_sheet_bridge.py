@@ -77,6 +77,7 @@ def test_native_tools_and_recalculation(env):
     ({"range": "A1:B", "values": 0}, "not a cell reference"),
     ({"range": "Data!A1", "fill_color": "yellow"}, "hex RGB"),
     ({"range": "Data!A1"}, "Nothing to write"),
+    ({"range": "'New[1]'!A1", "values": 1, "create_sheet": True}, "not a valid sheet name"),
 ])
 def test_failed_writes_change_nothing(env, args, kind):
     env.reset(task=T1, seed=0)
@@ -276,3 +277,11 @@ def test_containers_are_removed_and_orphans_collected(sheet_data, soffice, docke
             dead.remove(force=True)
         except Exception:  # noqa: BLE001 - already removed, as expected
             pass
+
+
+def test_write_range_can_create_a_sheet(env):
+    env.reset(task=T1, seed=0)
+    step(env, "write_range", range="'Report 2024'!A1:B1", values=["Total", "=SUM(Data!D2:D5)"], create_sheet=True)
+    assert [s["name"] for s in env.get_env_state()["sheets"]] == ["Data", "Summary", "Report 2024"]
+    step(env, "recalculate")
+    assert "B1 = =SUM(Data!D2:D5) → 56.15" in step(env, "inspect_range", range="'Report 2024'!A1:B1").observation.text

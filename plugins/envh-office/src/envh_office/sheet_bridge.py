@@ -58,7 +58,8 @@ TOOLS = [
         parameters={"type": "object", "properties": {
             "range": _STR,
             "values": {"type": ["array", "string", "number", "boolean", "null"]},
-            "fill_color": _STR, "font_color": _STR},
+            "fill_color": _STR, "font_color": _STR,
+            "create_sheet": {"type": "boolean", "description": "create the range's sheet if it does not exist"}},
             "required": ["range"], "additionalProperties": False}),
     ToolSpec(name="recalculate", description="Recalculate every formula with LibreOffice (then inspect_range shows values)."),
     ToolSpec(name="validate", description="Check the workbook: it opens, and no formula yields #REF!, #NAME?, #DIV/0! ..."),
@@ -179,7 +180,8 @@ class SpreadsheetBenchEnv(Bridge):
 
     def _tool_write_range(self, state: SheetState, args: Any) -> EnvResponse:
         cells, sheets = workbook.write_range(self.work, args["range"], _plain(args.get("values")),
-                                             fill_color=args.get("fill_color"), font_color=args.get("font_color"))
+                                             fill_color=args.get("fill_color"), font_color=args.get("font_color"),
+                                             create_sheet=bool(args.get("create_sheet", False)))
         self.ops.append({"tool": "write_range", "args": _plain(dict(args))})
         state.edited(sheets, cells=cells, rng=args["range"])
         return self._ok(f"Wrote {cells} cell(s) in {args['range']}.", cells=cells)
@@ -327,7 +329,8 @@ class SpreadsheetBenchEnv(Bridge):
                     if op["tool"] == "write_range":
                         a = op["args"]
                         workbook.write_range(path, a["range"], a.get("values"), fill_color=a.get("fill_color"),
-                                             font_color=a.get("font_color"))
+                                             font_color=a.get("font_color"),
+                                             create_sheet=bool(a.get("create_sheet", False)))
                     else:
                         with open(path, "rb") as f:
                             before = f.read()

@@ -255,7 +255,7 @@ def transaction(path: str) -> Iterator[Any]:
 
 
 def write_range(path: str, text: str, values: Any = None, *, fill_color: str | None = None,
-                font_color: str | None = None) -> tuple[int, list[dict[str, Any]]]:
+                font_color: str | None = None, create_sheet: bool = False) -> tuple[int, list[dict[str, Any]]]:
     """Write values (a scalar, a row, a column or rows; strings starting with '=' are
     formulas) and/or colours to a range. Returns the cells written and the sheets after."""
     from openpyxl.styles import Font, PatternFill
@@ -266,6 +266,10 @@ def write_range(path: str, text: str, values: Any = None, *, fill_color: str | N
     if grid is None and fill is None and font is None:
         raise WorkbookError("Nothing to write: give values, fill_color or font_color.")
     with transaction(path) as wb:
+        if create_sheet and rng.sheet is not None and rng.sheet not in wb.sheetnames:
+            if len(rng.sheet) > 31 or any(ch in rng.sheet for ch in "[]:*?/\\"):
+                raise WorkbookError(f"{rng.sheet[:40]!r} is not a valid sheet name (31 characters, no []:*?/\\).")
+            wb.create_sheet(rng.sheet)
         ws = _sheet(wb, rng)
         for i, row in enumerate(rng.rows()):
             for j, (r, c) in enumerate(row):
