@@ -28,6 +28,8 @@ def envh_component_kinds() -> list[ComponentKind]:
         ComponentKind(name="curriculum", spec_type=f"{c}.curriculum:CurriculumSpec",
                       factory=f"{c}.curriculum:build",
                       description="Adapt the bridge's tunable parameters between episodes (training runs)"),
+        ComponentKind(name="workspace", spec_type=f"{c}.workspace:WorkspaceSpec", factory=f"{c}.workspace:build",
+                      description="Belief, Progress and Experience behind four meta-actions (track/commit/recall/note)"),
     ]
 
 

@@ -1,0 +1,206 @@
+"""Workspace: a runtime harness of Belief, Progress and Experience with four meta-actions.
+
+The layer adds ``track(query)``, ``commit(subgoal, status)``, ``recall(query)`` and
+``note(text)`` to the inner env's tools. A meta-action is answered by the layer and never
+reaches the benchmark, but it is a step like any other: a ``budget`` layer outside the
+workspace charges it (put the budget outside to share one budget), and the state counts
+each meta-action so rewards (GRPO's diversity and spam terms) and designers can read them.
+
+- **Belief**: the bridge's tracker when it has one (``belief_edges()``: ALFWorld's
+  rule-based tracker), else the observations seen; at most ``belief_capacity`` edges,
+  shown only when tracked (``track(world)`` a summary, ``track(<entity>)`` one entity).
+- **Progress**: at most ``progress_capacity`` sub-goals with status todo/tried/blocked/done.
+- **Experience**: ``envh.experience.Library`` at ``library`` (read-only during episodes;
+  ``recall`` returns the top 3 per category); ``note`` appends to this episode's notes file
+  for the next ``envh workspace consolidate``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from typing import Any, Literal
+
+import attrs
+
+from .. import errors
+from ..env import ActionableEnv
+from ..experience import Library, write_note
+from ..harness import _VERDICT_COMPOSER, EnvHarness
+from ..spec import BuildContext, LayerSpec
+from ..types import Action, EnvResponse, Observation, ResetResult, ToolSpec
+
+META = ("track", "commit", "recall", "note")
+STATUSES = ("todo", "tried", "blocked", "done")
+_TEXT = {"type": "string", "maxLength": 500}
+TOOLS = [
+    ToolSpec(name="track", description="Read your belief store: track('world') for a summary, or an entity name.",
+             parameters={"type": "object", "properties": {"query": {**_TEXT, "description": "'world' or an entity"}},
+                         "required": ["query"], "additionalProperties": False}),
+    ToolSpec(name="commit", description="Record a sub-goal and its status in your progress list.",
+             parameters={"type": "object", "properties": {
+                 "subgoal": {**_TEXT, "description": "the sub-goal"},
+                 "status": {"type": "string", "enum": list(STATUSES), "description": "its status"}},
+                 "required": ["subgoal", "status"], "additionalProperties": False}),
+    ToolSpec(name="recall", description="Retrieve skills and lessons from earlier episodes that match a query.",
+             parameters={"type": "object", "properties": {"query": {**_TEXT, "description": "what you need"}},
+                         "required": ["query"], "additionalProperties": False}),
+    ToolSpec(name="note", description="Write down an insight for future episodes.",
+             parameters={"type": "object", "properties": {"text": {**_TEXT, "description": "the insight"}},
+                         "required": ["text"], "additionalProperties": False}),
+]
+
+
+@attrs.frozen(kw_only=True)
+class WorkspaceSpec(LayerSpec):
+    kind: Literal["workspace"] = "workspace"
+    library: str | None = None
+    progress_capacity: int = attrs.field(default=8, validator=attrs.validators.ge(1))
+    belief_capacity: int = attrs.field(default=48, validator=attrs.validators.ge(1))
+    recall_k: int = attrs.field(default=3, validator=attrs.validators.ge(1))
+
+
+class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
+    """Answers the meta-actions itself; every other action goes to the inner env."""
+
+    kind = "workspace"
+
+    def __init__(self, inner: ActionableEnv, spec: WorkspaceSpec, *, layer_id: str | None = None) -> None:
+        super().__init__(inner, layer_id=layer_id)
+        clash = {t.name for t in inner.tools()} & set(META)
+        if clash:
+            raise errors.SpecError(f"The inner env already has tools named {sorted(clash)}; a workspace "
+                                   "cannot add its meta-actions over them.")
+        self.spec = spec
+        self.library: Library | None = None
+        self._start_episode()
+
+    def _start_episode(self) -> None:
+        self.progress: list[dict[str, str]] = []
+        self.seen: list[str] = []
+        self.counts: Counter[str] = Counter({m: 0 for m in META})
+        self.episode = uuid.uuid4().hex
+        if self.spec.library is not None:  # a fresh snapshot each episode: consolidation happens between
+            self.library = Library(self.spec.library)
+
+    # -- the interface ---------------------------------------------------------------
+    def tools(self) -> list[ToolSpec]:
+        return [*self.inner.tools(), *TOOLS]
+
+    def on_reset(self, result: ResetResult) -> ResetResult:
+        self._start_episode()
+        self._remember(result.observation.text)
+        return result
+
+    def step(self, action: Action) -> EnvResponse:
+        if not isinstance(action, Action) or action.tool not in META:
+            resp = self.inner.step(action)
+            if "error" not in resp.info:
+                self._remember(resp.observation.text)
+            info = resp.info
+            info.setdefault("envh", []).append({"layer": self.layer_id, "kind": self.kind, "action": "passed",
+                                                "transition": False, "observation": False})
+            self._last_obs = resp.observation
+            return resp
+        problem = _check(action)
+        if problem:
+            answer, ok = f"Error: {problem}", False
+        else:
+            answer, ok = getattr(self, f"_{action.tool}")(**dict(action.args)), True
+        if ok:
+            self.counts[action.tool] += 1
+        last = self._last_obs.text if self._last_obs is not None else ""
+        obs = Observation(text=f"{answer}\n\n{last}".strip(), data={"workspace": action.tool})
+        info: dict[str, Any] = {"envh": [{"layer": self.layer_id, "kind": self.kind, "action": "meta",
+                                          "meta": action.tool, "transition": True, "observation": True}],
+                                "workspace": {"meta": action.tool, "counts": dict(self.counts)}}
+        if not ok:
+            info["error"] = {"type": "invalid_arguments", "message": problem}
+        return EnvResponse(observation=obs, reward=0.0, info=info)
+
+    def get_env_state(self) -> dict[str, Any]:
+        state = dict(self.inner.get_env_state())
+        state["workspace"] = {"counts": dict(self.counts), "progress": [dict(p) for p in self.progress],
+                              "belief_size": len(self._belief()), "notes": self.counts["note"]}
+        return state
+
+    def env_state_schema(self) -> dict[str, Any]:
+        schema = dict(self.inner.env_state_schema())
+        props = dict(schema.get("properties", {}))
+        props["workspace"] = {"type": "object", "description": "the workspace layer: meta-action counts this "
+                              "episode (track/commit/recall/note), the progress list, belief size, notes taken"}
+        schema["properties"] = props
+        return schema
+
+    # -- the stores --------------------------------------------------------------------
+    def _remember(self, text: str) -> None:
+        self.seen = [*self.seen, text][-self.spec.belief_capacity:]
+
+    def _belief(self) -> list[tuple[str, str, str]]:
+        edges = getattr(self.inner.unwrapped, "belief_edges", None)
+        found = edges() if callable(edges) else None
+        if found is None:  # generic fallback: what was observed, newest last
+            found = [("observation", str(i), text[:200]) for i, text in enumerate(self.seen)]
+        return [tuple(map(str, e)) for e in found][-self.spec.belief_capacity:]  # type: ignore[misc]
+
+    def _track(self, query: str) -> str:
+        edges = self._belief()
+        q = query.strip().lower()
+        if q in ("world", "all", ""):
+            lines = [" ".join(e) for e in edges[-12:]]
+            return f"Belief ({len(edges)} facts):\n" + ("\n".join(lines) or "nothing yet")
+        hits = [" ".join(e) for e in edges if q in e[0].lower() or q in e[2].lower()]
+        return f"Belief about {query}:\n" + ("\n".join(hits[-12:]) or "nothing known")
+
+    def _commit(self, subgoal: str, status: str) -> str:
+        subgoal = " ".join(subgoal.split())
+        for item in self.progress:
+            if item["subgoal"] == subgoal:
+                item["status"] = status
+                break
+        else:
+            if len(self.progress) >= self.spec.progress_capacity:
+                closed = [p for p in self.progress if p["status"] in ("done", "tried")]
+                if not closed:
+                    return (f"Error: progress is full ({self.spec.progress_capacity} open sub-goals); "
+                            "mark one done, tried or blocked first.")
+                self.progress.remove(closed[0])
+            self.progress.append({"subgoal": subgoal, "status": status})
+        listing = "\n".join(f"[{p['status']}] {p['subgoal']}" for p in self.progress)
+        return f"Progress:\n{listing}"
+
+    def _recall(self, query: str) -> str:
+        if self.library is None:
+            return "Experience: no library is configured for this workspace."
+        found = self.library.recall(query, self.spec.recall_k)
+        if not found:
+            return "Experience: nothing matches."
+        return "Experience:\n" + "\n".join(f"{c}: " + " | ".join(items) for c, items in found.items())
+
+    def _note(self, text: str) -> str:
+        if self.spec.library is None:
+            return "Noted for this episode (no experience library is configured, so it will not be kept)."
+        task_words = sorted({w for e in self.seen[:1] for w in e.lower().split()})[:50]
+        write_note(self.spec.library, self.episode, {"text": text, "task_words": task_words})
+        return "Noted (it joins the experience library at the next consolidation)."
+
+
+def _check(action: Action) -> str | None:
+    spec = next(t for t in TOOLS if t.name == action.tool)
+    props = spec.parameters["properties"]
+    args = dict(action.args)
+    missing = [k for k in spec.parameters["required"] if k not in args]
+    extra = [k for k in args if k not in props]
+    if missing or extra:
+        return f"{action.tool} takes {', '.join(props)}" + (f"; missing {missing}" if missing else "") + \
+            (f"; unknown {extra}" if extra else "")
+    for key, value in args.items():
+        if not isinstance(value, str) or len(value) > 500:
+            return f"{action.tool}: {key} must be a string of at most 500 characters"
+        if "enum" in props[key] and value not in props[key]["enum"]:
+            return f"{action.tool}: {key} must be one of {', '.join(props[key]['enum'])}"
+    return None
+
+
+def build(spec: WorkspaceSpec, inner: ActionableEnv, ctx: BuildContext) -> Workspace:
+    return Workspace(inner, spec, layer_id=spec.id or f"{ctx.index}:workspace")

@@ -1,0 +1,230 @@
+"""The Experience library of the ``workspace`` kind: cross-episode skills on disk.
+
+Four categories (general skills, task-specific skills, common mistakes, object-location
+priors), at most ``capacity`` entries each (80), evicted least-frequently-used: a new entry
+starts at count 1 and every retrieval adds one. Episodes never write the library: the
+``note`` meta-action buffers an insight into the episode's own notes file
+(``notes/<episode>.jsonl``), so any number of workers can share one library while it is
+frozen; ``consolidate`` then decides per note ADD / UPDATE / REMOVE / SKIP (preferring
+UPDATE when a note overlaps an entry), writes the next version atomically and files the
+notes it used. The rule-based consolidator needs nothing; ``LLMConsolidator`` asks any
+OpenAI-compatible endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from . import errors
+
+CATEGORIES = ("general", "task", "mistakes", "locations")
+CAPACITY = 80
+_WORD = re.compile(r"[a-z0-9]+")
+_MISTAKE = re.compile(r"\b(don'?t|do not|avoid|never|mistake|failed|wrong|instead of)\b")
+_LOCATION = re.compile(r"\b(is|are|usually|often|found|kept)\b.*\b(in|on|at|inside|under)\b")
+
+
+def words(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
+
+
+def overlap(a: str, b: str) -> float:
+    """Jaccard overlap of the two texts' words."""
+    wa, wb = words(a), words(b)
+    return len(wa & wb) / len(wa | wb) if wa and wb else 0.0
+
+
+def categorize(text: str, task_words: Iterable[str] = ()) -> str:
+    lowered = text.lower()
+    if _MISTAKE.search(lowered):
+        return "mistakes"
+    if _LOCATION.search(lowered):
+        return "locations"
+    if words(text) & set(task_words):
+        return "task"
+    return "general"
+
+
+class Library:
+    """A versioned Experience library in a directory (``library.json`` + ``notes/``)."""
+
+    def __init__(self, root: str | Path, *, capacity: int = CAPACITY) -> None:
+        self.root = Path(root)
+        self.capacity = capacity
+        self.version = 0
+        self.entries: dict[str, list[dict[str, Any]]] = {c: [] for c in CATEGORIES}
+        path = self.root / "library.json"
+        if path.exists():
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                self.version = int(data["version"])
+                for c in CATEGORIES:
+                    self.entries[c] = [dict(e) for e in data["entries"].get(c, [])]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise errors.StateError(f"{path} is not an Experience library: {exc}") from exc
+
+    # -- reading (what episodes do) -----------------------------------------------------
+    def recall(self, query: str, k: int = 3, *, count: bool = True) -> dict[str, list[str]]:
+        """Top ``k`` entries per category by keyword overlap with ``query``; each returned
+        entry's use count goes up (in memory: the frozen library on disk is untouched)."""
+        out: dict[str, list[str]] = {}
+        q = words(query)
+        for c in CATEGORIES:
+            scored = [(len(q & words(e["text"])), e["count"], i, e) for i, e in enumerate(self.entries[c])]
+            best = [s for s in sorted(scored, key=lambda s: (-s[0], -s[1], s[2])) if s[0] > 0][:k]
+            for *_, entry in best:
+                if count:
+                    entry["count"] += 1
+            if best:
+                out[c] = [s[3]["text"] for s in best]
+        return out
+
+    # -- writing (between rollouts) -----------------------------------------------------
+    def apply(self, decision: dict[str, Any]) -> None:
+        op, category = decision["op"], decision.get("category", "general")
+        if category not in CATEGORIES:
+            raise errors.StateError(f"Unknown Experience category {category!r}. Choose one of: {', '.join(CATEGORIES)}")
+        items = self.entries[category]
+        if op == "ADD":
+            if len(items) >= self.capacity:  # LFU: the least used (oldest on ties) makes room
+                items.remove(min(items, key=lambda e: (e["count"], e["added"])))
+            items.append({"text": decision["text"], "count": 1, "added": time.time()})
+        elif op == "UPDATE":
+            items[decision["index"]]["text"] = decision["text"]
+        elif op == "REMOVE":
+            del items[decision["index"]]
+        elif op != "SKIP":
+            raise errors.StateError(f"Unknown consolidation op {op!r}")
+
+    def save(self) -> None:
+        """Write the next version atomically (a reader sees the old or the new file)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.version += 1
+        data = {"version": self.version, "entries": self.entries}
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".library-")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.root / "library.json")
+
+    def pending_notes(self) -> list[tuple[Path, dict[str, Any]]]:
+        out = []
+        for path in sorted((self.root / "notes").glob("*.jsonl")):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    out.append((path, json.loads(line)))
+                except json.JSONDecodeError:
+                    continue  # a line torn by a killed worker
+        return out
+
+
+def write_note(root: str | Path, episode: str, note: dict[str, Any]) -> None:
+    """Append one note to the episode's own file (no other writer touches it)."""
+    folder = Path(root) / "notes"
+    folder.mkdir(parents=True, exist_ok=True)
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", episode)[:120]
+    with open(folder / f"{safe}.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(note) + "\n")
+
+
+Consolidator = Callable[[Library, dict[str, Any]], dict[str, Any]]
+
+
+def rule_consolidator(library: Library, note: dict[str, Any]) -> dict[str, Any]:
+    """ADD / UPDATE / REMOVE / SKIP by rules: too short → SKIP; ``forget: TEXT`` →
+    REMOVE the entry it overlaps most; overlap ≥ 0.5 with an entry → UPDATE it (the
+    longer text wins); else ADD to the category its words suggest."""
+    text = " ".join(str(note.get("text", "")).split())
+    if len(words(text)) < 3:
+        return {"op": "SKIP", "reason": "too short to be a skill"}
+    category = categorize(text, note.get("task_words", ()))
+    if text.lower().startswith("forget:"):
+        target = text.split(":", 1)[1]
+        best = _best(library, target)
+        if best is None or best[2] < 0.5:
+            return {"op": "SKIP", "reason": "nothing like it to forget"}
+        return {"op": "REMOVE", "category": best[0], "index": best[1], "reason": f"overlap {best[2]:.2f}"}
+    best = _best(library, text)
+    if best is not None and best[2] >= 0.5:
+        current = library.entries[best[0]][best[1]]["text"]
+        if len(text) <= len(current):
+            return {"op": "SKIP", "reason": f"already known (overlap {best[2]:.2f})"}
+        return {"op": "UPDATE", "category": best[0], "index": best[1], "text": text,
+                "reason": f"refines an entry (overlap {best[2]:.2f})"}
+    return {"op": "ADD", "category": category, "text": text, "reason": "new"}
+
+
+def _best(library: Library, text: str) -> tuple[str, int, float] | None:
+    found = [(c, i, overlap(text, e["text"])) for c in CATEGORIES for i, e in enumerate(library.entries[c])]
+    return max(found, key=lambda x: x[2]) if found else None
+
+
+class LLMConsolidator:
+    """Asks an OpenAI-compatible endpoint for the decision; an answer that is not a valid
+    decision falls back to the rule-based one (recorded as such)."""
+
+    def __init__(self, model: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+                 timeout: float = 30.0) -> None:
+        from openai import OpenAI
+
+        self.model = model
+        self.client = OpenAI(base_url=base_url, api_key=os.environ.get(api_key_env, "none"), timeout=timeout,
+                             max_retries=1)
+
+    def __call__(self, library: Library, note: dict[str, Any]) -> dict[str, Any]:
+        listing = {c: [f"[{i}] {e['text']}" for i, e in enumerate(library.entries[c])] for c in CATEGORIES}
+        prompt = ("You maintain an agent's experience library. Decide what to do with a new note.\n"
+                  f"Library: {json.dumps(listing)}\nNote: {note.get('text', '')!r}\n"
+                  'Answer with JSON only: {"op": "ADD|UPDATE|REMOVE|SKIP", "category": '
+                  f'"{"|".join(CATEGORIES)}", "index": <entry index for UPDATE/REMOVE>, "text": "<entry text>"}}. '
+                  "Prefer UPDATE when the note overlaps an existing entry.")
+        reply = self.client.chat.completions.create(model=self.model, temperature=0,
+                                                    messages=[{"role": "user", "content": prompt}])
+        raw = reply.choices[0].message.content or ""
+        try:
+            decision = json.loads(raw[raw.index("{"): raw.rindex("}") + 1])
+            _check(library, decision)
+            return {**decision, "reason": "llm"}
+        except (ValueError, KeyError, TypeError, errors.StateError):
+            return {**rule_consolidator(library, note), "reason": f"llm answer unusable ({raw[:80]!r}); rules"}
+
+
+def _check(library: Library, d: dict[str, Any]) -> None:
+    if d.get("op") not in ("ADD", "UPDATE", "REMOVE", "SKIP"):
+        raise errors.StateError(f"bad op {d.get('op')!r}")
+    if d["op"] == "SKIP":
+        return
+    if d.get("category") not in CATEGORIES:
+        raise errors.StateError("bad category")
+    if d["op"] in ("UPDATE", "REMOVE") and not 0 <= int(d.get("index", -1)) < len(library.entries[d["category"]]):
+        raise errors.StateError("bad index")
+    if d["op"] in ("ADD", "UPDATE") and not str(d.get("text", "")).strip():
+        raise errors.StateError("empty text")
+
+
+def consolidate(root: str | Path, consolidator: Consolidator = rule_consolidator) -> list[dict[str, Any]]:
+    """Fold every pending note into the library (one new version) and file the notes
+    under ``notes/done/``. Run it between parallel rollouts, never during them."""
+    library = Library(root)
+    pending = library.pending_notes()
+    decisions = []
+    for _, note in pending:
+        decision = consolidator(library, note)
+        library.apply(decision)
+        decisions.append({"note": note.get("text"), **decision})
+    library.save()
+    done = Path(root) / "notes" / "done" / f"v{library.version}"
+    done.mkdir(parents=True, exist_ok=True)
+    for path in sorted({p for p, _ in pending}):
+        os.replace(path, done / path.name)
+    with open(Path(root) / "consolidations.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps({"version": library.version, "decisions": decisions}) + "\n")
+    return decisions
