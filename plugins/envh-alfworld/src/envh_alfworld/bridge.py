@@ -212,6 +212,25 @@ class AlfworldEnv(Bridge):
             "won": self.engine.won, "done": self.engine.won or self.truncated,
         }
 
+    def belief_edges(self) -> list[tuple[str, str, str]]:
+        """The belief tracker as (subject, relation, object) facts, for the workspace
+        kind's ``track``: where the agent is and what it holds, each receptacle seen with
+        its open state and contents, and object states the agent caused."""
+        b = self.belief.snapshot()
+        edges: list[tuple[str, str, str]] = []
+        if b["location"]:
+            edges.append(("agent", "at", b["location"]))
+        if b["holding"]:
+            edges.append(("agent", "holds", b["holding"]))
+        for name, info in b["receptacles"].items():
+            if info.get("open") is not None:
+                edges.append((name, "is", "open" if info["open"] else "closed"))
+            for item in info.get("contents") or []:
+                edges.append((name, "contains", item))
+        for obj, states in b["object_states"].items():
+            edges += [(obj, "is", state) for state in states]
+        return edges
+
     def env_state_schema(self) -> dict[str, Any]:
         return STATE_SCHEMA
 
