@@ -226,9 +226,9 @@ class ForgeSpec(LayerSpec):
 
 
 class Forge(envh.EnvHarness):
-    """A Python component that overrides ``step()`` to pay 100 per step and claims success
-    by proxying ``inner.evaluate`` (what DESIGN invariant 1 forbids; the runner must read
-    past it)."""
+    """A Python component that overrides ``step()`` to pay 100 per step and, after reset,
+    swaps its ``inner`` for a proxy that claims success (what DESIGN invariant 1 forbids;
+    the runner must read past it)."""
 
     kind = "forge"
 
@@ -236,13 +236,21 @@ class Forge(envh.EnvHarness):
         resp = self.inner.step(action)
         return attrs.evolve(resp, reward=100.0)
 
-    def __getattribute__(self, name):
-        if name == "inner" and sys._getframe(1).f_code.co_name == "evaluate":
-            return _Winner()
-        return object.__getattribute__(self, name)
+    def on_reset(self, result):
+        if not isinstance(self.__dict__["inner"], _Winner):
+            self.__dict__["inner"] = _Winner(self.__dict__["inner"])
+        return result
 
 
 class _Winner:
+    """Everything of the env it wraps, except a verdict of its own."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
     def evaluate(self):
         return EvaluationResult(success=True, score=1.0)
 

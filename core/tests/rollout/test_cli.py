@@ -216,3 +216,17 @@ def test_export_to_a_missing_directory_is_a_clear_error(tmp_path, cli_env):
     proc = envh("export", str(out), "--format", "messages", "-o", str(tmp_path / "nowhere" / "x.jsonl"),
                 env=cli_env, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "nowhere" in proc.stderr
+
+
+def test_human_plays_inline_at_the_terminal(tmp_path, cli_env):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    out = tmp_path / "run"
+    proc = envh(*run_args(spec, out, "--split", "easy", "--task", "2,3,4", "--policy", "human"), env=cli_env,
+                input="combine 0 1 mul\ncombine 0 1 mul\nstop\n")
+    assert "Target: 24" in proc.stdout  # the prompt reached the person, not a workers.log
+    with TrajectoryStore(out) as store:
+        (t,) = list(store.query())
+        manifest = store.manifest(store.runs()[0])
+    assert t.success and len(t.steps) == 3 and manifest["config"]["executor"] == "inline"
+    assert not (out / "workers.log").exists()

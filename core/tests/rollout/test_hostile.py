@@ -116,10 +116,12 @@ def test_hostile_plugins_in_the_pool(registry, worker_env):
 def test_hostile_plugins_on_ray(registry, ray_executor):
     requests = [(r, want) for r, want in cases(registry, process=True)
                 if r.key.split("/")[-1] in ("systemexit", "keyboardinterrupt", "baseexception", "exit",
-                                             "reward_none", "notastep", "badusage", "hugeraw", "build")]
+                                             "reward_none", "notastep", "badusage", "build")]
+    requests.append((req(registry, "policy/alloc", "hostile:alloc@0"), "policy_error"))  # over its 3000 MB
     expected = {r.key: want for r, want in requests}
     out = list(ray_executor.run([r for r, _ in requests]))
     finals = check_rows(out, expected, process=True)
+    assert finals["policy/alloc"].error_type == "MemoryError"  # actors get a memory limit by default
     died = finals["policy/exit"]
     assert "Ray actor failed" in died.error and died.error_traceback
     assert [t.attempt for t in out if t.key == "policy/exit"] == [0, 1]  # retried once, then final
@@ -133,8 +135,9 @@ def test_a_memory_bomb_under_the_limit_is_a_typed_row_and_the_worker_lives_on(re
 
 
 def test_forged_reward_and_verdict_are_read_past(registry):
-    """A component overriding step() pays 100 a step and proxies evaluate() to a winner; the
-    runner records the base bridge's reward and verdict, and the forgery beside them."""
+    """A component overriding step() pays 100 a step and swaps its inner for a proxy that
+    claims success; the runner records the base bridge's reward and verdict, the forgery
+    beside them, and the audit's findings."""
     spec = {"bridge": "toy24", "layers": [{"kind": "forge"}]}
     data = envh.spec_to_data(envh.parse_spec(spec, registry), registry)
     task = envh.TaskRef(suite="toy24", split="hard", instance_id="1,5,5,5")
@@ -144,10 +147,11 @@ def test_forged_reward_and_verdict_are_read_past(registry):
     assert t.verdict.success is False and t.outer_verdict.success is True
     assert t.steps[0].reward == 0.0 and t.steps[0].outer_reward == 100.0
     assert t.success is False and t.total_reward == 0.0
+    assert any("step() is overridden" in f for f in t.audit) and any("proxy" in f for f in t.audit)
     honest = run_episode(EpisodeRequest(key="honest", spec=envh.spec_to_data(envh.parse_spec(
         {"bridge": "toy24"}, registry), registry), spec_id=envh.spec_id({"bridge": "toy24"}, registry), task=task,
         policy="hostile:none@0"), registry=registry)
-    assert honest.outer_verdict is None and honest.steps[0].outer_reward is None
+    assert honest.outer_verdict is None and honest.steps[0].outer_reward is None and honest.audit == []
 
 
 def test_forged_verdicts_inside_a_chain_are_read_past(registry):

@@ -14,7 +14,7 @@ import envh
 import pytest
 from envh.rollout.runner import run_episode
 from envh.rollout.store import TrajectoryStore, build_manifest
-from envh.rollout.trajectory import EpisodeRequest
+from envh.rollout.trajectory import EpisodeRequest, trajectory_to_json
 from envh.rollout.warm import Warm
 
 
@@ -104,3 +104,35 @@ def test_rows_survive_kill_9_of_the_writer(tmp_path):
         keys = [r["key"] for r in rows]
         assert len(keys) > 20 and keys == [f"k{i}" for i in range(len(keys))]
         assert all(t.success for t in store.query(run_id="r"))
+
+
+OLD_SCHEMA = """
+CREATE TABLE runs (run_id TEXT PRIMARY KEY, created REAL NOT NULL, manifest TEXT NOT NULL);
+CREATE TABLE trajectories (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id TEXT NOT NULL, key TEXT NOT NULL, attempt INTEGER NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('episode', 'attempt')),
+  spec_id TEXT NOT NULL, task TEXT, split TEXT, instance_id TEXT, seed INTEGER,
+  policy TEXT, policy_id TEXT, success INTEGER, score REAL, steps INTEGER,
+  invalid_steps INTEGER, error_class TEXT, stop TEXT, duration_s REAL, created REAL NOT NULL,
+  data TEXT NOT NULL);
+CREATE UNIQUE INDEX one_episode_per_key ON trajectories(run_id, key) WHERE kind = 'episode';
+"""
+
+
+def test_a_store_from_before_retries_takes_retried_rows(registry, tmp_path):
+    (first,) = play(registry, [("a#0", "2,3,4")])
+    db = sqlite3.connect(tmp_path / "trajectories.sqlite")
+    db.executescript(OLD_SCHEMA)
+    db.execute("INSERT INTO trajectories (run_id, key, attempt, kind, spec_id, created, data) "
+               "VALUES ('run1', 'a#0', 0, 'episode', ?, 0, ?)", (first.spec_id, trajectory_to_json(
+                   attrs.evolve(first, error_class="policy_error", retryable=True))))
+    db.commit()
+    db.close()
+    with TrajectoryStore(tmp_path) as store:
+        assert store.retryable_keys("run1") == {}  # old rows were never marked retryable
+        store.append(attrs.evolve(first, retry=1))
+        with pytest.raises(sqlite3.IntegrityError):
+            store.append(attrs.evolve(first, retry=1))  # still one final row per key and retry
+        assert [r["retry"] for r in store.rows(run_id="run1")] == [1]
+        assert len(store.rows(run_id="run1", kind=None)) == 2

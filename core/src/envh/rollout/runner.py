@@ -291,6 +291,7 @@ class _Episode:
             self.env = env = warm.env(req.spec_id, req.spec)
             self.tap = warm.tap(req.spec_id, env)
             result = env.reset(task=req.task, seed=req.seed)
+            audit = BaseTap.audit(env)
             obs = checked_observation(getattr(result, "observation", None), "reset()")
             tools = list(env.tools())
             tools_data = [jsonable(t) for t in tools]
@@ -298,6 +299,8 @@ class _Episode:
         except BaseException as exc:  # noqa: BLE001 - build/reset failures end the episode as data
             return self.env_failed(exc)
         self.env_sound = True
+        if audit:
+            f["audit"] = audit
         f["reset_s"] = time.monotonic() - t0
         f["tools"] = tools_data
         f["initial_observation"] = obs

@@ -2,7 +2,9 @@
 
 The verifier is sealed (DESIGN invariant 1), but a Python component is arbitrary code: it
 can override ``step()`` to change the reward, or put a proxy between itself and the env
-below. So the runner does not trust what the outermost layer reports. A ``BaseTap``
+below. So the runner does not trust what the outermost layer reports. ``audit`` is
+``envh.harness.audit_stack``'s account of such components, recorded on trajectories. A
+``BaseTap``
 wraps the ``step`` and ``evaluate`` of each base env (the innermost env of the stack, and
 of every chain leg) on the instance, and records what they returned: the step's reward is
 the sum of the base rewards it caused, and the verdict is the base bridge's own
@@ -19,18 +21,26 @@ from typing import Any
 
 from .. import errors
 from ..components.chain import Chain
-from ..harness import iter_layers
+from ..harness import EnvHarness, audit_stack
+from ..harness import _inner as built_on
 from ..types import EvaluationResult
 
 _TAPPED = "_envh_tap"
 
 
 def _tree(env: Any) -> tuple[Any, ...]:
-    """``("base", env)`` or ``("chain", chain_layer, [subtree per leg])``."""
-    for layer in iter_layers(env):
+    """``("base", env)`` or ``("chain", chain_layer, [subtree per leg])``, walking the envs
+    each layer was built on (``make`` records them), so a component that swapped its
+    ``inner`` for a proxy cannot pass the proxy off as the base."""
+    layer = env
+    while isinstance(layer, EnvHarness):
+        below = built_on(layer)
         if isinstance(layer, Chain):
-            return ("chain", layer, [_tree(leg) for leg in layer.legs])
-    return ("base", iter_layers(env)[-1])
+            return ("chain", layer, [_tree(leg) for leg in [below, *list(vars(layer).get("legs", ()))[1:]]])
+        if below is None:
+            break
+        layer = below
+    return ("base", layer)
 
 
 def _bases(node: tuple[Any, ...]) -> list[Any]:
@@ -90,6 +100,15 @@ class BaseTap:
         base.step, base.evaluate = tapped_step, tapped_evaluate
         base.__dict__["_envh_base_evaluate"] = evaluate
 
+    @staticmethod
+    def audit(env: Any) -> list[str]:
+        """What in the stack could change verdict or reward, now (a layer may swap its
+        ``inner`` at reset)."""
+        try:
+            return audit_stack(env)
+        except Exception as exc:  # noqa: BLE001 - an audit that fails is itself a finding
+            return [f"the stack could not be audited: {type(exc).__name__}"]
+
     def begin_step(self) -> list[Any]:
         self.rewards = []
         return self.rewards
@@ -110,8 +129,12 @@ class BaseTap:
         try:
             outer: Any = check(env.evaluate(), "the stack's evaluate()")
         except Exception as exc:  # noqa: BLE001 - the base verdict decides; this is only recorded
+            try:
+                message = f"{type(exc).__name__}: {exc}"[:2000]
+            except Exception:  # noqa: BLE001 - an exception whose message cannot be read
+                message = type(exc).__name__
             outer = EvaluationResult(success=False, score=0.0, metrics={
-                "error": f"the stack's evaluate() failed: {type(exc).__name__}: {exc}"[:2000]})
+                "error": f"the stack's evaluate() failed: {message}"})
         base = self._compose(self.root, check)
         return base, (None if outer == base else outer)
 

@@ -142,6 +142,8 @@ class Trajectory:
     retryable: bool = False
     retry: int = 0
     outer_verdict: EvaluationResult | None = None
+    # what in the stack could change verdict or reward (``envh.harness.audit_stack``)
+    audit: list[str] = attrs.field(factory=list)
 
     @property
     def success(self) -> bool:

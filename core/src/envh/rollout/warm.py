@@ -126,9 +126,7 @@ class Warm:
 def _close_quietly(obj: Any) -> str | None:
     try:
         obj.close()
-    except BaseException as exc:  # noqa: BLE001 - closing must go on; the caller records it
-        if isinstance(exc, KeyboardInterrupt):
-            raise
+    except BaseException as exc:  # noqa: BLE001 - closing must go on (SystemExit from a plugin too)
         try:
             return f"{type(obj).__name__}.close() raised {type(exc).__name__}: {exc}"[:2000]
         except BaseException:  # noqa: BLE001

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from ... import errors
 from ..runner import infra_failure, next_attempt
 from ..trajectory import EpisodeRequest, Trajectory
 
@@ -110,12 +111,13 @@ def with_timeout(request: EpisodeRequest, timeout_s: float | None) -> EpisodeReq
     return request
 
 
-def lost_attempt(request: EpisodeRequest, message: str, retries: int,
-                 worker: str = "") -> tuple[Trajectory, EpisodeRequest | None]:
+def lost_attempt(request: EpisodeRequest, message: str, retries: int, worker: str = "",
+                 detail: str | None = None) -> tuple[Trajectory, EpisodeRequest | None]:
     """The infra-error trajectory of an attempt lost with its worker, and the retry to
-    schedule (``None`` once ``retries`` retries were spent: that trajectory is final)."""
+    schedule (``None`` once ``retries`` retries were spent: that trajectory is final).
+    ``detail`` is what the worker last wrote (its traceback, when it had one)."""
     final = request.attempt >= retries
-    record = infra_failure(request, message, final=final, worker=worker)
+    record = infra_failure(request, message, final=final, worker=worker, detail=detail)
     return record, None if final else next_attempt(request)
 
 
@@ -130,6 +132,69 @@ def describe_exit(returncode: int | None) -> str:
         except ValueError:
             return f"was killed by signal {-returncode}"
     return f"exited with status {returncode}"
+
+
+def worker_user(user: str | int | None) -> tuple[int, int] | None:
+    """The (uid, gid) workers run as. ``"auto"``: ``nobody`` when this process is root
+    (so a worker cannot read the parent's ``/proc/<pid>/environ`` or root's files), else
+    unchanged; ``None`` or ``"root"`` with a root parent: unchanged; a name or uid: that user."""
+    import pwd
+
+    if user is None or user == "":
+        return None
+    if user == "auto":
+        if os.geteuid() != 0:
+            return None
+        user = "nobody"
+    try:
+        entry = pwd.getpwuid(user) if isinstance(user, int) else pwd.getpwnam(str(user))
+    except KeyError as exc:
+        raise errors.EnvhError(f"Unknown worker user {user!r}: choose an existing user (e.g. nobody) or "
+                               "'auto'.") from exc
+    if entry.pw_uid == os.geteuid():
+        return None
+    if os.geteuid() != 0:
+        raise errors.EnvhError(f"Workers can run as {entry.pw_name!r} only when envh runs as root.")
+    return entry.pw_uid, entry.pw_gid
+
+
+def prepare_work_dir(path: str, owner: tuple[int, int] | None) -> str:
+    """The workers' own directory (their cwd, HOME and TMPDIR), owned by the worker user
+    and closed to everyone else."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    if owner is not None:
+        os.chown(path, *owner)
+    os.chmod(path, 0o700)
+    return path
+
+
+def policy_env_names(requests: Iterable[EpisodeRequest], registry: Any = None) -> set[str]:
+    """Variables the requests' policies name (``api_key_env``, given or by default): the
+    only secrets a worker receives besides ``pass_env``."""
+    import inspect
+
+    from ..warm import parse_policy_spec
+
+    names: set[str] = set()
+    seen: set[str] = set()
+    for request in requests:
+        options = request.policy_options
+        if isinstance(options.get("api_key_env"), str):
+            names.add(options["api_key_env"])
+            continue
+        if request.policy in seen:
+            continue
+        seen.add(request.policy)
+        try:
+            from ...plugins import get_registry
+
+            factory = (registry or get_registry()).policy(parse_policy_spec(request.policy)[0]).load()
+            default = inspect.signature(factory).parameters.get("api_key_env")
+        except Exception:  # noqa: BLE001 - an unknown policy fails in the worker, with its cause
+            continue
+        if default is not None and isinstance(default.default, str):
+            names.add(default.default)
+    return names
 
 
 def default_workers() -> int:

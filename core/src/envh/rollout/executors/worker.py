@@ -7,8 +7,9 @@ code cannot corrupt the protocol. It applies its resource limits before loading 
 plugin, keeps envs and policies warm across episodes, and exits at end of input (so it
 dies with its parent).
 
-Messages in: ``{"op": "config", ...}`` first, then ``run`` (a request), ``ping``, ``exit``.
-Messages out: ``ready`` (after the config), ``result`` (a trajectory), ``pong``.
+Messages in: ``{"op": "config", ...}`` first, then ``run`` (a request), ``check`` (build a
+policy: the run's preflight), ``ping``, ``exit``. Messages out: ``ready`` (after the
+config), ``result`` (a trajectory), ``checked``, ``pong``.
 """
 
 from __future__ import annotations
@@ -76,11 +77,13 @@ class FrameReader:
 
 
 def serve(inp: IO[bytes], out: IO[bytes]) -> None:
-    """The worker loop: configure, then run episodes until end of input."""
+    """The worker loop: configure, then run episodes until end of input. Nothing an
+    episode raises ends the loop: the runner turns it into a typed trajectory, and what
+    escapes even that (or cannot be serialised) is sent as an ``infra_error`` one."""
     from .. import runner
     from ..trajectory import request_from_data, trajectory_to_data
     from ..warm import Warm
-    from .base import WorkerConfig, apply_memory_limit, arm_cpu_budget, make_worker_registry
+    from .base import WorkerConfig, apply_memory_limit, make_worker_registry
 
     first = read_message(inp)
     if first is None:
@@ -95,30 +98,71 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
 
     signal.signal(signal.SIGXCPU, over_cpu)
     warm = Warm(make_worker_registry(config))
-    out.write(encode({"op": "ready", "pid": os.getpid()}))
+    out.write(encode({"op": "ready", "pid": os.getpid(), "uid": os.getuid()}))
     out.flush()
     try:
         while (message := read_message(inp)) is not None:
             op = message.get("op")
             if op == "run":
-                arm_cpu_budget(config)
-                trajectory = runner.run_episode(request_from_data(message["request"]), warm)
-                reply = {"op": "result", "trajectory": trajectory_to_data(trajectory)}
+                reply = _run(message, warm, config)
+            elif op == "check":
+                reply = _check(message, warm)
             elif op == "ping":
-                reply = {"op": "pong", "payload": message.get("payload")}  # type: ignore[dict-item]
+                reply = {"op": "pong", "payload": message.get("payload")}
             elif op == "exit":
                 break
             else:
                 reply = {"op": "error", "message": f"unknown op {op!r}"}
-            out.write(encode(reply))
+            try:
+                frame = encode(reply)
+            except BaseException as exc:  # noqa: BLE001 - e.g. a MemoryError under the rlimit
+                if op != "run":
+                    raise
+                request = request_from_data(message["request"])
+                frame = encode({"op": "result", "trajectory": trajectory_to_data(runner.infra_failure(
+                    request, f"the trajectory could not be sent: {runner.describe(exc)}", final=True,
+                    worker=f"pool:{os.getpid()}", detail=runner.format_traceback(exc)))})
+            out.write(frame)
             out.flush()
     finally:
         warm.close()
 
 
+def _run(message: dict[str, Any], warm: Any, config: Any) -> dict[str, Any]:
+    from .. import runner
+    from ..trajectory import request_from_data, trajectory_to_data
+    from .base import arm_cpu_budget
+
+    request = request_from_data(message["request"])
+    try:
+        arm_cpu_budget(config)
+        trajectory = runner.run_episode(request, warm)
+        return {"op": "result", "trajectory": trajectory_to_data(trajectory)}
+    except BaseException as exc:  # noqa: BLE001 - the worker outlives whatever the episode did
+        warm.close()
+        failed = runner.infra_failure(request, f"the worker failed running the episode: {runner.describe(exc)}",
+                                      final=True, worker=f"pool:{os.getpid()}", detail=runner.format_traceback(exc))
+        return {"op": "result", "trajectory": trajectory_to_data(failed)}
+
+
+def _check(message: dict[str, Any], warm: Any) -> dict[str, Any]:
+    """Build the policy a run will use (it stays warm): the run's preflight."""
+    from .. import runner
+
+    try:
+        warm.policy(message["policy"], dict(message.get("options") or {}))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which fails the command
+        return {"op": "checked", "error": runner.describe(exc), "traceback": runner.format_traceback(exc)}
+    return {"op": "checked", "error": None}
+
+
 def main() -> None:
+    import faulthandler
+
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
+    faulthandler.enable()  # a crash in C still leaves its Python stack in the parent's report
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a person's Ctrl-C is the parent's to handle
     inp = sys.stdin.buffer
     try:
         serve(inp, out)

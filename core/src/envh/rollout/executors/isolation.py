@@ -1,0 +1,110 @@
+"""How a worker process is fenced off from its parent (DESIGN invariant 3: workers never
+see the parent's secrets, even as root).
+
+Levels (``isolation=``):
+
+* ``none``: a plain child process (its environment is still scrubbed).
+* ``namespace``: its own PID and mount namespaces with a fresh ``/proc`` (the parent and
+  every other process are invisible, so ``/proc/<ppid>/environ`` does not exist), no
+  capabilities and no way to gain any (``no_new_privs``). It keeps the parent's uid, so it
+  reads what the parent's user owns — data in private temporary directories keeps working.
+* ``user``: ``namespace`` plus the uid and gid of ``nobody``: it reads only
+  world-readable files and its own work directory; the parent's home is replaced by an
+  empty one, with just the Python installation bound back read-only.
+
+``auto`` is ``namespace`` for a root parent with ``unshare``/``setpriv`` (util-linux)
+available, else ``none``; ``envh run`` asks for ``user``. Both need root (a non-root parent
+has no secrets beyond its own user's to protect from a same-user child, and cannot make
+namespaces without user namespaces).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+from ... import errors
+
+LEVELS = ("auto", "none", "namespace", "user")
+NOBODY = 65534
+
+
+def resolve(level: str | None) -> str:
+    """The effective level of ``level`` here."""
+    level = level or "none"
+    if level not in LEVELS:
+        raise errors.EnvhError(f"Unknown isolation {level!r}. Choose one of: {', '.join(LEVELS)}")
+    if level == "none":
+        return level
+    possible = os.geteuid() == 0 and shutil.which("unshare") and shutil.which("setpriv")
+    if level == "auto":
+        return "namespace" if possible else "none"
+    if not possible:
+        raise errors.EnvhError(f"Worker isolation {level!r} needs root and util-linux's unshare and setpriv; "
+                               "run as root or choose --isolation none.")
+    return level
+
+
+def _home_binds() -> list[str]:
+    """Directories under the parent's home that Python needs (interpreter, stdlib, venv,
+    sys.path entries), to bind back over the emptied home."""
+    home = Path(os.path.expanduser("~")).resolve()
+    wanted = {Path(sys.base_prefix), Path(sys.prefix), Path(sys.executable).resolve().parent.parent,
+              *(Path(p) for p in sys.path if p)}
+    out = set()
+    for path in wanted:
+        try:
+            real = path.resolve()
+        except OSError:
+            continue
+        if real.is_dir() and home in real.parents:
+            out.add(str(real))
+    # a directory already inside another bound one needs no bind of its own
+    return sorted(p for p in out if not any(p != q and p.startswith(q + os.sep) for q in out))
+
+
+def wrap(argv: list[str], level: str, work_dir: str) -> list[str]:
+    """``argv`` run at isolation ``level`` (already resolved), starting in ``work_dir``."""
+    if level == "none":
+        return argv
+    drop = ["setpriv", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all"]
+    lines = ["set -e"]
+    if level == "user":
+        drop[1:1] = [f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+        home = str(Path(os.path.expanduser("~")).resolve())
+        binds = _home_binds()
+        if home != "/":
+            for i, path in enumerate(binds):  # stage each bind outside the home before hiding it
+                lines.append(f"stage{i}=$(mktemp -d /tmp/envh-stage.XXXXXX)")
+                lines.append(f"mount --rbind {shlex.quote(path)} \"$stage{i}\"")
+            lines.append(f"mount -t tmpfs -o mode=0755,size=1m envh-home {shlex.quote(home)}")
+            for i, path in enumerate(binds):
+                lines.append(f"mkdir -p {shlex.quote(path)}")
+                lines.append(f"mount --move \"$stage{i}\" {shlex.quote(path)}")
+                lines.append(f"mount -o remount,bind,ro {shlex.quote(path)} || true")
+                lines.append(f"rmdir \"$stage{i}\"")
+    lines.append(f"cd {shlex.quote(work_dir)}")
+    # not exec: this shell stays PID 1 of the namespace, so the worker is an ordinary
+    # process (signals act on it as usual) and its exit status comes back to the parent
+    lines.append(" ".join(shlex.quote(a) for a in [*drop, "--", *argv]))
+    return ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--kill-child", "--propagation", "private",
+            "--", "sh", "-c", "\n".join(lines)]
+
+
+def describe_status(returncode: int | None, level: str) -> str:
+    """A worker's exit status in words; through the namespace shell a signal death is
+    reported as 128 + the signal number."""
+    import signal
+
+    if returncode is None:
+        return "is unresponsive"
+    number = -returncode if returncode < 0 else returncode - 128 if level != "none" and returncode > 128 else 0
+    if number:
+        try:
+            return f"was killed by {signal.Signals(number).name}"
+        except ValueError:
+            return f"was killed by signal {number}"
+    return f"exited with status {returncode}"
