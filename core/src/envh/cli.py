@@ -131,7 +131,7 @@ def spec_check(path: str, task_id: str | None, no_reset: bool) -> None:
     from .spec import make, parse_spec, spec_id
 
     parsed = parse_spec(path)
-    with make(parsed) as env:
+    with make(path) as env:  # the path, so contract code errors name their line in the file
         if not no_reset:
             env.reset(task=resolve_task(env, task_id), seed=0)
     click.echo(f"ok: {len(parsed.layers)} layer(s) on bridge {parsed.bridge!r}; id {spec_id(parsed)}")

@@ -134,10 +134,34 @@ def make(spec: EnvSpec | Mapping[str, Any] | str | Path, *, registry: Registry |
             level = "untrusted" if "untrusted" in (trust, parsed.trust) else "trusted"
             ctx = BuildContext(registry=reg, index=i, make=lambda s, t=level: make(s, registry=reg, trust=t),
                                trust=level)
-            env = record_layer(kind.load()(layer, env, ctx), env)  # base bridges stay known
+            try:
+                built = kind.load()(layer, env, ctx)
+            except errors.ContractCodeError as exc:
+                raise locate_code_error(exc, spec, i) from exc
+            env = record_layer(built, env)  # base bridges stay known
             if getattr(env, "layer_id", None) in (None, layer.kind):
                 object.__setattr__(env, "layer_id", layer.id or f"{i}:{layer.kind}")
     except BaseException:
         env.close()
         raise
     return env
+
+
+def locate_code_error(exc: errors.ContractCodeError, spec: Any, index: int) -> errors.ContractCodeError:
+    """``exc`` (a line inside ``layers[index].code``) with the line in the spec file too,
+    when the spec came from a YAML/JSON file; else ``exc`` unchanged."""
+    path = Path(spec) if isinstance(spec, (str, Path)) and "\n" not in str(spec) else None
+    if exc.lineno is None or path is None or not path.is_file():
+        return exc
+    import yaml
+
+    try:
+        root = yaml.compose(path.read_text())
+        layers = next(v for k, v in root.value if k.value == "layers")
+        code = next(v for k, v in layers.value[index].value if k.value == "code")
+    except Exception:  # noqa: BLE001 - best effort: the line inside the code is still reported
+        return exc
+    first = code.start_mark.line + (2 if code.style in ("|", ">") else 1)  # file line of the code's line 1
+    return errors.ContractCodeError(
+        f"{exc.message} ({path}, line {first + exc.lineno - 1}; line {exc.lineno} of layers[{index}].code)",
+        lineno=exc.lineno, col=exc.col, hook=exc.hook)
