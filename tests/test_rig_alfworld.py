@@ -1,8 +1,10 @@
-"""The designer loop end to end on a real ALFWorld game (envh-rigger + envh-alfworld).
+"""The designer loop on a real ALFWorld game (envh-rigger + envh-alfworld).
 
-A policy that plays the planner's walkthrough always wins; with the target "fail at
-least half the time" the template designer must put pressure on it with ALFWorld's own
-templates (contributed through ``envh_templates``), measured on the real engine.
+Solvability: ALFWorld's reference is the planner's walkthrough kept in the game file. The
+cascade replays it through every candidate on the real AlfredTWEnv/TextWorld engine and
+rejects one under which it no longer wins, at no rollout cost. A walkthrough player that
+always wins cannot be pushed below the band without breaking that path, so the loop must
+end without accepting anything that blocks it.
 """
 
 from __future__ import annotations
@@ -10,43 +12,83 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 import envh
+import pytest
 
 pytest.importorskip("alfworld")  # the repository conftest turns this skip into a failure in CI
 
+BLOCK_TAKE = '''
+def filter_action(action, state, memo):
+    if str(action.args.get("command", "")).startswith("take "):
+        return Block(reason="taking things is not allowed")
+    return None
+'''
+HIDE_FEEDBACK = '''
+def filter_observation(observation, state, memo):
+    return Observation(text="(nothing visible)", data={})
+'''
 
-def test_template_designer_puts_pressure_on_a_walkthrough_player(tmp_path: Path) -> None:
+
+@pytest.fixture(scope="module")
+def game(tmp_path_factory):
     from envh_alfworld.builder import build_games
     from envh_alfworld.examples import EXAMPLE_ROOMS
     from envh_alfworld.rooms import room_from_dict
-    from envh_rigger.pool import HarnessPool
+
+    data = tmp_path_factory.mktemp("alfworld")
+    (built,) = build_games([room_from_dict(EXAMPLE_ROOMS["pick_and_place_simple"])], data)
+    return built, {"bridge": "alfworld", "config": {"data_path": str(data), "max_steps": 30}}
+
+
+def test_the_walkthrough_is_the_reference_and_a_candidate_breaking_it_is_rejected(game):
+    from envh_rigger import cascade
+
+    built, spec = game
+    registry = envh.get_registry()
+    with envh.make(spec) as env:
+        env.reset(task=built.task, seed=0)
+        plan = cascade.reference_of(env)
+    assert [a.args["command"] for a in plan] == [" ".join(c.lower().split()) for c in built.walkthrough]
+    broken = cascade.check(spec, [{"kind": "contract", "id": "no-take", "code": BLOCK_TAKE}], built.task,
+                           registry=registry)
+    assert not broken.ok and broken.stage == "unsolvable", broken
+    assert "taking things is not allowed" in broken.message
+    # masking what the policy sees makes the game harder, not unsolvable: the reference still wins
+    masked = cascade.check(spec, [{"kind": "contract", "id": "blind", "code": HIDE_FEEDBACK}], built.task,
+                           registry=registry)
+    assert masked.ok and masked.reference.startswith("replayed"), masked
+
+
+def test_loop_never_accepts_a_candidate_that_breaks_the_walkthrough(game, tmp_path: Path) -> None:
+    from envh_rigger import cascade
+    from envh_rigger.journal import Journal
     from envh_rigger.run import RigConfig, rig
 
-    data = tmp_path / "alfworld"
-    (game,) = build_games([room_from_dict(EXAMPLE_ROOMS["pick_and_place_simple"])], data)
+    built, spec = game
     script = tmp_path / "walkthrough.json"
-    script.write_text(json.dumps({game.task.instance_id: [
-        {"tool": "do", "args": {"command": c}} for c in game.walkthrough]}))
-    spec = {"bridge": "alfworld", "config": {"data_path": str(data), "max_steps": 30}}
+    script.write_text(json.dumps({built.task.instance_id: [
+        {"tool": "do", "args": {"command": c}} for c in built.walkthrough]}))
     lines: list[str] = []
     summary = rig(RigConfig(
-        spec=spec, tasks=f"{game.task.split}/{game.task.instance_id}", policy=f"scripted:{script}",
-        policy_options={"when_done": "repeat"}, target="sr:0.0-0.5", k=2, k_max=4, rounds=3,
+        spec=spec, tasks=f"{built.task.split}/{built.task.instance_id}", policy=f"scripted:{script}",
+        policy_options={"when_done": "repeat"}, target="sr:0.0-0.5", k=2, rounds=3,
         workers=1, max_steps=20, out=str(tmp_path / "rig")), echo=lines.append)
-
-    assert summary["stops"][str(game.task)] == "accepted", "\n".join(lines)
-    assert any("baseline 1.00" in line and "pressure" in line for line in lines)
-    (entry,) = HarnessPool.open(tmp_path / "rig" / "pool").entries()
-    accepted = json.loads(Path(entry["spec_path"]).read_text())
-    assert len(accepted["layers"]) >= 1
-    # the accepted world is a real spec: the walkthrough no longer wins it
-    with envh.make(accepted) as env:
-        env.reset(task=game.task, seed=0)
-        for command in game.walkthrough:
-            resp = env.step(envh.Action(tool="do", args={"command": command}))
-            if resp.terminated or resp.truncated:
-                break
-        assert not env.evaluate().success
-    assert Path(summary["report"]).exists()
+    assert any("baseline 1.00" in line and "pressure" in line for line in lines), "\n".join(lines)
+    journal = Journal(tmp_path / "rig")
+    attempts = [e["attempt"] for e in journal.events(kind="attempt")]
+    assert attempts
+    by_spec = {a["spec_id"]: a for a in attempts if a.get("spec_id")}
+    for accepted in journal.events(kind="accepted"):
+        note = by_spec[accepted["spec_id"]]["cascade"]["reference"]
+        with envh.make(accepted["spec"]) as env:
+            env.reset(task=built.task, seed=0)
+            plan = cascade.reference_of(env)  # the rest of the walkthrough from the candidate's start
+            if plan is None:  # a stage off the walkthrough: nothing proves it, and the record says so
+                assert note.startswith("none")
+            else:
+                assert note.startswith("replayed") and cascade.replay_reference(env, plan)[0]
+    for a in attempts:  # rejected as unsolvable by the cascade: no rollout was spent on it
+        if a["verdict"] == "invalid" and "unsolvable" in a["reason"]:
+            assert a.get("result") is None
+    report = Path(summary["report"]).read_text()
+    assert "replays the bridge's reference solution" in report

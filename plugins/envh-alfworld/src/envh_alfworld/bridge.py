@@ -193,6 +193,12 @@ class AlfworldEnv(Bridge):
                                 metrics={"steps": self.steps, "task_type": self.task_type})
 
     # -- state ---------------------------------------------------------------------------
+    def reference_actions(self) -> list[Action] | None:
+        """The planner's walkthrough from here (see ``reference.py``)."""
+        from .reference import walkthrough_from_here
+
+        return walkthrough_from_here(self)
+
     def get_env_state(self) -> dict[str, Any]:
         belief = self.belief.snapshot()
         task = self.task

@@ -157,6 +157,8 @@ class TaskLoop:
                 proposal = self._proposal(ctx)
                 if proposal is None:
                     return "designer_exhausted"
+                if not getattr(r.designer, "trusted", False):  # model-written code runs in the jail
+                    proposal = attrs.evolve(proposal, layers=untrusted(proposal.layers))
                 checked = cascade.check(self.base, proposal.layers, self.task, registry=r.registry,
                                         reference=reference)
                 if checked.ok:
@@ -172,7 +174,8 @@ class TaskLoop:
             verdict, reason = self._judge(stats, trajs, proposal)
             attempt = Attempt(round=self.round, layers=proposal.layers, diagnosis=proposal.diagnosis,
                               rationale=proposal.rationale, meta=proposal.meta, verdict=verdict,
-                              reason=reason, result=stats, spec_id=spec_id(spec, r.registry))
+                              reason=reason, result=stats, spec_id=spec_id(spec, r.registry),
+                              cascade=attrs.asdict(checked))
             self._record(attempt)
             r.echo(f"[{self.key}] round {self.round}: {proposal.meta or proposal.rationale[:60]} → "
                    f"sr {stats['success_rate']:.2f} over {stats['n']} ({stats['decision']}) {verdict}")
@@ -246,6 +249,18 @@ class TaskLoop:
                                 "versions": r.rollouts.warm.versions}}
         path = r.pool.add(sid, spec, entry)
         r.journal.append(self.key, "accepted", {"spec_id": sid, "spec": spec, "path": str(path)})
+
+
+def untrusted(data: Any) -> Any:
+    """``data`` with every contract that carries code marked ``trust: untrusted``."""
+    if isinstance(data, dict):
+        out = {k: untrusted(v) for k, v in data.items()}
+        if out.get("kind") == "contract" and isinstance(out.get("code"), str):
+            out["trust"] = "untrusted"
+        return out
+    if isinstance(data, list):
+        return [untrusted(v) for v in data]
+    return data
 
 
 def probe_actions(trajs: list[Any]) -> list[Action]:

@@ -189,6 +189,8 @@ def write_report(out: Path, journal: Journal, tasks: list[TaskRef], target: Targ
             measured = (f"{_fmt(res, target)}, decision **{res['decision']}**{_confidence(res)}" if res
                         else f"cascade {a['cascade']['stage']}")
             lines.append(f"- round {a['round']}: {what} → {measured} → **{a['verdict']}** ({a['reason'][:200]})")
+            if (a.get("cascade") or {}).get("reference"):
+                lines.append(f"  - solvability: {a['cascade']['reference']}")
             if a.get("rationale"):
                 lines.append(f"  - rationale: {a['rationale'][:300]}")
             lines.append("  - layers:\n\n    ```json\n" + "\n".join(

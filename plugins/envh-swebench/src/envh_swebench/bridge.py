@@ -285,6 +285,12 @@ class SWEBenchEnv(Bridge):
                 metrics={**verdict.metrics, "submitted": state.submitted})
         return self._verdicts[patch]
 
+    def reference_actions(self) -> list[Action] | None:
+        """The gold patch, applied with the bash tool, then submit (see ``reference.py``)."""
+        from .reference import gold_patch_actions
+
+        return gold_patch_actions(self)
+
     def get_env_state(self) -> dict[str, Any]:
         if self.state is None:
             raise errors.EnvhError("SWEBenchEnv.get_env_state() called before reset()")

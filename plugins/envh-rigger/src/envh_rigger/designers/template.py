@@ -23,6 +23,7 @@ class TemplateDesigner:
     """``envh rig --designer template``."""
 
     name = "template"
+    trusted = True  # its code is the templates' own, reviewed with the bridge
 
     def __init__(self, arg: str | None = None, **options: Any) -> None:
         self.only = set(arg.split(",")) if arg else None  # restrict to these template names

@@ -1,0 +1,63 @@
+"""Solvability on SWE-bench (envh-rigger + envh-swebench, real Docker containers).
+
+The reference is the instance's gold patch, applied through the bridge's bash tool and
+submitted; the sealed grader in a fresh container gives the verdict. A candidate that
+rewrites every bash command into a no-op leaves the gold patch unapplied: the cascade
+rejects it as unsolvable. One that only truncates output leaves it solvable.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import envh
+import pytest
+
+INSTANCES = Path(__file__).resolve().parents[1] / "plugins/envh-swebench/tests/images/mathx/instances.json"
+NEUTER_BASH = '''
+def filter_action(action, state, memo):
+    if action.tool == "bash":
+        return Action(tool="bash", args={"command": "true"})
+    return None
+'''
+SHORT_OUTPUT = '''
+def filter_observation(observation, state, memo):
+    return Observation(text=observation.text[:200], data=observation.data)
+'''
+
+
+@pytest.fixture(scope="module")
+def spec():
+    pytest.importorskip("envh_swebench")
+    try:
+        from envh_swebench import runtime
+        from envh_swebench.instances import load_instances
+
+        client = runtime.client()
+        for inst in load_instances(str(INSTANCES)).values():
+            if not runtime.image_exists(client, inst.image):
+                raise RuntimeError(f"image {inst.image} is not built")
+    except Exception as exc:  # noqa: BLE001
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"Docker and the mathx image are required under CI: {exc!r}", pytrace=False)
+        pytest.skip(f"Docker unavailable: {exc!r}")
+    return {"bridge": "swebench", "config": {"instances": str(INSTANCES)}}
+
+
+@pytest.mark.slow
+def test_gold_patch_is_the_reference_and_a_candidate_breaking_it_is_rejected(spec):
+    from envh_rigger import cascade
+
+    registry = envh.get_registry()
+    task = envh.TaskRef(suite="swebench", split="test", instance_id="envh__mathx-1")
+    with envh.make(spec) as env:
+        env.reset(task=task, seed=0)
+        plan = cascade.reference_of(env)
+        assert plan is not None and [a.tool for a in plan] == ["bash", "submit"]
+    broken = cascade.check(spec, [{"kind": "contract", "id": "neuter", "code": NEUTER_BASH}], task,
+                           registry=registry)
+    assert not broken.ok and broken.stage == "unsolvable", broken
+    fine = cascade.check(spec, [{"kind": "contract", "id": "short", "code": SHORT_OUTPUT}], task,
+                         registry=registry)
+    assert fine.ok and fine.reference.startswith("replayed"), fine
