@@ -285,3 +285,24 @@ def test_write_range_can_create_a_sheet(env):
     assert [s["name"] for s in env.get_env_state()["sheets"]] == ["Data", "Summary", "Report 2024"]
     step(env, "recalculate")
     assert "B1 = =SUM(Data!D2:D5) → 56.15" in step(env, "inspect_range", range="'Report 2024'!A1:B1").observation.text
+
+
+KILL_MAIN = ("import os, signal\n"
+             "pids = [int(p) for p in os.listdir('/proc') if p.isdigit()]\n"
+             "main = min(p for p in pids if open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[1] == '1')\n"
+             "os.kill(main, signal.SIGKILL)\n")
+
+
+def test_code_that_stops_the_container_is_the_policys_error(env):
+    env.reset(task=T3, seed=0)
+    resp = step(env, "run_python", code=KILL_MAIN)
+    assert resp.info["error"]["type"] == "sandbox_stopped" and not resp.terminated
+    ok = step(env, "run_python", code="print('fresh sandbox')")
+    assert "fresh sandbox" in ok.observation.text
+    # the same code inside the solution: replaying it on cases 2 and 3 fails those cases, not the run
+    env.reset(task=T3, seed=0)
+    step(env, "run_python", code=SOLUTION_CODE)
+    env.ops.append({"tool": "run_python", "args": {"code": KILL_MAIN}})  # as if it had run on case 1 unharmed
+    verdict = env.evaluate()  # no InfraError: the stopped sandbox is the solution's doing
+    assert verdict.metrics["test_case_results"][0] == 1 and not verdict.success
+    assert any("stopped the sandbox" in r for r in verdict.metrics["failures"].values())

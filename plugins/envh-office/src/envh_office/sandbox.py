@@ -99,6 +99,11 @@ def cleanup_orphans(c: Any) -> list[str]:
     return removed
 
 
+class SandboxGone(errors.InfraError):
+    """The container stopped while code ran in it: the code killed its processes or ran
+    it out of memory. The bridge answers the policy and starts a fresh container."""
+
+
 @attrs.frozen(kw_only=True)
 class Limits:
     cpus: float = 1.0
@@ -200,7 +205,8 @@ class Sandbox:
             except (OSError, EOFError, ValueError, docker.errors.DockerException) as exc:
                 self._close_session()
                 if not self.alive():
-                    raise self.infra_error(f"run_python failed: {exc!r}") from exc
+                    gone = self.infra_error(f"the container stopped while code ran: {exc!r}")
+                    raise SandboxGone(str(gone)) from exc
                 if attempt:
                     return {"exit_code": -9, "output": "", "timed_out": False, "dropped": 0, "workbook": None,
                             "workbook_problem": "the sandbox runner died while running the code (it was "

@@ -204,7 +204,15 @@ class SpreadsheetBenchEnv(Bridge):
         state.python_runs += 1
         with open(self.work, "rb") as f:
             before = f.read()
-        reply = self._box().run_python(args["code"], before, timeout=self.python_timeout, limit=self.output_limit)
+        try:
+            reply = self._box().run_python(args["code"], before, timeout=self.python_timeout,
+                                           limit=self.output_limit)
+        except sandbox.SandboxGone:
+            self._drop_box()
+            return self.error_response(
+                "The sandbox stopped while your code ran (it killed the container's processes or ran it out of "
+                "memory). The workbook is unchanged; the next run_python starts a fresh sandbox.",
+                kind="sandbox_stopped")
         text = reply["output"] or "(no output)\n"
         error: dict[str, str] | None = None
         if reply["timed_out"]:
@@ -334,8 +342,13 @@ class SpreadsheetBenchEnv(Bridge):
                     else:
                         with open(path, "rb") as f:
                             before = f.read()
-                        reply = self._box().run_python(op["args"]["code"], before, timeout=self.python_timeout,
-                                                       limit=1000)
+                        try:
+                            reply = self._box().run_python(op["args"]["code"], before,
+                                                           timeout=self.python_timeout, limit=1000)
+                        except sandbox.SandboxGone:
+                            self._drop_box()
+                            result = f"the solution stopped the sandbox on test case {case.index}"
+                            break
                         if reply.get("workbook") is not None:
                             with open(path, "wb") as f:
                                 f.write(reply["workbook"])
@@ -372,6 +385,9 @@ class SpreadsheetBenchEnv(Bridge):
                     with open(out, "wb") as f:
                         f.write(produced)
                 try:  # a workbook that does not open fails its case: the policy's doing
+                    workbook.check_file(out)
+                    if workbook.count_cells(out) > workbook.MAX_CELLS:
+                        raise WorkbookError(f"it holds more than {workbook.MAX_CELLS} cells")
                     workbook.load(out).close()
                     outputs.append(out)
                 except WorkbookError as exc:
@@ -416,13 +432,17 @@ class SpreadsheetBenchEnv(Bridge):
     def env_state_schema(self) -> dict[str, Any]:
         return STATE_SCHEMA
 
-    def _release(self) -> None:
+    def _drop_box(self) -> None:
+        """Remove the container in the background; the next run_python starts a new one."""
         if self.box is not None:
             box, self.box = self.box, None
             self._disposing = [t for t in self._disposing if t.is_alive()]
             thread = threading.Thread(target=box.close, name=f"dispose-{box.container.name}", daemon=True)
             thread.start()
             self._disposing.append(thread)
+
+    def _release(self) -> None:
+        self._drop_box()
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
