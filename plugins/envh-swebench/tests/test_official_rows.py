@@ -2,7 +2,9 @@
 
 Three repositories with different harness specs: Django (``tests/runtests.py``, Django's
 log format, locale exports), requests (pytest ``-rA`` summary lines with parametrised ids)
-and sympy (``bin/test``, its own format, environment exported before the tests). Each
+and sympy (``bin/test``, its own format, environment exported before the tests); plus a
+SWE-bench Multilingual row (gin, ``go test -v``) whose row names no parser, so swebench's
+own repo table supplies ``parse_log_gotest``. Each
 row carries the fields of the current SWE-bench datasets; the logs are what
 ``run_instance`` writes to test_output.txt for the gold patch and for a failing one.
 No Docker: the verdict comes from the row and the log alone.
@@ -21,7 +23,7 @@ from envh_swebench.instances import Instance, load_instances
 DATA = Path(__file__).parent / "data"
 ROWS = {r["instance_id"]: r for r in json.loads((DATA / "official_rows.json").read_text())}
 PARSERS = {"django__django-11099": "parse_log_django", "psf__requests-5414": "parse_log_pytest_options",
-           "sympy__sympy-21171": "parse_log_sympy"}
+           "sympy__sympy-21171": "parse_log_sympy", "gin-gonic__gin-3741": "parse_log_gotest"}
 
 
 @pytest.fixture(scope="module")
@@ -35,12 +37,13 @@ def test_spec_is_swebench_own(instances, iid):
     from swebench.harness.utils import make_test_spec
 
     inst = instances[iid]
-    ours, theirs = make_spec(inst), make_test_spec(ROWS[iid])
+    ours, theirs = make_spec(inst), make_test_spec({"log_parser": PARSERS[iid], **ROWS[iid]})
     assert inst.grading == "dataset" and inst.log_parser == PARSERS[iid]
     assert ours.eval_script == theirs.eval_script and ours.log_parser == theirs.log_parser
     assert (ours.FAIL_TO_PASS, ours.PASS_TO_PASS, ours.eval_type) == \
            (theirs.FAIL_TO_PASS, theirs.PASS_TO_PASS, theirs.eval_type)
-    assert "source /opt/miniconda3/bin/activate" in ours.eval_script  # the environment comes along
+    if inst.repo != "gin-gonic/gin":  # the Python images keep the repo's env in conda
+        assert "source /opt/miniconda3/bin/activate" in ours.eval_script
 
 
 @pytest.mark.parametrize("iid", sorted(ROWS))
