@@ -6,6 +6,7 @@ trajectory names (DESIGN invariant 4). ``make`` builds the live stack.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -132,7 +133,7 @@ def make(spec: EnvSpec | Mapping[str, Any] | str | Path, *, registry: Registry |
         for i, layer in enumerate(parsed.layers):
             kind = reg.component_kind(layer.kind)
             level = "untrusted" if "untrusted" in (trust, parsed.trust) else "trusted"
-            ctx = BuildContext(registry=reg, index=i, make=lambda s, t=level: make(s, registry=reg, trust=t),
+            ctx = BuildContext(registry=reg, index=i, make=functools.partial(make, registry=reg, trust=level),
                                trust=level)
             try:
                 built = kind.load()(layer, env, ctx)
@@ -156,7 +157,7 @@ def locate_code_error(exc: errors.ContractCodeError, spec: Any, index: int) -> e
     import yaml
 
     try:
-        root = yaml.compose(path.read_text())
+        root: Any = yaml.compose(path.read_text())
         layers = next(v for k, v in root.value if k.value == "layers")
         code = next(v for k, v in layers.value[index].value if k.value == "code")
     except Exception:  # noqa: BLE001 - best effort: the line inside the code is still reported

@@ -55,7 +55,7 @@ class CurriculumLayer(EnvHarness):
     def __init__(self, inner: ActionableEnv, spec: CurriculumSpec, *, layer_id: str | None = None) -> None:
         super().__init__(inner, layer_id=layer_id)
         bridge = inner.unwrapped
-        declared_raw = getattr(bridge, "tunable_parameters", lambda: {})()
+        declared_raw: dict[str, dict[str, Any]] = getattr(bridge, "tunable_parameters", dict)()
         if not declared_raw:
             raise errors.SpecError(f"Bridge {getattr(bridge, 'name', type(bridge).__name__)!r} declares no tunable "
                                    "parameters, so a curriculum cannot adapt it.")

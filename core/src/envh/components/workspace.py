@@ -97,9 +97,8 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
             resp = self.inner.step(action)
             if "error" not in resp.info:
                 self._remember(resp.observation.text)
-            info = resp.info
-            info.setdefault("envh", []).append({"layer": self.layer_id, "kind": self.kind, "action": "passed",
-                                                "transition": False, "observation": False})
+            resp.info.setdefault("envh", []).append({"layer": self.layer_id, "kind": self.kind,
+                                                     "action": "passed", "transition": False, "observation": False})
             self._last_obs = resp.observation
             return resp
         problem = _check(action)
@@ -141,7 +140,7 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
         found = edges() if callable(edges) else None
         if found is None:  # generic fallback: what was observed, newest last
             found = [("observation", str(i), text[:200]) for i, text in enumerate(self.seen)]
-        return [tuple(map(str, e)) for e in found][-self.spec.belief_capacity:]  # type: ignore[misc]
+        return [(str(e[0]), str(e[1]), str(e[2])) for e in found][-self.spec.belief_capacity:]
 
     def _track(self, query: str) -> str:
         edges = self._belief()

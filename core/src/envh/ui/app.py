@@ -8,12 +8,11 @@ access token printed in the URL (it is then kept in a cookie). Runs are read-onl
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +58,7 @@ class Playground:
     def _make(self, spec: str) -> Any:
         from ..spec import make
 
-        kwargs = {"trust": "untrusted"} if "trust" in inspect.signature(make).parameters else {}
-        return make(spec, **kwargs)
+        return make(spec, trust="untrusted")
 
     def new(self, spec: str, task: str) -> dict[str, Any]:
         from ..play import resolve_task
@@ -116,7 +114,7 @@ def _error(exc: BaseException) -> JSONResponse:
     return JSONResponse({"error": f"{type(exc).__name__}: {exc}"})
 
 
-def create_app(dirs: list[str | Path], *, token: str | None = None) -> Starlette:
+def create_app(dirs: Sequence[str | Path], *, token: str | None = None) -> Starlette:
     """The app over ``dirs``; ``app.state.token`` is the access token."""
     runs = RunDirs(dirs)
     play = Playground()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ _SHOWABLE = re.compile(r"^[A-Za-z0-9_.-]{1,120}\.(png|svg|md|json|jsonl)$")
 class RunDirs:
     """The run directories given to ``envh ui``, each opened read-only on demand."""
 
-    def __init__(self, dirs: list[str | Path]) -> None:
+    def __init__(self, dirs: Sequence[str | Path]) -> None:
         self.dirs = [Path(d).resolve() for d in dirs]
 
     def _db(self, index: int) -> sqlite3.Connection:
