@@ -74,7 +74,7 @@ def test_turns_are_token_faithful(policy, toy24):
     """The recorded ids are what the model read and wrote, and the logprobs are the
     model's own: a forward pass over prompt + completion gives them back."""
     import torch
-    from envh.rollout.trajectory import StepRecord, request_messages
+    from envh.rollout.trajectory import StepRecord, request_messages, token_ids
 
     sampler = resolve_policy("local:smollm2", max_new_tokens=12, threads=1, temperature=0.9)
     obs = toy24.reset(task=EASY).observation
@@ -84,22 +84,25 @@ def test_turns_are_token_faithful(policy, toy24):
         decision = sampler.act(obs, toy24.tools())
         steps.append(StepRecord(index=n, observation=obs, turn=decision.turn))
     tok = sampler.tokenizer
-    for step, request in zip(steps, request_messages(steps), strict=True):
+    for step, request, (prompt, _) in zip(steps, request_messages(steps), token_ids(steps), strict=True):
         turn = step.turn
         text = tok.apply_chat_template(request, add_generation_prompt=True, tokenize=False) + turn.prefill
-        assert turn.prompt_token_ids == tok(text, add_special_tokens=False)["input_ids"]
+        assert prompt == tok(text, add_special_tokens=False)["input_ids"]
         assert tok.decode(turn.completion_token_ids, skip_special_tokens=True) == turn.text
         assert len(turn.logprobs) == len(turn.completion_token_ids) and all(lp <= 0 for lp in turn.logprobs)
-        ids = torch.tensor([turn.prompt_token_ids + turn.completion_token_ids])
+        ids = torch.tensor([prompt + turn.completion_token_ids])
         with torch.inference_mode():
-            logits = sampler.model(ids).logits[0, len(turn.prompt_token_ids) - 1:-1].float()
-        again = torch.log_softmax(logits, -1).gather(1, ids[0, len(turn.prompt_token_ids):, None])[:, 0]
+            logits = sampler.model(ids).logits[0, len(prompt) - 1:-1].float()
+        again = torch.log_softmax(logits, -1).gather(1, ids[0, len(prompt):, None])[:, 0]
         assert torch.allclose(again, torch.tensor(turn.logprobs), atol=1e-3)
         assert turn.sampling["temperature"] == 0.9 and isinstance(turn.sampling["seed"], int)
         assert turn.context["counted_with"] == "tokenizer:smollm2" and turn.context["budget"] == 8192 - 12 - 8
         prefill = len(tok(turn.prefill, add_special_tokens=False)["input_ids"])
-        assert turn.context["prompt_tokens"] + prefill == len(turn.prompt_token_ids)
+        assert turn.context["prompt_tokens"] + prefill == len(prompt)
     assert steps[0].turn.sampling["seed"] != steps[1].turn.sampling["seed"]
+    # the second prompt is stored as what follows the part it shares with the first
+    assert steps[0].turn.prompt_shared == 0 and steps[1].turn.prompt_shared > 50
+    assert len(steps[1].turn.prompt_token_ids) < len(token_ids(steps)[1][0])
 
 
 def test_sampled_rollouts_differ_between_episodes_and_reproduce(toy24):

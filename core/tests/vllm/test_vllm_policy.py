@@ -27,7 +27,7 @@ import envh
 import pytest
 from envh import Action, EnvResponse, Observation, ResetResult, TaskRef, ToolSpec
 from envh.bridge import Bridge
-from envh.rollout.trajectory import EpisodeRequest, StepRecord, request_messages, tools_block
+from envh.rollout.trajectory import EpisodeRequest, StepRecord, request_messages, token_ids, tools_block
 
 MAX_MODEL_LEN = 2048
 EASY = TaskRef(suite="toy24", split="easy", instance_id="2,3,4")
@@ -119,15 +119,16 @@ def run(server, key: str, seed: int = 0, max_steps: int = 3, **extra: Any):
 
 def assert_token_faithful(steps: tuple[StepRecord, ...], tokenizer: Any) -> None:
     tools = tools_block(steps)
-    for step, request in zip(steps, request_messages(steps), strict=True):
+    for step, request, ids in zip(steps, request_messages(steps), token_ids(steps), strict=True):
         turn = step.turn
-        assert turn is not None and turn.prompt_token_ids and turn.completion_token_ids
+        assert turn is not None and ids is not None and turn.completion_token_ids
+        prompt = ids[0]
         assert len(turn.logprobs) == len(turn.completion_token_ids) and all(lp <= 0 for lp in turn.logprobs)
         native = tools if turn.tool_format == "native" else None
         rendered = tokenizer.apply_chat_template([{**m, "content": m.get("content") or ""} for m in request],
                                                  tools=native, add_generation_prompt=True, tokenize=False)
-        assert turn.prompt_token_ids == tokenizer(rendered, add_special_tokens=False)["input_ids"]
-        assert step.usage["prompt_tokens"] == len(turn.prompt_token_ids)
+        assert prompt == tokenizer(rendered, add_special_tokens=False)["input_ids"]
+        assert step.usage["prompt_tokens"] == len(prompt)
         assert step.usage["completion_tokens"] == len(turn.completion_token_ids)
         written = tokenizer.decode(turn.completion_token_ids, skip_special_tokens=True)
         if not turn.tool_calls:  # the hermes parser moves <tool_call> text into tool_calls

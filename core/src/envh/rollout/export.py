@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import errors
-from .trajectory import ModelTurn, Trajectory, request_messages, tools_block, trajectory_to_json
+from .trajectory import ModelTurn, Trajectory, request_messages, token_ids, tools_block, trajectory_to_json
 
 FORMATS = ("messages", "trl", "parquet", "verl", "sft")
 _DEFAULT_NAMES = {"messages": "trajectories.jsonl", "trl": "trajectories.trl.jsonl",
@@ -276,11 +276,11 @@ def token_rows(trajectory: Trajectory) -> Iterator[dict[str, Any]]:
         r["completion_mask"] = list(r["loss_mask"])
         return r
 
-    for step in t.steps:
+    for step, ids in zip(t.steps, token_ids(t.steps), strict=True):
         turn = step.turn
-        if turn is None or turn.prompt_token_ids is None or turn.completion_token_ids is None:
+        if turn is None or ids is None:
             continue
-        prompt, completion = list(turn.prompt_token_ids), list(turn.completion_token_ids)
+        prompt, completion = ids
         logprobs = list(turn.logprobs) if turn.logprobs and len(turn.logprobs) == len(completion) \
             else [0.0] * len(completion)
         if row is not None and prompt[:len(row["input_ids"])] == row["input_ids"]:

@@ -53,8 +53,11 @@ class ModelTurn:
     of which the first valid one is the action; ``corrections`` lists each change the
     policy made to what the model wrote (``{"what", "from", "to", ...}``). Token ids and
     per-token logprobs are set where the engine gives them (local and vLLM policies), so
-    a trainer never retokenises. ``context`` says how the history was fitted to the
-    model's context (strategy, budget, what counted the tokens, turns dropped).
+    a trainer never retokenises. Prompt ids are stored like the messages, once: the first
+    ``prompt_shared`` ids of a turn's prompt are the previous turn's, and
+    ``prompt_token_ids`` holds the rest (``token_ids`` rebuilds whole prompts).
+    ``context`` says how the history was fitted to the model's context (strategy, budget,
+    what counted the tokens, turns dropped).
     """
 
     messages: list[str] = attrs.field(factory=list)
@@ -72,6 +75,7 @@ class ModelTurn:
     completion_token_ids: list[int] | None = None
     logprobs: list[float] | None = None
     context: dict[str, Any] = attrs.field(factory=dict)
+    prompt_shared: int = 0
 
 
 @attrs.frozen(kw_only=True)
@@ -177,6 +181,22 @@ def request_messages(steps: tuple[StepRecord, ...] | list[StepRecord]) -> list[l
             continue
         blobs.update(step.turn.blobs)
         out.append([blobs[h] for h in step.turn.messages])
+    return out
+
+
+def token_ids(steps: tuple[StepRecord, ...] | list[StepRecord]) -> list[tuple[list[int], list[int]] | None]:
+    """Each step's whole (prompt ids, completion ids), rebuilt from the shared prefixes;
+    ``None`` for a step whose turn recorded no ids."""
+    previous: list[int] = []
+    out: list[tuple[list[int], list[int]] | None] = []
+    for step in steps:
+        turn = step.turn
+        if turn is None or turn.prompt_token_ids is None or turn.completion_token_ids is None:
+            out.append(None)
+            continue
+        prompt = previous[:turn.prompt_shared] + list(turn.prompt_token_ids)
+        previous = prompt
+        out.append((prompt, list(turn.completion_token_ids)))
     return out
 
 

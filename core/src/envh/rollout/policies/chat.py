@@ -137,6 +137,7 @@ class ChatPolicy:
         self._last_invalid: str | None = None
         self._last_valid: str | None = None
         self._sent: set[str] = set()
+        self._last_prompt: list[int] = []
 
     # -- the Policy protocol -------------------------------------------------------------
     def start(self, *, task: TaskRef | None, tools: list[ToolSpec], observation: Observation,
@@ -249,10 +250,15 @@ class ChatPolicy:
         if tools_key and tools_key not in self._sent:
             blobs[tools_key] = schemas
         self._sent.update(blobs)
-        return ModelTurn(messages=order, blobs=blobs, tools=tools_key, tool_format=self._format, prefill=prefill,
+        prompt, shared = completion.prompt_token_ids, 0
+        if prompt is not None:
+            shared = _common_prefix(self._last_prompt, prompt)
+            self._last_prompt = list(prompt)
+            prompt = list(prompt[shared:])
+        return ModelTurn(prompt_shared=shared, messages=order, blobs=blobs, tools=tools_key, tool_format=self._format, prefill=prefill,
                          text=completion.text, tool_calls=[dict(c) for c in completion.tool_calls], parsed=parsed,
                          corrections=corrections, sampling=dict(completion.sampling),
-                         finish_reason=completion.finish_reason, prompt_token_ids=completion.prompt_token_ids,
+                         finish_reason=completion.finish_reason, prompt_token_ids=prompt,
                          completion_token_ids=completion.completion_token_ids, logprobs=completion.logprobs,
                          context=fitted)
 
@@ -378,6 +384,15 @@ def _without_surrogates(value: Any, depth: int = 0) -> Any:
         items = [_without_surrogates(v, depth + 1) for v in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     return value
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _first_valid(candidates: list[Any], parsed: list[dict[str, Any]], corrections: list[dict[str, Any]],
