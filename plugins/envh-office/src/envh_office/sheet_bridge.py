@@ -14,7 +14,6 @@ passed) is ``score``.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -33,9 +32,10 @@ from envh import (
     errors,
 )
 
-from . import recalc, sandbox, sheet_grading, workbook
+from . import recalc, sandbox, workbook
 from .sheet_data import SheetTask, load_tasks
 from .sheet_state import STATE_SCHEMA, SheetState
+from .sheet_verdict import SheetVerdict
 from .workbook import WorkbookError
 
 WORKBOOK_IN_SANDBOX = "/work/workbook.xlsx"
@@ -74,7 +74,7 @@ TOOLS = [
 MUTATING = ("write_range", "run_python")
 
 
-class SpreadsheetBenchEnv(Bridge):
+class SpreadsheetBenchEnv(SheetVerdict, Bridge):
     """SpreadsheetBench tasks as tool-calling episodes on a private workbook copy."""
 
     name = "spreadsheetbench"
@@ -299,131 +299,6 @@ class SpreadsheetBenchEnv(Bridge):
             current = result
             self._values = (key, current)
         return current
-
-    def _recalc_outputs(self, paths: list[str]) -> list[str | Exception]:
-        """Recalculated copies of policy-made workbooks. When LibreOffice fails on them but
-        recalculates a fresh canary, the failure is the workbook's (a formula that hangs or
-        crashes the office): that path gets the exception instead. Otherwise InfraError."""
-        try:
-            return list(recalc.recalculate(paths, timeout=self.recalc_timeout))
-        except errors.InfraError as exc:
-            if not recalc.healthy():
-                raise
-            if len(paths) == 1:
-                return [exc]
-        out: list[str | Exception] = []
-        for path in paths:
-            try:
-                out.append(recalc.recalculate([path], timeout=self.recalc_timeout)[0])
-            except errors.InfraError as exc:
-                out.append(exc)
-        return out
-
-    # -- verifier -------------------------------------------------------------------------
-    def _replay(self, index: int) -> bytes | str:
-        """Test case ``index``'s output: the recorded solution applied to its input
-        (bytes), or why that failed (str)."""
-        assert self.task is not None
-        key = (json.dumps(self.ops, sort_keys=True), index)
-        if key in self._replays:
-            return self._replays[key]
-        case = self.task.cases[index]
-        with tempfile.TemporaryDirectory(prefix="envh-office-replay-") as tmp:
-            path = os.path.join(tmp, "workbook.xlsx")
-            shutil.copyfile(case.input, path)
-            result: bytes | str | None = None
-            for op in self.ops:
-                try:
-                    if op["tool"] == "write_range":
-                        a = op["args"]
-                        workbook.write_range(path, a["range"], a.get("values"), fill_color=a.get("fill_color"),
-                                             font_color=a.get("font_color"),
-                                             create_sheet=bool(a.get("create_sheet", False)))
-                    else:
-                        with open(path, "rb") as f:
-                            before = f.read()
-                        try:
-                            reply = self._box().run_python(op["args"]["code"], before,
-                                                           timeout=self.python_timeout, limit=1000)
-                        except sandbox.SandboxGone:
-                            self._drop_box()
-                            result = f"the solution stopped the sandbox on test case {case.index}"
-                            break
-                        if reply.get("workbook") is not None:
-                            with open(path, "wb") as f:
-                                f.write(reply["workbook"])
-                except WorkbookError as exc:
-                    result = f"the solution failed on test case {case.index}: {exc}"
-                    break
-            if result is None:
-                with open(path, "rb") as f:
-                    result = f.read()
-        self._replays[key] = result
-        return result
-
-    def evaluate(self) -> EvaluationResult:
-        """Pass@1 (``success``) and Mean Score (``score``) over every test case."""
-        state = self._live()
-        assert self.task is not None
-        task = self.task
-        key = json.dumps(self.ops, sort_keys=True) + recalc.content_key(self.work)
-        if key in self._verdicts:
-            return self._verdicts[key]
-        with tempfile.TemporaryDirectory(prefix="envh-office-eval-") as tmp:
-            outputs: list[str | None] = []
-            reasons: dict[int, str] = {}
-            for i, case in enumerate(task.cases):
-                out = os.path.join(tmp, f"{case.index}_output.xlsx")
-                produced = self._replay(i) if i else None
-                if isinstance(produced, str):
-                    reasons[i] = produced
-                    outputs.append(None)
-                    continue
-                if produced is None:
-                    shutil.copyfile(self.work, out)
-                else:
-                    with open(out, "wb") as f:
-                        f.write(produced)
-                try:  # a workbook that does not open fails its case: the policy's doing
-                    workbook.check_file(out)
-                    if workbook.count_cells(out) > workbook.MAX_CELLS:
-                        raise WorkbookError(f"it holds more than {workbook.MAX_CELLS} cells")
-                    workbook.load(out).close()
-                    outputs.append(out)
-                except WorkbookError as exc:
-                    reasons[i] = f"output cannot be opened: {exc}"
-                    outputs.append(None)
-            # golden files first: a failure there is the infrastructure's, never the policy's
-            gold = recalc.recalculate([c.answer for c in task.cases], timeout=self.recalc_timeout)
-            made = iter(self._recalc_outputs([o for o in outputs if o is not None]))
-            got: list[str | None] = []
-            for i, o in enumerate(outputs):
-                result = next(made) if o is not None else None
-                if isinstance(result, Exception):
-                    reasons[i] = f"LibreOffice could not recalculate the output: {result}"
-                    result = None
-                got.append(result)
-            results = []
-            for i, case in enumerate(task.cases):
-                if got[i] is None:
-                    results.append(0)
-                    continue
-                try:
-                    verdict = sheet_grading.compare_workbooks(gold[i], got[i], task.answer_position,
-                                                              task.answer_sheet)
-                except ValueError as exc:
-                    raise errors.EnvError(f"Task {task.id}, test case {case.index}: {exc}") from exc
-                results.append(int(verdict.passed))
-                if not verdict.passed:
-                    reasons[i] = verdict.reason
-        hard = int(all(results))
-        soft = sum(results) / len(results)
-        result = EvaluationResult(success=bool(hard), score=soft, metrics={
-            "pass_at_1": hard, "mean_score": soft, "test_case_results": results,
-            "submitted": state.submitted, "instruction_type": task.instruction_type,
-            "failures": {str(task.cases[i].index): r for i, r in sorted(reasons.items())}})
-        self._verdicts[key] = result
-        return result
 
     # -- state ----------------------------------------------------------------------------
     def get_env_state(self) -> dict[str, Any]:
