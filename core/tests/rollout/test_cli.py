@@ -230,3 +230,17 @@ def test_human_plays_inline_at_the_terminal(tmp_path, cli_env):
         manifest = store.manifest(store.runs()[0])
     assert t.success and len(t.steps) == 3 and manifest["config"]["executor"] == "inline"
     assert not (out / "workers.log").exists()
+
+
+def test_an_input_the_nobody_workers_cannot_read_is_refused_with_a_way_out(tmp_path, cli_env):
+    if os.geteuid() != 0:
+        pytest.skip("workers run as nobody only under root")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    script = tmp_path / "script.json"  # pytest's temporary directories are private to root
+    script.write_text('["stop()"]')
+    proc = envh(*run_args(spec, tmp_path / "run", "--policy", f"scripted:{script}"), env=cli_env, check=False)
+    assert proc.returncode == 2 and "Permission denied" in proc.stderr and "--isolation namespace" in proc.stderr
+    assert not (tmp_path / "run").exists()
+    envh(*run_args(spec, tmp_path / "run", "--policy", f"scripted:{script}", "--isolation", "namespace"),
+         env=cli_env)

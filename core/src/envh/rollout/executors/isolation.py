@@ -20,9 +20,11 @@ namespaces without user namespaces).
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -39,13 +41,27 @@ def resolve(level: str | None) -> str:
         raise errors.EnvhError(f"Unknown isolation {level!r}. Choose one of: {', '.join(LEVELS)}")
     if level == "none":
         return level
-    possible = os.geteuid() == 0 and shutil.which("unshare") and shutil.which("setpriv")
+    possible = _namespaces_work()
     if level == "auto":
         return "namespace" if possible else "none"
     if not possible:
-        raise errors.EnvhError(f"Worker isolation {level!r} needs root and util-linux's unshare and setpriv; "
-                               "run as root or choose --isolation none.")
+        raise errors.EnvhError(f"Worker isolation {level!r} needs root, util-linux's unshare and setpriv, and "
+                               "a kernel that allows new namespaces here; run as root or choose --isolation none.")
     return level
+
+
+@functools.cache
+def _namespaces_work() -> bool:
+    """Root, util-linux's tools, and a kernel (or container) that lets us make namespaces."""
+    if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("setpriv")):
+        return False
+    try:
+        probe = subprocess.run(["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--", "setpriv",
+                                "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--", "true"],
+                               capture_output=True, timeout=20, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return probe.returncode == 0
 
 
 def _home_binds() -> list[str]:
