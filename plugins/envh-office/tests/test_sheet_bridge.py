@@ -306,3 +306,13 @@ def test_code_that_stops_the_container_is_the_policys_error(env):
     verdict = env.evaluate()  # no InfraError: the stopped sandbox is the solution's doing
     assert verdict.metrics["test_case_results"][0] == 1 and not verdict.success
     assert any("stopped the sandbox" in r for r in verdict.metrics["failures"].values())
+
+
+def test_no_docker_daemon_is_an_infra_error(sheet_data, soffice, tmp_path):
+    from envh_office.sheet_bridge import SpreadsheetBenchEnv
+
+    with SpreadsheetBenchEnv(sheet_data, docker_url=f"unix://{tmp_path}/no-docker.sock") as env:
+        env.reset(task=T1, seed=0)
+        assert "Data!A2 = item-1" in step(env, "find_cells", pattern="item-1").observation.text  # native: no docker
+        with pytest.raises(errors.InfraError, match="Cannot reach the Docker daemon"):
+            step(env, "run_python", code="print(1)")
