@@ -86,9 +86,24 @@ def content_key(path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
+def _remove_stale_profiles() -> None:
+    """Profile folders of processes that are gone (killed before their atexit ran)."""
+    for path in Path(tempfile.gettempdir()).glob("envh-office-lo-*-*"):
+        pid = path.name.split("-")[3]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            pass
+
+
 def _profile_dir() -> str:
     global _profile
     if _profile is None:
+        _remove_stale_profiles()
         _profile = tempfile.mkdtemp(prefix=f"envh-office-lo-{os.getpid()}-")
         user = Path(_profile) / "user"
         user.mkdir()
