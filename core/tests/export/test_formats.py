@@ -124,3 +124,23 @@ def test_show_reports_tokens_and_latency(played):
     assert shown["turns"] == turns
     assert shown["prompt_tokens"] == sum(t.usage.get("prompt_tokens", 0) for t in ts.values()) > 0
     assert shown["tokens_per_s"] > 0 and shown["latency_s"] > 0
+
+
+def test_turns_cross_the_process_pool_and_export(tmp_path):
+    """``envh run`` with pool workers (turns travel as JSON data) against the replay
+    server, then ``envh export``: the conversation is the one the workers had."""
+    from envh.testing_llm import LLMReplayServer, tool_reply
+
+    with LLMReplayServer([tool_reply("stop"), tool_reply("stop")]) as server:
+        proc = envh_cli("run", "toy24", "--task", "easy/2,3,4", "-k", "2", "--policy", "openai:replay-model",
+                        "--policy-option", f"base_url={server.base_url}", "--policy-option", "backoff_s=0.01",
+                        "--executor", "pool", "--workers", "2", "--max-steps", "2", "--out", str(tmp_path / "run"))
+        assert proc.returncode == 0, proc.stderr
+        sent = server.chat_requests
+    assert envh_cli("export", str(tmp_path / "run"), "--format", "messages").returncode == 0
+    rows = lines(tmp_path / "run" / "trajectories.jsonl")
+    assert len(rows) == 2 and len(sent) == 2
+    for row in rows:
+        assert row["messages"][:2] in [body["messages"] for body in sent]
+        assert row["messages"][2]["tool_calls"][0]["function"]["name"] == "stop"
+    assert len({body["seed"] for body in sent}) == 2  # the two rollouts sample with different seeds
