@@ -102,6 +102,7 @@ class NarrowCorpus:
 
     name = "officeqa.narrow-corpus"
     direction = "scaffold"
+    axis = "A"  # the diagnosed failure axis it answers (the template designer tries it first)
 
     def magnitudes(self, env: ActionableEnv, task: TaskRef) -> list[int]:
         q = _question(env, task)
@@ -118,6 +119,7 @@ class PointPages:
 
     name = "officeqa.point-pages"
     direction = "scaffold"
+    axis = "task_understanding"  # the diagnosed failure axis it answers (the template designer tries it first)
 
     def magnitudes(self, env: ActionableEnv, task: TaskRef) -> list[int]:
         q = _question(env, task)

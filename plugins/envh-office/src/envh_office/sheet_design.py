@@ -47,6 +47,7 @@ class RevealRange:
 
     name = "spreadsheetbench.reveal-range"
     direction = "scaffold"
+    axis = "task_understanding"  # the diagnosed failure axis it answers (the template designer tries it first)
 
     def magnitudes(self, env: ActionableEnv, task: TaskRef) -> list[int]:
         return [1] if _task(env, task) is not None else []
@@ -93,6 +94,7 @@ class PrefillHeaders:
 
     name = "spreadsheetbench.prefill-headers"
     direction = "scaffold"
+    axis = "S0"  # the diagnosed failure axis it answers (the template designer tries it first)
 
     def magnitudes(self, env: ActionableEnv, task: TaskRef) -> list[int]:
         t = _task(env, task)
