@@ -7,6 +7,7 @@ records equal, message for message, the bodies the server received.
 from __future__ import annotations
 
 import json
+import os
 import socket
 
 import pytest
@@ -228,3 +229,26 @@ def test_the_servers_context_is_used_when_it_reports_one(llm_replay_server):
     policy = make(llm_replay_server)
     step = drive(policy, [obs("x")])[0]
     assert step.turn.context["budget"] is None  # the replay server reports no max_model_len
+
+
+def test_duplicate_call_ids_get_their_own_answers(llm_replay_server):
+    from envh.testing_replies import Reply
+
+    same = Reply(tool_calls=[{"name": "stop", "arguments": {}, "id": "a"}, {"name": "stop", "arguments": {}, "id": "a"}])
+    llm_replay_server.add(same, tool_reply("stop"))
+    steps = drive(make(llm_replay_server), [obs("x"), obs("y")])
+    answered = [m["tool_call_id"] for m in llm_replay_server.chat_requests[1]["messages"] if m["role"] == "tool"]
+    assert answered == ["a", "a_1"]
+    assert {"what": "call_field", "field": "tool_calls[1].id", "from": "a", "to": "a_1"} in steps[0].turn.corrections
+
+
+def test_tokenizer_counts_native_turns_whose_content_is_empty(llm_replay_server):
+    """SmolLM2's template concatenates ``content``; an assistant tool call has none."""
+    from envh.rollout.policies.localmodels import cache_root
+
+    if not (cache_root() / "smollm2-135m" / "config.json").exists() and os.environ.get("CI") != "true":
+        pytest.skip("the converted SmolLM2 model is not in the cache (dev/setup.d/local_llm.sh)")
+    llm_replay_server.add(tool_reply("combine", {"i": 0, "j": 1, "op": "mul"}), tool_reply("stop"))
+    steps = drive(make(llm_replay_server, tokenizer="smollm2", max_context=4096), [obs("a"), obs("b")])
+    assert all(s.turn.context["counted_with"] == "tokenizer:smollm2" for s in steps)
+    assert steps[1].turn.context["prompt_tokens"] > steps[0].turn.context["prompt_tokens"]

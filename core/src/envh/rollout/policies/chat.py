@@ -350,6 +350,7 @@ def sanitized(completion: Completion) -> tuple[Completion, list[dict[str, Any]]]
         return value
 
     calls_out = []
+    seen_ids: set[str] = set()
     for n, call in enumerate(completion.tool_calls):
         name, args = call.get("name"), call.get("arguments")
         if not isinstance(name, str):
@@ -360,6 +361,11 @@ def sanitized(completion: Completion) -> tuple[Completion, list[dict[str, Any]]]
             notes.append({"what": "call_field", "field": f"tool_calls[{n}].arguments", "from": type(args).__name__})
             args = text
         call_id = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else f"call_{n}"
+        if call_id in seen_ids:  # every call needs its own answer in the next request
+            notes.append({"what": "call_field", "field": f"tool_calls[{n}].id", "from": call_id,
+                          "to": f"{call_id}_{n}"})
+            call_id = f"{call_id}_{n}"
+        seen_ids.add(call_id)
         calls_out.append({**call, "id": clean(call_id, f"tool_calls[{n}].id"),
                           "name": clean(name, f"tool_calls[{n}].name"),
                           "arguments": clean(args, f"tool_calls[{n}].arguments")})

@@ -132,7 +132,8 @@ def load_tokenizer(name: str) -> Any:
 
 def count_chat_tokens(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
     """Tokens of ``messages`` through the model's chat template, with the generation prompt."""
-    ids = tokenizer.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True, tokenize=True)
+    plain = [{**m, "content": m.get("content") or ""} for m in messages]  # templates concatenate content
+    ids = tokenizer.apply_chat_template(plain, tools=tools or None, add_generation_prompt=True, tokenize=True)
     if isinstance(ids, dict) or hasattr(ids, "keys"):  # newer transformers return a BatchEncoding
         ids = ids["input_ids"]
     return len(ids)

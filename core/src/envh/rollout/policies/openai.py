@@ -79,6 +79,7 @@ class OpenAIPolicy(ChatPolicy):
         self._client = openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=0)
         self._retryable = (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError)
         self._tokenizer: Any = None
+        self._template_failed: str | None = None
         self._server_context: int | None | bool = False  # False: not asked yet
         self.policy_id = describe("openai", self.model, base_url=base_url, format=self.tool_format,
                                   temperature=temperature, seed=seed)
@@ -89,13 +90,19 @@ class OpenAIPolicy(ChatPolicy):
             from .localmodels import load_tokenizer
 
             self._tokenizer = load_tokenizer(self.tokenizer_name)
-        if self._tokenizer is None:
+        if self._tokenizer is None or self._template_failed:
             return super()._count_tokens(messages, tools)
         from .localmodels import count_chat_tokens
 
-        return count_chat_tokens(self._tokenizer, messages, tools)
+        try:
+            return count_chat_tokens(self._tokenizer, messages, tools)
+        except Exception as exc:  # noqa: BLE001 - a template that rejects these messages: estimate instead
+            self._template_failed = f"{type(exc).__name__}: {str(exc)[:200]}"
+            return super()._count_tokens(messages, tools)
 
     def _counted_with(self) -> str:
+        if self._template_failed:
+            return f"estimate:chars/3 (tokenizer:{self.tokenizer_name} failed: {self._template_failed})"
         return f"tokenizer:{self.tokenizer_name}" if self.tokenizer_name else super()._counted_with()
 
     def _prompt_budget(self) -> int | None:
