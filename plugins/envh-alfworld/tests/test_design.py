@@ -27,7 +27,7 @@ def base_spec(games_root) -> dict:
                                        "pick_two_obj_and_place", "look_at_obj_in_light"])
 def test_every_template_magnitude_builds_and_resets(registry, games_root, built, task_type):
     task = built[task_type].task
-    names = sorted(registry.templates())
+    names = sorted(n for n in registry.templates() if n.startswith("alfworld."))  # the core adds toy24's
     assert names == ["alfworld.block-teleport", "alfworld.hide-target", "alfworld.precomplete-subgoal",
                      "alfworld.reveal-target", "alfworld.truncate-room"]
     with envh.make(base_spec(games_root), registry=registry) as env:

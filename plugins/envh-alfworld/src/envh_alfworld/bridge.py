@@ -101,6 +101,16 @@ class AlfworldEnv(Bridge):
     def list_tasks(self, split: str | None = None) -> list[TaskRef]:
         return [g.task for g in self.list_games(split)]
 
+    def check_task(self, task: TaskRef) -> None:
+        """The core's check on the canonical name; when a game is not listed, say why
+        (missing, movable/sliced, unsolvable) where the folder tells."""
+        canonical = data.canonical_task(task)
+        try:
+            super().check_task(canonical)
+        except errors.UnknownNameError:
+            data.game_file_for(self.root, canonical)  # raises the specific reason, if there is one
+            raise
+
     def tools(self) -> list[ToolSpec]:
         return [DO]
 

@@ -107,9 +107,7 @@ def precomplete_subgoal(state: dict[str, Any], subgoal: str | None = None,
     return {"kind": "stage", "actions": actions, "observation": "reset"}
 
 
-_TRUNCATE = '''import re
-
-def filter_observation(observation, state, memo):
+_TRUNCATE = '''def filter_observation(observation, state, memo):
     goal = []
     rest = []
     for line in observation.text.split("\\n"):
@@ -118,7 +116,17 @@ def filter_observation(observation, state, memo):
         elif line.strip():
             rest.append(line.strip())
     # Sentences end at . ! ? (not inside the "-= ... ALFRED! =-" banner) or after the banner.
-    sentences = re.split(r"(?<=[.!?])\\s+(?!=-)|(?<==-)\\s+", " ".join(rest))
+    words = " ".join(rest).split()
+    sentences = []
+    current = []
+    for i, word in enumerate(words):
+        current.append(word)
+        following = words[i + 1] if i + 1 < len(words) else ""
+        if (word[-1:] in (".", "!", "?") and not following.startswith("=-")) or word.endswith("=-"):
+            sentences.append(" ".join(current))
+            current = []
+    if current:
+        sentences.append(" ".join(current))
     short = " ".join(sentences[:LIMIT])
     if goal and observation.text.startswith("Your task is to:"):
         return "\\n".join(goal + [short])
