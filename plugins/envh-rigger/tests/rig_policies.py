@@ -155,3 +155,44 @@ def envh_designers():
 def envh_policies():
     return [envh.PolicyInfo(name="coin", factory=Coin), envh.PolicyInfo(name="solver", factory=Solver),
             envh.PolicyInfo(name="rate", factory=Rate), envh.PolicyInfo(name="slow", factory=Slow)]
+
+
+class Divider:
+    """With probability ``q`` (from the episode seed) it first tries ``combine(0, 1, div)``:
+    when that is refused it gives up (stop: a loss); otherwise it starts over and plays the
+    solver's plan (a win). So under a contract blocking ``div`` the true rate of "calls div
+    and fails" is ``q`` and the success rate ``1 - q``; without one they are 0 and 1."""
+
+    policy_id = "test-divider"
+
+    def __init__(self, arg=None, q=0.5, **options):
+        self.q = float(q)
+        self.phase = "solve"
+        self.data = {}
+
+    def start(self, *, task, tools, observation, seed=None):
+        import random
+
+        self.phase = "div" if random.Random(f"div-{seed}").random() < self.q else "solve"
+        self.data = dict(observation.data)
+
+    def act(self, observation, tools):
+        if self.phase == "div":
+            self.phase = "check"
+            return PolicyStep(action=Action(tool="combine", args={"i": 0, "j": 1, "op": "div"}), raw="div")
+        if self.phase == "check":
+            if not observation.data.get("numbers"):  # refused: give up
+                return PolicyStep(action=Action(tool="stop"), raw="stop")
+            self.phase = "solve"
+            return PolicyStep(action=Action(tool="reset"), raw="reset")
+        if observation.data.get("numbers"):
+            self.data = dict(observation.data)
+        return PolicyStep(action=_solver_move(self.data), raw="solver")
+
+    def close(self):
+        pass
+
+
+@envh.hookimpl(specname="envh_policies")
+def more_policies():
+    return [envh.PolicyInfo(name="divider", factory=Divider)]

@@ -70,3 +70,40 @@ def test_beats_baseline_accepts_a_truly_better_candidate(registry, tmp_path):
     n = _start_numbers(registry, spec)
     true_rate = rates.get(n, 1.0 if n == 1 else 0.0)
     assert true_rate >= entry["stats"]["baseline"]["success_rate"] + 0.5
+
+
+def test_weakness_target_accepts_a_candidate_that_makes_the_predicate_bite(registry, tmp_path):
+    """``calls:combine:div`` bites (shows and fails) with true rate q = 0.5 only under a
+    contract blocking div; success stays 0.5, above the floor."""
+    summary = _rig(registry, tmp_path, "weak", policy="divider", policy_options={"q": 0.5},
+                   target="weakness:calls:combine:div", designer="template:toy24.block-operator")
+    assert summary["stops"] == {f"toy24/{TASK}": "accepted"}, summary
+    [(entry, spec)] = _accepted(registry, tmp_path / "weak")
+    assert any("div" in (layer.get("code") or "") for layer in spec["layers"])
+    val = entry["stats"]["validation"]
+    assert val["weakness"] == "calls:combine:div" and val["decision"] == "in"
+    assert entry["stats"]["baseline"]["weakness_rate"] == 0.0
+    report = (tmp_path / "weak" / "report.md").read_text()
+    assert "weakness rate" in report and "calls:combine:div" in report
+
+
+def test_weakness_target_refuses_a_candidate_that_collapses_success(registry, tmp_path):
+    """q = 1: blocking div makes the weakness bite every time, but nothing wins any more."""
+    summary = _rig(registry, tmp_path, "floor", policy="divider", policy_options={"q": 1.0},
+                   target="weakness:calls:combine:div", designer="template:toy24.block-operator")
+    assert summary["stops"][f"toy24/{TASK}"] != "accepted"
+    from envh_rigger.journal import Journal
+
+    reasons = [e["attempt"]["reason"] for e in Journal(tmp_path / "floor").events(kind="attempt")]
+    assert any("floor" in r for r in reasons), reasons
+
+
+def test_weakness_in_plain_words_is_translated_and_unknown_words_refused(registry, tmp_path):
+    from envh import errors
+    from envh_rigger.weakness import resolve
+
+    assert resolve("submits before running the tests").predicate == "submits-before-test"
+    assert resolve("repeats the same action").predicate == "repeats:3"
+    with pytest.raises(errors.EnvhError, match="Cannot read the weakness"):
+        _rig(registry, tmp_path, "bad", policy="rate", target='weakness:"is sad"')
+    assert not (tmp_path / "bad").exists()

@@ -24,7 +24,7 @@ from .journal import Journal
 from .pool import HarnessPool
 from .rollouts import Rollouts
 from .stats import SequentialValidator
-from .targets import Target
+from .targets import SUCCESS_FLOOR, Target
 
 
 @attrs.define(kw_only=True)
@@ -49,7 +49,25 @@ class LoopRun:
     seed: int = 0
     echo: Callable[[str], None] = lambda _msg: None
     diagnoser: str = "stats"
+    weakness: Any = None  # a resolved weakness.Weakness for weakness targets
     _diagnose: Any = None
+
+    def measure(self, trajs: list[Any]) -> dict[str, Any]:
+        """Batch statistics, with the weakness's rate when the target is one."""
+        stats = summarize(trajs)
+        if self.weakness is not None:
+            bites = sum(self.weakness.bites(t) for t in trajs)
+            stats.update(weakness_rate=bites / len(trajs) if trajs else 0.0, weakness_bites=bites,
+                         weakness=self.weakness.predicate)
+        return stats
+
+    def value(self, t: Any) -> float:
+        """One episode's outcome on the target's metric."""
+        if self.target.metric == "mean_steps":
+            return float(steps_of(t))
+        if self.target.metric == "weakness_rate":
+            return float(self.weakness.bites(t))
+        return float(t.success)
 
     def diagnose(self, trajs: list[Any], stats: dict[str, Any], bridge: str) -> dict[str, Any]:
         """The chosen diagnoser (through ``envh_diagnosers``) on a batch of rollouts."""
@@ -102,7 +120,7 @@ class TaskLoop:
             self._spend(len(seeds))
         trajs = self.r.rollouts.run(self.base, self.task, seeds, "observe")
         self.r.usage.rollouts = self.r.rollouts.count()
-        return trajs, summarize(trajs)
+        return trajs, self.r.measure(trajs)
 
     def validate(self, spec: dict[str, Any], rnd: int, band: tuple[float, float]) -> tuple[list[Any], dict[str, Any]]:
         binary = self.r.target.binary
@@ -117,11 +135,22 @@ class TaskLoop:
             new = self.r.rollouts.run(spec, self.task, seeds, f"validate:{rnd}")
             self.r.usage.rollouts = self.r.rollouts.count()
             trajs += new
-            values += [float(t.success) if binary else float(steps_of(t)) for t in new]
+            values += [self.r.value(t) for t in new]
         decision, decisive = self.r.validator.decide(values, band, binary=binary)
-        stats = summarize(trajs)
+        stats = self.r.measure(trajs)
         stats.update(decision=decision, decisive=decisive, band=list(band),
                      confidence=self.r.validator.confidence(values, band, binary=binary))
+        if self.r.weakness is not None:  # the floor: success must not collapse with the weakness
+            wins = [float(t.success) for t in trajs]
+            floor = (SUCCESS_FLOOR, 1.0)
+            while (more := self.r.validator.next_batch(wins, floor)) > 0:
+                seeds = [self.r.seed + 1000 * rnd + len(trajs) + i for i in range(more)]
+                self._spend(more)
+                new = self.r.rollouts.run(spec, self.task, seeds, f"validate:{rnd}")
+                self.r.usage.rollouts = self.r.rollouts.count()
+                trajs += new
+                wins += [float(t.success) for t in new]
+            stats["floor_decision"] = self.r.validator.decide(wins, floor)[0]
         return trajs, stats
 
     # -- the loop ------------------------------------------------------------------------
@@ -134,11 +163,16 @@ class TaskLoop:
         r.journal.append(self.key, "baseline", {"spec_id": spec_id(self.base, r.registry), "stats": baseline,
                                                 "band": list(band), "direction": direction,
                                                 "diagnosis": diagnosis, "usage": r.usage.to_data(),
-                                                "reference": self._reference_note()})
+                                                "reference": self._reference_note(),
+                                                "weakness": r.weakness.predicate if r.weakness else None})
         r.echo(f"[{self.key}] baseline {baseline['success_rate']:.2f} ({baseline['n']} rollouts), "
-               f"band {band}, direction {direction or 'none needed'}")
+               f"band {band} on {r.target.metric}, direction {direction or 'none needed'}")
         if direction is None:
             return "baseline_in_target"
+        if not r.target.reachable(band):
+            r.echo(f"[{self.key}] the band {band} is too narrow to judge (the baseline leaves no room): "
+                   "target unreachable")
+            return "target_unreachable"
         with make(self.base, registry=r.registry) as env:
             env.reset(task=self.task, seed=0)
             tools, schema = env.tools(), env.env_state_schema()
@@ -217,6 +251,9 @@ class TaskLoop:
         if crashed * 2 >= max(1, stats["n"]):
             return "rejected", (f"{crashed} of {stats['n']} validation episodes ended in errors "
                                 f"{stats['error_classes']}: they measure a broken episode, not the policy")
+        if stats.get("floor_decision") == "below":
+            return "rejected", (f"the weakness bites, but success fell below the floor "
+                                f"{SUCCESS_FLOOR:g}: the candidate breaks more than the weakness")
         if stats["successes"] == 0 and stats["blocked_steps"] > 0:
             return "rejected", ("no success and actions were blocked: the candidate may make the task "
                                 "unsolvable for this policy; loosen it")

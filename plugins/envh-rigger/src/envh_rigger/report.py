@@ -22,7 +22,7 @@ from envh import TaskRef
 
 from .budget import Usage
 from .journal import Journal
-from .stats import SequentialValidator
+from .stats import SequentialValidator, wilson
 from .targets import Target
 
 PLOT = "metric_per_round.png"
@@ -41,6 +41,9 @@ def _task_rows(journal: Journal, key: str) -> dict[str, Any]:
 
 
 def _value(stats: dict[str, Any], target: Target) -> tuple[float, tuple[float, float]]:
+    if target.metric == "weakness_rate":
+        bites, n = int(stats.get("weakness_bites", 0)), int(stats["n"])
+        return float(stats.get("weakness_rate", 0.0)), wilson(bites, n)
     if target.binary:
         return float(stats["success_rate"]), tuple(stats["interval"])  # type: ignore[return-value]
     mean = float(stats["mean_steps"])
@@ -58,7 +61,8 @@ def _plots(out: Path, rows: dict[str, dict[str, Any]], target: Target) -> list[s
     keys = [k for k, r in rows.items() if r["baseline"]]
     if not keys:
         return made
-    label = "success rate" if target.binary else "mean steps"
+    label = {"success_rate": "success rate", "mean_steps": "mean steps",
+             "weakness_rate": "weakness rate"}[target.metric]
     cols = min(3, len(keys))
     nrows = math.ceil(len(keys) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.2 * nrows), squeeze=False)
@@ -146,7 +150,8 @@ def write_report(out: Path, journal: Journal, tasks: list[TaskRef], target: Targ
     rows = {str(t): _task_rows(journal, str(t)) for t in tasks}
     plots = _plots(out, rows, target)
     u = usage.to_data()
-    metric = "success rate" if target.binary else "mean steps"
+    metric = {"success_rate": "success rate", "mean_steps": "mean steps",
+              "weakness_rate": "weakness rate (shows and fails)"}[target.metric]
     spec = cfg.get("spec")
     lines = [f"# envh rig report: {target}", "",
              f"Policy `{cfg.get('policy', '?')}` · designer `{cfg.get('designer', '?')}` · diagnoser "

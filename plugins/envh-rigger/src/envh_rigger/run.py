@@ -24,6 +24,7 @@ from .pool import HarnessPool
 from .rollouts import Rollouts
 from .stats import SequentialValidator
 from .targets import parse_target
+from .weakness import resolve as resolve_weakness
 
 DEFAULT_TASKS = {"toy24": "split:medium:2"}
 DEFAULT_MAX_STEPS = {"toy24": 12}  # the shipped spec's budget is 6 env steps; invalid turns count here
@@ -180,6 +181,7 @@ def prepare(config: RigConfig, reg: Registry, *, explicit: set[str] | None = Non
     _check_numbers(config)
     target = parse_target(config.target)
     base = load_base_spec(config.spec, reg)
+    weakness = resolve_weakness(target.text, registry=reg, bridge=base["bridge"]) if target.kind == "weakness" else None
     tasks = resolve_tasks(base, config.tasks, reg)
     reg.policy(config.policy.split(":")[0])
     name, _, arg = config.designer.partition(":")
@@ -187,7 +189,7 @@ def prepare(config: RigConfig, reg: Registry, *, explicit: set[str] | None = Non
     dname = config.diagnoser.split(":")[0]
     if dname not in reg.diagnosers():
         raise errors.UnknownNameError("diagnoser", dname, list(reg.diagnosers()))
-    return {"config": config, "target": target, "base": base, "tasks": tasks,
+    return {"config": config, "target": target, "base": base, "tasks": tasks, "weakness": weakness,
             "designer": (designer_factory, arg or None)}
 
 
@@ -215,7 +217,7 @@ def rig(config: RigConfig, *, registry: Registry | None = None, explicit: set[st
                   designer=designer, designer_name=config.designer, policy=config.policy, target=target,
                   validator=SequentialValidator(k_max=config.k_max), budget=config.budget, usage=usage,
                   k=config.k, rounds=config.rounds, coevolve=config.coevolve, seed=config.seed, echo=echo,
-                  diagnoser=config.diagnoser)
+                  diagnoser=config.diagnoser, weakness=ready["weakness"])
     usage.rollouts = rollouts.count()
     base_pool = HarnessPool.open(config.base_pool) if config.base_pool else None
     stops: dict[str, str] = {}

@@ -162,7 +162,7 @@ def _runs(band: tuple[float, float]) -> tuple[bool, bool]:
 
 def _losses(band: tuple[float, float], lam: float) -> np.ndarray:
     lo, hi = band
-    z = RAMP * max(hi - lo, MIN_WIDTH)
+    z = RAMP * min(max(hi - lo, MIN_WIDTH), 0.2)  # a wide band keeps the tuned band's ramp
     below = np.clip((GRID - lo) / z, 0, 1)
     above = np.clip((hi - GRID) / z, 0, 1)
     inside = lam * np.clip(np.maximum(lo - GRID, GRID - hi) / z, 0, 1)

@@ -2,10 +2,13 @@
 
 ``sr:0.4-0.6`` (success-rate band), ``steps:25-35`` (mean-steps band),
 ``beats-baseline:0.2`` (success rate at least 0.2 above the baseline's; a negative
-value asks for that much below), ``weakness:"submits without running tests"`` (the
-candidate makes the behaviour fail measurably more often: success drops by at least
-``margin`` while staying above zero, and the candidate's layers act in failing episodes).
-Every target reduces to a band on one metric once the baseline is known.
+value asks for that much below), ``weakness:"submits without running tests"`` or
+``weakness:repeats:3`` (a predicate over trajectories, see ``weakness.py``: the share of
+episodes where the behaviour shows *and* the episode fails must rise by at least
+``WEAKNESS_MARGIN`` over the baseline's, while the success rate stays at or above
+``SUCCESS_FLOOR``; both measured with the same validator). Every target reduces to a
+band on one metric once the baseline is known; a band narrower than the validator's
+minimum width is reported as unreachable instead of tried.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from envh import errors
 
 from .stats import MIN_WIDTH
 
-Metric = Literal["success_rate", "mean_steps"]
+Metric = Literal["success_rate", "mean_steps", "weakness_rate"]
 WEAKNESS_MARGIN = 0.2
+SUCCESS_FLOOR = 0.1
 
 
 @attrs.frozen(kw_only=True)
@@ -34,11 +38,22 @@ class Target:
 
     @property
     def metric(self) -> Metric:
-        return "mean_steps" if self.kind == "steps" else "success_rate"
+        return {"steps": "mean_steps", "weakness": "weakness_rate"}.get(self.kind, "success_rate")  # type: ignore[return-value]
+
+    def rises(self, direction: str | None) -> bool:
+        """Whether ``direction`` moves this target's metric up (pressure raises a weakness's
+        rate and mean steps; scaffolding raises the success rate)."""
+        if self.kind == "weakness":
+            return direction == "pressure"
+        return (direction == "scaffold") == (self.metric == "success_rate")
+
+    def reachable(self, band: tuple[float, float]) -> bool:
+        """A rate band narrower than the validator's minimum width cannot be judged."""
+        return not self.binary or band[1] - band[0] >= MIN_WIDTH - 1e-9
 
     @property
     def binary(self) -> bool:
-        return self.metric == "success_rate"
+        return self.metric != "mean_steps"
 
     def band(self, baseline: dict[str, Any]) -> tuple[float, float]:
         """The band the measured metric must fall in, given the baseline statistics."""
@@ -49,13 +64,14 @@ class Target:
             if self.delta >= 0:
                 return min(1.0, base + self.delta), 1.0
             return 0.0, max(0.0, base + self.delta)
-        return 1e-9, max(1e-9, base - WEAKNESS_MARGIN)  # weakness
+        weak = float(baseline.get("weakness_rate", 0.0))
+        return min(1.0, weak + WEAKNESS_MARGIN), 1.0  # weakness
 
     def direction(self, baseline: dict[str, Any]) -> Literal["scaffold", "pressure"] | None:
         """Make the task easier (scaffold) or harder (pressure); ``None``: already there."""
         value = float(baseline.get(self.metric, 0.0))
         lo, hi = self.band(baseline)
-        if lo <= value <= hi and self.kind != "weakness":
+        if lo <= value <= hi:
             return None
         if self.kind == "weakness":
             return "pressure"
@@ -69,8 +85,9 @@ class Target:
             return f"mean steps in [{self.lo:g}, {self.hi:g}]"
         if self.kind == "beats-baseline":
             return f"success rate at least {self.delta:+g} from the baseline's"
-        return (f"the weakness {self.text!r} fails measurably more often (success drops by "
-                f">= {WEAKNESS_MARGIN:g}, stays above 0)")
+        return (f"the weakness {self.text!r} bites measurably more often (the share of episodes where "
+                f"it shows and the episode fails rises by >= {WEAKNESS_MARGIN:g}; success stays >= "
+                f"{SUCCESS_FLOOR:g})")
 
     def __str__(self) -> str:
         if self.kind in ("sr", "steps"):

@@ -30,7 +30,7 @@ class TemplateDesigner:
 
     def _bounds(self, ctx: DesignContext, name: str, count: int) -> tuple[int, int]:
         lo, hi = 0, count - 1
-        rises = (ctx.direction == "scaffold") == ctx.target.binary  # does this direction raise the metric?
+        rises = ctx.target.rises(ctx.direction)  # does this direction raise the metric?
         for a in ctx.attempts:
             if a.meta.get("template") != name or "index" not in a.meta:
                 continue
