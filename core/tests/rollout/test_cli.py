@@ -244,3 +244,22 @@ def test_an_input_the_nobody_workers_cannot_read_is_refused_with_a_way_out(tmp_p
     assert not (tmp_path / "run").exists()
     envh(*run_args(spec, tmp_path / "run", "--policy", f"scripted:{script}", "--isolation", "namespace"),
          env=cli_env)
+
+
+def test_two_commands_never_play_into_one_run_directory(tmp_path, cli_env):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    out = tmp_path / "run"
+    args = run_args(spec, out, "--split", "easy", "--tasks", "4", "--policy", "sleepy:1", "--executor", "inline")
+    first = subprocess.Popen([sys.executable, "-c", "from envh.cli import main; main()", *args], env=cli_env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / "trajectories.sqlite").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        second = envh(*args, "--resume", env=cli_env, check=False)
+        assert second.returncode == 2 and "in use by another envh run (pid" in second.stderr, second.stderr
+    finally:
+        assert first.wait(timeout=60) == 0
+    with TrajectoryStore(out) as store:
+        assert len(store.runs()) == 1 and len(store.rows()) == 4

@@ -155,9 +155,12 @@ def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: st
                 raise errors.PolicyError(f"{exc}{hint}") from exc
         # -- now the run directory ---------------------------------------------------------
         Path(out).mkdir(parents=True, exist_ok=True)
+        lock = planning.lock_run_dir(out)  # held until this process ends
         if hasattr(runner, "open_log"):
             runner.open_log(str(Path(out) / "workers.log"))
         with planning.open_store(out) as store:
+            if not resume:  # another command may have started a run here since the check above
+                planning.check_resumable(store, config, resume=False, versions=versions)
             run_id, todo, retried = planning.start_or_resume(store, config, requests, resume=resume, registry=reg,
                                                              retry_failed=retry == "failed", versions=versions)
             stopped: errors.EnvhError | None = None
@@ -170,6 +173,7 @@ def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: st
             rows = store.rows(run_id=run_id)
     finally:
         runner.close()
+    lock.close()
     _console().print(_summary_table(f"run {run_id} · {out}", summary))
     if stopped is not None:
         raise stopped

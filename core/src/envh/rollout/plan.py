@@ -255,5 +255,26 @@ def all_failed(rows: list[dict[str, Any]]) -> str | None:
             "hold each error and its traceback.")
 
 
+def lock_run_dir(out: str | Path) -> Any:
+    """An exclusive lock on the run directory (``run.lock``), so two commands never play
+    into one run at once; released when the returned file is closed or the process ends."""
+    import fcntl
+    import os
+
+    fh = open(Path(out) / "run.lock", "a+")  # noqa: SIM115 - the lock lives as long as the file
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        fh.seek(0)
+        holder = fh.read().strip() or "another process"
+        fh.close()
+        raise errors.EnvhError(f"{out} is in use by another envh run ({holder}); wait for it to finish, or "
+                               "choose another --out directory.") from exc
+    fh.truncate(0)
+    fh.write(f"pid {os.getpid()}")
+    fh.flush()
+    return fh
+
+
 def open_store(out: str | Path) -> TrajectoryStore:
     return TrajectoryStore(out)
