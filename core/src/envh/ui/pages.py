@@ -161,13 +161,29 @@ def text_page(title: str, text: str, images: list[str], index: int) -> str:
     return layout(title, f"<pre id='report'>{escape(text)}</pre>{imgs}")
 
 
+def _sparkline(values: list[float], width: int = 320, height: int = 80) -> str:
+    if len(values) < 2:
+        return ""
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or 1.0
+    points = " ".join(f"{i * width / (len(values) - 1):.1f},{height - (v - lo) / span * height:.1f}"
+                      for i, v in enumerate(values))
+    return (f"<svg class='chart' width='{width}' height='{height}' viewBox='-2 -2 {width + 4} {height + 4}'>"
+            f"<polyline fill='none' stroke='#2563eb' stroke-width='1.5' points='{points}'/></svg>")
+
+
 def training_page(rows: list[dict[str, Any]]) -> str:
     keys = sorted({k for r in rows for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
+    charts = "".join(
+        f"<div class='metric-chart'><b>{escape(k)}</b> <span class='muted'>last {rows[-1].get(k, '')}</span><br>"
+        + _sparkline([float(r[k]) for r in rows if isinstance(r.get(k), (int, float))]) + "</div>"
+        for k in keys if k != "step" and (k.startswith(("reward", "success", "loss", "kl")) or len(keys) <= 9))
     head = "".join(f"<th>{escape(k)}</th>" for k in keys)
     body = "".join("<tr class='metric'>" + "".join(
         f"<td>{r[k]:.4g}</td>" if isinstance(r.get(k), (int, float)) else "<td></td>" for k in keys) + "</tr>"
         for r in rows[-500:])
-    return layout("Training", f"<table id='metrics'><tr>{head}</tr>{body}</table>")
+    return layout("Training", f"<div class='cols' style='flex-wrap:wrap'>{charts}</div>"
+                              f"<table id='metrics'><tr>{head}</tr>{body}</table>")
 
 
 PLAYGROUND_JS = r"""
