@@ -10,14 +10,14 @@ CFG = RewardConfig()
 
 def test_every_term_by_hand():
     facts = EpisodeFacts(solved=True, turns=7, actions=("a", "b", "a", "c"),
-                         replies=((1,), (1,), (1,), (2,)), invalid=3)
+                         replies=((1,), (1,), (1,), (2,), (3,), (4,), (5,)), invalid=3)
     t = cost_aware(facts, CFG, epoch=0)
     assert t.solved == 10.0
     assert t.efficiency == pytest.approx(1.0 - 7 / 70)
-    assert t.diversity == pytest.approx(0.5 * 0.75)
+    assert t.diversity == pytest.approx(0.5 * 3 / 7)  # 3 distinct valid actions in 7 turns
     assert t.spam == pytest.approx(-0.1 * 2)  # two replies repeat the one before
     assert t.invalid == pytest.approx(-0.1 * 3)
-    assert t.total == pytest.approx(10 + 0.9 + 0.375 - 0.2 - 0.3)
+    assert t.total == pytest.approx(10 + 0.9 + 1.5 / 7 - 0.2 - 0.3)
 
 
 def test_efficiency_only_when_solved_and_never_negative():

@@ -71,23 +71,35 @@ def save(trainer: Any) -> Path:
     return folder
 
 
-def load(trainer: Any) -> bool:
-    """Restore the newest checkpoint; False when there is none yet."""
-    root = Path(trainer.config.output_dir) / "checkpoints"
+def latest(config: Any, world: int) -> tuple[str, dict[str, Any]] | None:
+    """(tag, state) of the checkpoint a resume would load, checked against ``config``
+    before anything is loaded; ``None`` when the run has none yet."""
+    root = Path(config.output_dir) / "checkpoints"
     if not (root / "latest").is_file():
-        return False
+        return None
     tag = (root / "latest").read_text().strip()
     folder = root / tag
     state = read_json(folder / "state.json")
     if state is None:
         raise errors.StateError(f"Checkpoint {folder} has no readable state.json")
-    if state.get("config_hash") != config_hash(trainer.config):
+    if state.get("config_hash") != config_hash(config):
         raise errors.StateError(
             f"Checkpoint {folder} was written with a different training config; resume with the same "
             f"config (only {', '.join(MUTABLE)} may change) or choose another output_dir.")
-    if state.get("world_size") != trainer.world:
+    if state.get("world_size") != world:
         raise errors.StateError(f"Checkpoint {folder} was written by {state.get('world_size')} processes; "
-                                f"resume with the same number (now {trainer.world}).")
+                                f"resume with the same number (now {world}).")
+    return tag, state
+
+
+def load(trainer: Any) -> bool:
+    """Restore the newest checkpoint; False when there is none yet."""
+    root = Path(trainer.config.output_dir) / "checkpoints"
+    found = latest(trainer.config, trainer.world)
+    if found is None:
+        return False
+    tag, state = found
+    folder = root / tag
     if trainer.engine is not None:
         path, _ = trainer.engine.load_checkpoint(str(root), tag=tag, load_optimizer_states=True,
                                                  load_lr_scheduler_states=True)

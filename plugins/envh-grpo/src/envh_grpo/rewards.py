@@ -5,7 +5,8 @@
 
 * ``solved`` is the innermost bridge's verdict (never a component's; see ``rollout``);
 * ``|τ|`` is the number of policy turns; the efficiency bonus exists only when solved;
-* ``R_div`` is the share of distinct actions in the episode (1.0: no action repeated);
+* ``R_div`` is the share of turns that took a new valid action (distinct valid actions /
+  turns: 1.0 when no action repeats and every reply parsed; invalid replies are not actions);
   its weight is cosine-annealed from ``div_start`` to ``div_end`` over ``anneal_epochs``;
 * ``R_spam`` counts degenerate repetition: turns whose reply repeats the previous turn's
   reply token for token, capped at ``spam_cap``;
@@ -52,7 +53,7 @@ class EpisodeFacts:
 
     solved: bool
     turns: int
-    actions: tuple[str, ...] = ()
+    actions: tuple[str, ...] = ()  # the valid actions taken, in order
     replies: tuple[tuple[int, ...], ...] = ()
     invalid: int = 0
 
@@ -79,9 +80,9 @@ def div_weight(config: RewardConfig, epoch: int) -> float:
     return config.div_end + (config.div_start - config.div_end) * 0.5 * (1.0 + math.cos(math.pi * u))
 
 
-def diversity(actions: Sequence[str]) -> float:
-    """Share of distinct actions (0.0 for an episode without actions)."""
-    return len(set(actions)) / len(actions) if actions else 0.0
+def diversity(actions: Sequence[str], turns: int) -> float:
+    """Distinct valid actions per turn (0.0 for an episode without turns)."""
+    return min(len(set(actions)), turns) / turns if turns > 0 else 0.0
 
 
 def spam_count(replies: Sequence[Sequence[int]]) -> int:
@@ -94,7 +95,7 @@ def cost_aware(facts: EpisodeFacts, config: RewardConfig, epoch: int) -> RewardT
     solved = 1.0 if facts.solved else 0.0
     eff = max(0.0, 1.0 - facts.turns / config.t_max) * solved
     lam_div = div_weight(config, epoch)
-    r_div = diversity(facts.actions)
+    r_div = diversity(facts.actions, facts.turns)
     r_spam = float(spam_count(facts.replies))
     terms = {
         "solved": config.solved * solved,

@@ -147,7 +147,6 @@ def play(jobs: Sequence[Job], engine: Engine, segments: ChatSegments, sampling: 
             action, problem = parse_reply(text, ep.tools)
             if action is None:
                 ep.invalid.append(True)
-                ep.actions.append(f"<invalid:{text.strip()[:40]}>")
                 message = f"Your last reply was not a valid action: {problem}\n\n" + \
                     observation_text(ep.obs)
             else:

@@ -79,6 +79,8 @@ class GRPOTrainer:
             from envh import errors
 
             raise errors.SpecError("Several processes need DeepSpeed: set deepspeed.enabled to auto or true")
+        if resume:  # refuse a mismatched checkpoint before loading anything
+            checkpoint.latest(config, self.world)
         self.step_no = 0
         self.position = 0  # groups drawn so far (the data position)
         self._envs: dict[tuple[int, int], Any] = {}
