@@ -65,6 +65,14 @@ def run_dirs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     (small / "metrics.jsonl").write_text("\n".join(json.dumps({"step": i, "reward/solved": i / 4, "loss": 1 - i / 8})
                                                    for i in range(4)) + "\n")
     (small / "secret.txt").write_text("not for the app")
+    specs, entries = small / "pool" / "specs", small / "pool" / "entries"
+    specs.mkdir(parents=True)
+    entries.mkdir()
+    accepted = {"bridge": "toy24", "layers": [{"kind": "stage", "actions": [
+        {"tool": "combine", "args": {"i": 0, "j": 1, "op": "add"}}]}]}
+    (specs / "abc123def4567890.json").write_text(json.dumps(accepted))
+    (entries / "abc123def4567890.json").write_text(json.dumps(
+        {"task": "toy24/medium/1,2,6,6", "target": "sr:0.4-0.6", "rationale": "replay the first plan step"}))
     big = base / "big"
     with TrajectoryStore(small) as source:
         (template,) = [t for t in source.query() if t.task and t.task.instance_id == "1,2,6,6"]
@@ -188,6 +196,16 @@ def test_two_trajectories_side_by_side(page) -> None:
 def test_rig_report_and_training_pages(page, server) -> None:
     page.goto(f"{server}/rig/0")
     assert "round 1: accepted" in page.locator("#report").inner_text()
+    assert "replay the first plan step" in page.locator("#pool tr.accepted").inner_text()
+    page.locator("#pool a.open").click()
+    page.wait_for_url("**/playground?**")
+    assert "kind: stage" in page.input_value("#spec")
+    page.locator("#start").click()
+    page.wait_for_function("document.getElementById('seen').textContent.length > 0")
+    assert "Numbers: [0] 4, [1] 5." in page.locator("#seen").inner_text()  # the stage combined 2 + 3
+    for bad in ("/playground?d=0&spec=..%2f..%2fetc", "/playground?d=9&spec=abc123def4567890",
+                "/playground?d=0&spec=ffffffffffffffff"):
+        assert page.request.get(server + bad).status == 404, bad
     page.goto(f"{server}/training/0")
     assert page.locator("#metrics tr.metric").count() == 4
     assert "reward/solved" in page.locator("#metrics").inner_text()

@@ -120,6 +120,12 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None) -> Starl
     play = Playground()
     token = token or secrets.token_urlsafe(18)
 
+    def _dir_of(raw: str) -> int:
+        index = int(raw)
+        if not 0 <= index < len(runs.dirs):
+            raise LookupError(index)
+        return index
+
     def _dir(request: Request) -> int:
         index = int(request.path_params["d"])
         if not 0 <= index < len(runs.dirs):
@@ -158,7 +164,7 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None) -> Starl
         path = runs.file(index, "report.md")
         text = path.read_text(errors="replace") if path else "(no report.md in this directory)"
         images = [f for f in runs.listing(index) if f.endswith((".png", ".svg"))]
-        return HTMLResponse(pages.text_page("Rig report", text, images, index))
+        return HTMLResponse(pages.text_page("Rig report", text, images, index, runs.pool(index)))
 
     async def training(request: Request) -> Response:
         path = runs.file(_dir(request), "metrics.jsonl")
@@ -175,7 +181,15 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None) -> Starl
     async def playground(request: Request) -> Response:
         from ..plugins import get_registry
 
-        return HTMLResponse(pages.playground_page(sorted(get_registry().bridges()), DEFAULT_SPEC))
+        spec = DEFAULT_SPEC
+        if request.query_params.get("spec"):  # an accepted spec from a rig directory's pool
+            import yaml
+
+            text = runs.pool_spec(_dir_of(request.query_params.get("d", "")), request.query_params["spec"])
+            if text is None:
+                return PlainTextResponse("no such spec in the pool", 404)
+            spec = yaml.safe_dump(json.loads(text), sort_keys=False)
+        return HTMLResponse(pages.playground_page(sorted(get_registry().bridges()), spec))
 
     async def play_new(request: Request) -> Response:
         body = await request.json()

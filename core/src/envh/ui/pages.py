@@ -156,9 +156,19 @@ def compare_page(a: Trajectory, b: Trajectory) -> str:
                              f"<div id='right'>{trajectory_html(b)}</div></div>")
 
 
-def text_page(title: str, text: str, images: list[str], index: int) -> str:
+def text_page(title: str, text: str, images: list[str], index: int, pool: list[dict[str, Any]] | None = None) -> str:
     imgs = "".join(f"<img alt='{escape(i)}' src='/file/{index}/{escape(i)}' style='max-width:48%'>" for i in images)
-    return layout(title, f"<pre id='report'>{escape(text)}</pre>{imgs}")
+    table = ""
+    if pool:
+        rows = "".join(
+            f"<tr class='accepted'><td><code>{escape(p['spec_id'][:12])}</code></td>"
+            f"<td>{escape(str(p['entry'].get('task', '')))}</td><td>{escape(str(p['entry'].get('target', '')))}</td>"
+            f"<td>{escape(str(p['entry'].get('rationale', ''))[:200])}</td>"
+            f"<td><a class='open' href='/playground?d={index}&spec={escape(p['spec_id'])}'>open in playground</a></td></tr>"
+            for p in pool)
+        table = ("<h2>Harness pool</h2><table id='pool'><tr><th>spec</th><th>task</th><th>target</th><th>rationale</th>"
+                 "<th></th></tr>" + rows + "</table>")
+    return layout(title, f"{table}<pre id='report'>{escape(text)}</pre>{imgs}")
 
 
 def _sparkline(values: list[float], width: int = 320, height: int = 80) -> str:

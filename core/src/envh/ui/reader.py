@@ -112,6 +112,29 @@ class RunDirs:
             return None
         return path
 
+    def pool(self, index: int) -> list[dict[str, Any]]:
+        """The harness pool of an ``envh rig`` directory: each accepted spec with its entry
+        (task, target, rationale, stats) as the rigger wrote it."""
+        base = self.dirs[index] / "pool"
+        out = []
+        for path in sorted((base / "specs").glob("*.json")) if (base / "specs").is_dir() else []:
+            if not re.fullmatch(r"[0-9a-f]{8,64}\.json", path.name) or path.resolve().parent != (base / "specs").resolve():
+                continue
+            entry_path = base / "entries" / path.name
+            try:
+                entry = json.loads(entry_path.read_text()) if entry_path.is_file() else {}
+            except ValueError:
+                entry = {}
+            out.append({"spec_id": path.stem, "entry": entry})
+        return out
+
+    def pool_spec(self, index: int, spec_id: str) -> str | None:
+        """One accepted spec's text, by its content id (never by path)."""
+        if not re.fullmatch(r"[0-9a-f]{8,64}", spec_id):
+            return None
+        path = self.dirs[index] / "pool" / "specs" / f"{spec_id}.json"
+        return path.read_text() if path.is_file() else None
+
     def listing(self, index: int) -> list[str]:
         base = self.dirs[index]
         if not base.is_dir():
