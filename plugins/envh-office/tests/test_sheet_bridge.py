@@ -295,10 +295,13 @@ KILL_MAIN = ("import os, signal\n"
 
 def test_code_that_stops_the_container_is_the_policys_error(env):
     env.reset(task=T3, seed=0)
+    step(env, "run_python", code="print(1)")
+    first = env.box.container.name
     resp = step(env, "run_python", code=KILL_MAIN)
-    assert resp.info["error"]["type"] == "sandbox_stopped" and not resp.terminated
+    # the runner may answer before the container goes down, or not: either way no exception
+    assert resp.info.get("error") is None or resp.info["error"]["type"] == "sandbox_stopped"
     ok = step(env, "run_python", code="print('fresh sandbox')")
-    assert "fresh sandbox" in ok.observation.text
+    assert "fresh sandbox" in ok.observation.text and env.box.container.name != first
     # the same code inside the solution: replaying it on cases 2 and 3 fails those cases, not the run
     env.reset(task=T3, seed=0)
     step(env, "run_python", code=SOLUTION_CODE)

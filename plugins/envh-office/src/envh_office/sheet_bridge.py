@@ -280,6 +280,8 @@ class SpreadsheetBenchEnv(SheetVerdict, Bridge):
         return self.workdir
 
     def _box(self) -> sandbox.Sandbox:
+        if self.box is not None and not self.box.alive():  # an earlier call's code stopped it
+            self._drop_box()
         if self.box is None:
             self.box = sandbox.Sandbox.start(sandbox.client(self.docker_url), self.image, self.limits)
         return self.box
