@@ -13,6 +13,7 @@ from __future__ import annotations
 import abc
 import weakref
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from . import errors
@@ -23,11 +24,11 @@ from .types import (
     Block,
     EnvResponse,
     EvaluationResult,
+    FrozenList,
     Observation,
     ResetResult,
     TaskRef,
     ToolSpec,
-    frozen,
     thaw,
 )
 
@@ -86,11 +87,6 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
                     + ("" if klass is cls else f" (through {klass.__qualname__} in its MRO)")
                     + ", but the verifier is sealed: components reshape start states, rules and "
                     "observations, never the verdict. Remove evaluate() from the component.")
-            if "__getattribute__" in klass.__dict__:
-                raise errors.SealedVerifierError(
-                    f"{cls.__module__}.{cls.__qualname__} defines __getattribute__ (in "
-                    f"{klass.__qualname__}): a component may not intercept attribute access, "
-                    "which would put its own verdict in front of the sealed one.")
         if "evaluate" in cls.__dict__:
             type.__setattr__(cls, "evaluate", _Sealed(cls.__dict__["evaluate"]))
         cls._overrides = frozenset(
@@ -313,7 +309,23 @@ def hook_view(resp: EnvResponse) -> EnvResponse:
     """The response as a hook sees it: ``info`` (with every layer's effect record) frozen,
     so a hook changes nothing recorded except through its return value."""
     return EnvResponse(observation=resp.observation, reward=resp.reward, terminated=resp.terminated,
-                       truncated=resp.truncated, info=frozen(resp.info))
+                       truncated=resp.truncated, info=_frozen_json(resp.info))
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _frozen_json(value: Any) -> Any:
+    """A frozen copy of JSON data; anything else a bridge left in ``info`` becomes its
+    repr, so no runtime object reaches a hook."""
+    t = type(value)
+    if t in _SCALARS:
+        return value
+    if t is dict or t is MappingProxyType or isinstance(value, Mapping):
+        return MappingProxyType({str(k): v if type(v) in _SCALARS else _frozen_json(v) for k, v in value.items()})
+    if t is list or t is tuple or t is FrozenList or isinstance(value, (list, tuple)):
+        return FrozenList([v if type(v) in _SCALARS else _frozen_json(v) for v in value])
+    return repr(value)[:2000]
 
 
 def adopt(out: EnvResponse, live: EnvResponse) -> EnvResponse:
@@ -377,6 +389,9 @@ def audit_stack(env: ActionableEnv) -> list[str]:
                                 "and flags bypass the sealed hooks")
             if "unwrapped" in klass.__dict__:
                 findings.append(f"{name}: unwrapped is overridden in {klass.__qualname__}")
+            if "__getattribute__" in klass.__dict__:
+                findings.append(f"{name}: __getattribute__ is defined in {klass.__qualname__}; it can "
+                                "answer for evaluate() or inner")
         for attr in ("step", "reset", "observe", "unwrapped"):
             if attr in vars(layer):
                 findings.append(f"{name}: {attr} is replaced on the instance")

@@ -331,7 +331,7 @@ class Sandbox:
         if isinstance(exc, caps.SizeLimit):
             return ContractCodeError(str(exc), lineno=_code_line(exc), hook=hook)
         if isinstance(exc, (Exception, RecursionError)):
-            return ContractCodeError(f"{type(exc).__name__}: {exc}", lineno=_code_line(exc), hook=hook)
+            return ContractCodeError(f"{type(exc).__name__}: {str(exc)[:2000]}", lineno=_code_line(exc), hook=hook)
         return exc  # KeyboardInterrupt, SystemExit: not the code's business to swallow
 
 

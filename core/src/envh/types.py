@@ -50,10 +50,10 @@ def frozen(value: Any) -> Any:
     t = type(value)
     if t in _PLAIN or t in _FROZEN:
         return value
-    if isinstance(value, Mapping):
+    if t is dict or (t is not list and t is not tuple and isinstance(value, Mapping)):
         return MappingProxyType({k: v if type(v) in _PLAIN else frozen(v) for k, v in value.items()})
-    if isinstance(value, (list, tuple)):
-        return FrozenList(v if type(v) in _PLAIN else frozen(v) for v in value)
+    if t is list or t is tuple or isinstance(value, (list, tuple)):
+        return FrozenList([v if type(v) in _PLAIN else frozen(v) for v in value])
     return value
 
 
@@ -63,10 +63,10 @@ def thaw(value: Any) -> Any:
     t = type(value)
     if t in _PLAIN:
         return value
-    if isinstance(value, Mapping):
-        return {k: thaw(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [thaw(v) for v in value]
+    if t is MappingProxyType or t is dict or (t is not FrozenList and isinstance(value, Mapping)):
+        return {k: v if type(v) in _PLAIN else thaw(v) for k, v in value.items()}
+    if t is FrozenList or isinstance(value, (list, tuple)):
+        return [v if type(v) in _PLAIN else thaw(v) for v in value]
     return value
 
 

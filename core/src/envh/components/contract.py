@@ -38,6 +38,7 @@ from ..types import Action, Block, EnvResponse, Observation, ResetResult
 HOOKS = ("filter_action", "modify_transition", "filter_observation")
 TRUST_LEVELS = ("trusted", "untrusted")
 MAX_OPS = 200_000
+MAX_UNTRUSTED_TIME_LIMIT = 5.0  # seconds; a jailed call is killed at twice this plus a grace
 
 
 @attrs.frozen(kw_only=True)
@@ -68,8 +69,11 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
         super().__init__(inner, layer_id=layer_id)
         if trust not in TRUST_LEVELS:
             raise errors.SpecError(f"trust must be one of {', '.join(TRUST_LEVELS)}, got {trust!r}")
+        if trust == "untrusted":  # the limit comes from the same untrusted spec: cap it
+            time_limit = min(time_limit, MAX_UNTRUSTED_TIME_LIMIT)
         self.code, self.trust, self.time_limit = code, trust, time_limit
         defined, self._reads_state = analyse(code)
+        self._reads_info = self._reads_state.pop("info")
         if not defined:
             raise errors.ContractCodeError(
                 "the code defines none of filter_action, modify_transition, filter_observation")
@@ -114,7 +118,9 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
         a_eff, sent, t_eff, o_eff = "passed", action, False, False
         out: Any = None
         if fns["filter_action"] is not None:
-            out = self._call("filter_action", action, state)
+            sb = self.sandbox
+            out = (sb.call3(fns["filter_action"], "filter_action", action, state, self.memo) if sb is not None
+                   else self._call("filter_action", action, state))
             if out is not None and out is not action:
                 if type(out) is Block:
                     a_eff = "blocked"
@@ -137,7 +143,9 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
                     t_eff, resp = True, new
         obs = resp.observation
         if fns["filter_observation"] is not None:
-            new_obs = self._call("filter_observation", obs, state)
+            sb = self.sandbox
+            new_obs = (sb.call3(fns["filter_observation"], "filter_observation", obs, state, self.memo)
+                       if sb is not None else self._call("filter_observation", obs, state))
             if new_obs is not None and new_obs is not obs:
                 if type(new_obs) is str:
                     o_eff = new_obs != obs.text
@@ -164,7 +172,7 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
         """The hook sees a frozen copy of the response (effect records included); only
         what it returns counts, and never a different reward."""
         if self.sandbox is not None:
-            view = hook_view(response)
+            view = hook_view(response) if self._reads_info else response
             out = self.sandbox.call_function(self.fns["modify_transition"], "modify_transition",
                                              action, view, state, self.memo)
             if out is None or out is view:
@@ -250,6 +258,9 @@ def analyse(code: str) -> tuple[tuple[str, ...], dict[str, bool]]:
             name = params[position].arg if position < len(params) else None
             reads[node.name] = name is not None and any(
                 isinstance(n, ast.Name) and n.id == name for b in node.body for n in ast.walk(b))
+    # ``.info`` written out is the only way code reaches a response's info dict (no
+    # getattr, no asdict): code without it is handed the live response, uncopied
+    reads["info"] = any(isinstance(n, ast.Attribute) and n.attr == "info" for n in ast.walk(tree))
     return tuple(dict.fromkeys(defined)), reads
 
 
@@ -274,10 +285,14 @@ def check_contract_code(code: str, *, trust: str = "untrusted", time_limit: floa
 
 def build(spec: ContractSpec, inner: ActionableEnv, ctx: BuildContext) -> EnvHarness:
     layer_id = spec.id or f"{ctx.index}:contract"
+    trust = "untrusted" if "untrusted" in (spec.trust, getattr(ctx, "trust", "trusted")) else "trusted"
     if spec.code is not None:
-        trust = "untrusted" if "untrusted" in (spec.trust, getattr(ctx, "trust", "trusted")) else "trusted"
         return CodeContract(inner, spec.code, time_limit=spec.time_limit_ms / 1000, layer_id=layer_id,
                             trust=trust)
+    if trust == "untrusted":  # importing a module runs its code in this process
+        raise errors.SpecError(
+            f"contract {layer_id!r}: an untrusted spec cannot name a Python class ({spec.cls!r}); "
+            "give the hooks as 'code'")
     cls = resolve(spec.cls)  # type: ignore[arg-type]
     if not (isinstance(cls, type) and issubclass(cls, EnvHarness)):
         raise errors.SpecError(f"contract cls {spec.cls!r} is not an envh.EnvHarness subclass")

@@ -119,7 +119,7 @@ class Jail:
                         f"ran longer than its wall-clock limit of {wall * 1000:.0f} ms; the jail "
                         "process was killed and restarted", hook=hook)
                 return wire.recv(out_fd)
-        except (OSError, EOFError, ValueError) as exc:
+        except (OSError, EOFError, ValueError, RecursionError) as exc:  # a dead or lying jail
             code = proc.poll()
             self._kill(failed=True)
             why = {-9: "killed (CPU or memory limit)", -24: "killed at its CPU limit"}.get(code or 0, "died")

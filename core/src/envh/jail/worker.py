@@ -86,7 +86,7 @@ def main(memory_mb: int, cpu_total_s: int) -> None:
             reply = error(exc)
         try:
             wire.send(wout, reply)
-        except (TypeError, ValueError) as exc:  # a memo or record holding non-JSON data
+        except (TypeError, ValueError, RecursionError) as exc:  # a memo or record holding non-JSON data
             wire.send(wout, error(ContractCodeError(
                 f"returned or stored something that is not JSON data ({exc}); memo and records "
                 "hold plain data only", hook=msg.get("hook"))))
