@@ -56,13 +56,14 @@ class BrowserBridge(Bridge):
     _replaying = False
 
     def __init__(self, *, max_chars: int = 6000, max_steps: int | None = 30, action_timeout_ms: int = 3000,
-                 extra_hosts: tuple[str, ...] | list[str] = ()) -> None:
+                 extra_hosts: tuple[str, ...] | list[str] = (), hang_timeout_s: float = 60.0) -> None:
         if max_chars < 200:
             raise errors.SpecError(f"{self.name} max_chars must be >= 200, got {max_chars}")
         if max_steps is not None and max_steps < 1:
             raise errors.SpecError(f"{self.name} max_steps must be >= 1 or null, got {max_steps}")
         self.max_chars, self.max_steps, self.action_timeout_ms = max_chars, max_steps, action_timeout_ms
         self.extra_hosts = tuple(extra_hosts)
+        self.hang_timeout_s = float(hang_timeout_s)
         self.session: BrowserSession | None = None
         self.task: TaskRef | None = None
         self.goal = ""
@@ -113,8 +114,9 @@ class BrowserBridge(Bridge):
         self.session = BrowserSession(runtime, action_timeout_ms=self.action_timeout_ms,
                                       **self._context_options(task))
         try:
-            self.goal = self._open(task, seed, options)
-            self._obs = self._observe_now()
+            with runtime.watchdog(self.hang_timeout_s, f"{self.name}: loading {task}"):
+                self.goal = self._open(task, seed, options)
+                self._obs = self._observe_now()
         except errors.EnvhError:
             self._close_session()
             raise
@@ -132,23 +134,31 @@ class BrowserBridge(Bridge):
         self.last_action = {"tool": action.tool, "args": dict(action.args)}
         info: dict[str, Any] = {}
         try:
-            outcome = actions.run(self.session, action.tool, dict(action.args))
-            self.last_error = ""
-        except actions.ActionError as exc:
-            outcome, self.last_error = {}, str(exc)
-            info["error"] = {"type": "action_failed", "message": self.last_error}
+            with self.session.runtime.watchdog(self.hang_timeout_s, f"{self.name}: {action.tool}"):
+                try:
+                    outcome = actions.run(self.session, action.tool, dict(action.args))
+                    self.last_error = ""
+                except actions.ActionError as exc:
+                    outcome, self.last_error = {}, str(exc)
+                    info["error"] = {"type": "action_failed", "message": self.last_error}
+                if "message" in outcome:
+                    self.messages.append(str(outcome["message"]))
+                if "stop" in outcome:
+                    self.answer = str(outcome["stop"])
+                reward, terminated = self._after_action(action.tool, outcome) if not info else (0.0, False)
+                self.done = terminated
+                if not terminated and not self._replaying and self.max_steps is not None \
+                        and self.steps >= self.max_steps:
+                    self.truncated, info["truncated_by"] = True, f"step budget of {self.max_steps} used"
+                self._obs = self._observe_now()
         except errors.InfraError:
             self._close_session()
             raise
-        if "message" in outcome:
-            self.messages.append(str(outcome["message"]))
-        if "stop" in outcome:
-            self.answer = str(outcome["stop"])
-        reward, terminated = self._after_action(action.tool, outcome) if not info else (0.0, False)
-        self.done = terminated
-        if not terminated and not self._replaying and self.max_steps is not None and self.steps >= self.max_steps:
-            self.truncated, info["truncated_by"] = True, f"step budget of {self.max_steps} used"
-        self._obs = self._observe_now()
+        except Exception as exc:
+            if self.session is not None and not self.session.runtime.alive():
+                self._close_session()
+                raise errors.InfraError(f"{self.name}: the browser died during {action.tool}: {exc}") from exc
+            raise
         return EnvResponse(observation=self._obs, reward=reward, terminated=terminated,
                            truncated=self.truncated, info=info)
 

@@ -87,13 +87,15 @@ class MiniwobEnv(BrowserBridge):
     :param tasks: only these task names (default: every registered task).
     :param max_steps: truncate after this many actions (default 10).
     :param max_chars: bound on the accessibility-tree text.
+    :param hang_timeout_s: a reset or step taking longer kills the browser (``InfraError``).
     """
 
     name = "miniwob"
 
     def __init__(self, tasks: list[str] | None = None, max_steps: int | None = 10, max_chars: int = 6000,
-                 action_timeout_ms: int = 2000) -> None:
-        super().__init__(max_chars=max_chars, max_steps=max_steps, action_timeout_ms=action_timeout_ms)
+                 action_timeout_ms: int = 2000, hang_timeout_s: float = 60.0) -> None:
+        super().__init__(max_chars=max_chars, max_steps=max_steps, action_timeout_ms=action_timeout_ms,
+                         hang_timeout_s=hang_timeout_s)
         known = registered_tasks()
         if tasks:
             unknown = [t for t in tasks if t not in known]

@@ -14,6 +14,7 @@ policy's ``goto`` to any other host fails inside the browser instead of leaving 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import shutil
@@ -22,6 +23,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from envh import errors
@@ -153,6 +155,38 @@ class BrowserRuntime:
         if self._proc is not None and self._proc.poll() is None:
             os.killpg(self._proc.pid, signal.SIGKILL)
             self._proc.wait(timeout=10)
+
+    @contextlib.contextmanager
+    def watchdog(self, seconds: float, what: str) -> Iterator[None]:
+        """Bound a call into the browser: past ``seconds`` the browser is killed from a
+        timer thread (a page spinning in JavaScript blocks ``evaluate`` and CDP calls for
+        ever, and nothing in this thread can interrupt them), so the call fails and the
+        caller raises ``InfraError``; the next episode relaunches the browser."""
+        proc = self._proc
+        fired = threading.Event()
+
+        def fire() -> None:
+            if proc is not None and proc.poll() is None:
+                fired.set()
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+        timer = threading.Timer(seconds, fire)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        except Exception as exc:
+            if fired.is_set():
+                raise errors.InfraError(f"{what} did not finish within {seconds:g} s; the browser "
+                                        f"(pid {proc.pid if proc else None}) was killed and restarts next episode") from exc
+            raise
+        finally:
+            timer.cancel()
+        if fired.is_set():
+            raise errors.InfraError(f"{what} did not finish within {seconds:g} s; the browser was killed")
 
     def _stop_browser(self) -> None:
         browser, self._browser = self._browser, None

@@ -46,7 +46,7 @@ class WebArenaEnv(BrowserBridge):
                  sites: dict[str, str] | None = None, auth_dir: str | None = None,
                  logins: dict[str, dict[str, Any]] | None = None, judge: dict[str, Any] | None = None,
                  full_reset: str | None = None, max_steps: int | None = 30, max_chars: int = 6000,
-                 action_timeout_ms: int = 3000) -> None:
+                 action_timeout_ms: int = 3000, hang_timeout_s: float = 60.0) -> None:
         self.urls = waconfig.site_urls(sites)
         self.tasks = waconfig.load_tasks(tasks=tasks, config_files=config_files, urls=self.urls)
         if not self.tasks:
@@ -56,7 +56,7 @@ class WebArenaEnv(BrowserBridge):
         self.logins = dict(logins or {})
         self.full_reset = full_reset if full_reset is not None else os.environ.get("WA_FULL_RESET")
         super().__init__(max_chars=max_chars, max_steps=max_steps, action_timeout_ms=action_timeout_ms,
-                         extra_hosts=waconfig.hosts_of(self.urls))
+                         extra_hosts=waconfig.hosts_of(self.urls), hang_timeout_s=hang_timeout_s)
         self.config: dict[str, Any] = {}
         self._verdict: tuple[int, EvaluationResult] | None = None
 
@@ -131,8 +131,11 @@ class WebArenaEnv(BrowserBridge):
         if self._verdict is not None and self._verdict[0] == self.steps:
             return self._verdict[1]
         self.session.check_alive()
-        score, details = evaluators.evaluate(self.config, answer=self.final_answer(), context=self.session.context,
-                                             page=self.session.page, judge=self.judge)
+        # program_html runs the task's JS in pages: bounded like a step (judge calls have their own timeout)
+        with self.session.runtime.watchdog(self.hang_timeout_s + self.judge.timeout * 3, "webarena evaluate"):
+            score, details = evaluators.evaluate(self.config, answer=self.final_answer(),
+                                                 context=self.session.context, page=self.session.page,
+                                                 judge=self.judge)
         verdict = EvaluationResult(success=score >= 1.0, score=float(score), metrics={
             "task_id": str(self.config["task_id"]), "sites": list(self.config.get("sites") or []),
             "eval_types": list(self.config["eval"]["eval_types"]), "answer": self.final_answer()[:500],

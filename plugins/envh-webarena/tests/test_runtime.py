@@ -1,0 +1,177 @@
+"""The shared browser runtime: a dead browser or a crashed page is an InfraError and the
+next episode works; a reset costs a context, not a launch; memory stays flat."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from envh import Action, TaskRef, errors
+from envh_webarena.axtree import find_bid
+
+CLICK = TaskRef(suite="miniwob", instance_id="click-button")
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture
+def env():
+    from envh_webarena.miniwob import MiniwobEnv
+
+    e = MiniwobEnv(tasks=["click-button", "enter-text"])
+    yield e
+    e.close()
+
+
+def group_pids(pgid: int) -> list[int]:
+    out = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[2]) == pgid:
+                    out.append(int(pid))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def group_rss_mb(pgid: int) -> tuple[float, int]:
+    """Resident memory (MB) and process count of a process group (the browser's)."""
+    total, count = 0, 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[2]) != pgid:
+                continue
+            with open(f"/proc/{pid}/statm", encoding="ascii") as f:
+                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            count += 1
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / 2**20, count
+
+
+def self_rss_mb() -> float:
+    with open("/proc/self/statm", encoding="ascii") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def test_dead_browser_mid_episode_is_infra_error_then_next_episode_works(env) -> None:
+    from envh_webarena.runtime import shared_runtime
+
+    obs = env.reset(task=CLICK, seed=1).observation
+    runtime = shared_runtime()
+    old_pid, launches = runtime.pid, runtime.launches
+    runtime.kill()
+    with pytest.raises(errors.InfraError, match="died|went away"):
+        env.step(Action(tool="click", args={"bid": find_bid(obs.text, "button")}))
+    with pytest.raises(ProcessLookupError):
+        os.kill(old_pid, 0)  # type: ignore[arg-type]
+    obs = env.reset(task=CLICK, seed=1).observation  # relaunched
+    assert runtime.pid != old_pid and runtime.launches == launches + 1
+    target = obs.data["goal"].split('"')[1]
+    resp = env.step(Action(tool="click", args={"bid": find_bid(obs.text, "button", target)}))
+    assert resp.terminated and env.evaluate().success
+
+
+def test_crashed_page_is_infra_error_and_browser_survives(env) -> None:
+    from envh_webarena.runtime import shared_runtime
+
+    env.reset(task=CLICK, seed=2)
+    pid = shared_runtime().pid
+    session = env.session
+    renderers = [p for p in group_pids(pid) if b"--type=renderer" in _cmdline(p)]  # type: ignore[arg-type]
+    assert renderers
+    for p in renderers:  # as the OOM killer would
+        os.kill(p, 9)
+    deadline = time.monotonic() + 10
+    while not session.crashed and time.monotonic() < deadline:
+        try:  # any Playwright call lets it deliver the crash event
+            session.page.wait_for_timeout(50)
+        except Exception:  # noqa: BLE001 - the crashed page may refuse the call itself
+            break
+    with pytest.raises(errors.InfraError, match="crashed"):
+        env.step(Action(tool="noop", args={}))
+    assert env.reset(task=CLICK, seed=2).observation.data["goal"]
+    assert shared_runtime().pid == pid  # a crashed page does not cost a browser launch
+
+
+def test_contexts_are_isolated_between_episodes(demo_sites) -> None:
+    from envh_webarena.runtime import shared_runtime
+    from envh_webarena.session import BrowserSession
+
+    shop = demo_sites["shop"].url
+    one = BrowserSession(shared_runtime())
+    one.page.goto(f"{shop}/customer/account/login/")
+    one.page.get_by_label("Email", exact=True).fill("emma.lopez@gmail.com")
+    one.page.get_by_label("Password", exact=True).fill("Password.123")
+    one.page.get_by_role("button", name="Sign In").click()
+    one.page.wait_for_load_state()
+    assert "Signed in" in one.page.content()
+    two = BrowserSession(shared_runtime())
+    two.page.goto(f"{shop}/")
+    assert "Signed in" not in two.page.content() and not two.context.cookies()
+    one.close()
+    two.close()
+
+
+def test_reset_reuses_the_browser(env) -> None:
+    from envh_webarena.runtime import shared_runtime
+
+    env.reset(task=CLICK, seed=0)
+    launches, pid = shared_runtime().launches, shared_runtime().pid
+    for seed in range(5):
+        env.reset(task=CLICK, seed=seed)
+    assert shared_runtime().launches == launches and shared_runtime().pid == pid
+
+
+@pytest.mark.slow
+def test_memory_is_flat_over_200_resets(env) -> None:
+    from envh_webarena.runtime import shared_runtime
+
+    for seed in range(20):  # warm-up: caches, the JIT, the task server
+        env.reset(task=CLICK, seed=seed)
+    pgid = shared_runtime().pid
+    browser_before, procs_before = group_rss_mb(pgid)  # type: ignore[arg-type]
+    python_before = self_rss_mb()
+    for seed in range(200):
+        obs = env.reset(task=CLICK, seed=seed).observation
+        if seed % 50 == 0:
+            env.step(Action(tool="click", args={"bid": find_bid(obs.text, "button")}))
+    browser_after, procs_after = group_rss_mb(pgid)  # type: ignore[arg-type]
+    python_after = self_rss_mb()
+    print(f"browser {browser_before:.0f} -> {browser_after:.0f} MB ({procs_before} -> {procs_after} processes); "
+          f"python {python_before:.0f} -> {python_after:.0f} MB")
+    assert shared_runtime().pid == pgid
+    assert procs_after <= procs_before + 2, "renderer processes leak"
+    assert browser_after - browser_before < 120, "browser memory grows with resets"
+    assert python_after - python_before < 40, "python memory grows with resets"
+
+
+def test_a_page_spinning_in_javascript_is_bounded() -> None:
+    from envh_webarena.miniwob import MiniwobEnv
+    from envh_webarena.runtime import shared_runtime
+
+    env = MiniwobEnv(tasks=["click-button"], hang_timeout_s=3)
+    try:
+        env.reset(task=CLICK, seed=0)
+        env.session.page.evaluate("() => { setTimeout(() => { while (true) {} }, 0); }")
+        start = time.monotonic()
+        with pytest.raises(errors.InfraError, match="did not finish within 3 s"):
+            env.step(Action(tool="noop", args={"wait_ms": 100}))
+        assert time.monotonic() - start < 20
+        assert env.reset(task=CLICK, seed=0).observation.data["goal"]  # a new browser
+        assert shared_runtime().alive()
+    finally:
+        env.close()
