@@ -144,3 +144,11 @@ def test_turns_cross_the_process_pool_and_export(tmp_path):
         assert row["messages"][:2] in [body["messages"] for body in sent]
         assert row["messages"][2]["tool_calls"][0]["function"]["name"] == "stop"
     assert len({body["seed"] for body in sent}) == 2  # the two rollouts sample with different seeds
+
+
+def test_unwritable_outputs_and_bad_filters_are_clear_errors(played):
+    out, _ts, _ = played
+    for args in (["-o", "/proc/envh-export.jsonl"], ["--min-reward", "nan"], ["-o", str(out)]):
+        proc = envh_cli("export", str(out), "--format", "messages", *args)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr, args
+        assert "error" in proc.stderr.lower() or "must" in proc.stderr, proc.stderr

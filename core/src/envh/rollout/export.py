@@ -25,6 +25,7 @@ the actions: each as an assistant tool call.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,8 @@ def to_record(trajectory: Trajectory, system: str | None = None) -> dict[str, An
 def select(trajectories: Iterable[Trajectory], *, success: bool | None = None, split: str | None = None,
            spec: str | None = None, min_reward: float | None = None) -> Iterator[Trajectory]:
     """The trajectories passing every given filter (``spec``: a spec id or its prefix)."""
+    if min_reward is not None and not math.isfinite(min_reward):
+        raise errors.EnvhError(f"--min-reward must be a finite number, got {min_reward}")
     for t in trajectories:
         if success is not None and t.success != success:
             continue
@@ -317,6 +320,13 @@ def write_tokens(trajectories: Iterable[Trajectory], path: str | Path) -> int:
 def export(trajectories: Iterable[Trajectory], fmt: str, path: str | Path, *, system: str | None = None) -> int:
     """Write ``trajectories`` in format ``fmt`` to ``path``; returns the rows written."""
     check_output(path)
+    try:
+        return _write(trajectories, fmt, path, system)
+    except OSError as exc:
+        raise errors.EnvhError(f"Cannot write the export to {path}: {exc}") from exc
+
+
+def _write(trajectories: Iterable[Trajectory], fmt: str, path: str | Path, system: str | None) -> int:
     if fmt == "messages":
         return write_messages(trajectories, path, system)
     if fmt == "trl":
