@@ -10,12 +10,13 @@ pickles, so a worker running untrusted code cannot hand the parent executable pa
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 from typing import Any
 
 import attrs
 import cattrs
 
-from ..types import Action, EvaluationResult, Observation, TaskRef
+from ..types import Action, EvaluationResult, FrozenList, Observation, TaskRef, thaw
 
 ERROR_CLASSES = ("policy_error", "env_error", "infra_error", "timeout")
 
@@ -235,6 +236,10 @@ def jsonable(value: Any, _depth: int = 0) -> Any:
 
 
 _converter = cattrs.Converter()
+# frozen records hold MappingProxyType / FrozenList values, nested too: unstructure them as
+# plain JSON data, not as repr strings
+_converter.register_unstructure_hook_func(
+    lambda t: t is MappingProxyType or t is FrozenList, thaw)
 
 
 def request_to_data(request: EpisodeRequest) -> dict[str, Any]:
