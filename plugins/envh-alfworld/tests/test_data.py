@@ -44,7 +44,7 @@ def test_reset_picks_exactly_the_requested_game(make_env, built):
 
 def test_missing_and_foreign_tasks_are_clear_errors(make_env):
     env = make_env()
-    with pytest.raises(errors.EnvhError, match="No ALFWorld game for task"):
+    with pytest.raises(errors.UnknownNameError, match="Unknown alfworld task in split 'train': 'nope/trial_0'"):
         env.reset(task=TaskRef(suite="alfworld", split="train", instance_id="nope/trial_0"))
     with pytest.raises(errors.EnvhError, match="escapes"):
         env.reset(task=TaskRef(suite="alfworld", split="train", instance_id="../../etc"))

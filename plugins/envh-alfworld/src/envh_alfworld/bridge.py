@@ -108,7 +108,8 @@ class AlfworldEnv(Bridge):
         try:
             super().check_task(canonical)
         except errors.UnknownNameError:
-            data.game_file_for(self.root, canonical)  # raises the specific reason, if there is one
+            if (data.split_root(self.root, canonical.split) / canonical.instance_id / data.GAME_FILE).is_file():
+                data.game_file_for(self.root, canonical)  # movable, sliced or unsolvable: say so
             raise
 
     def tools(self) -> list[ToolSpec]:

@@ -48,7 +48,7 @@ def split_root(root: Path, split: str) -> Path:
 
 def check_split(split: str) -> None:
     if split not in SPLITS:
-        raise errors.EnvhError(f"Unknown ALFWorld split {split!r}. Choose one of: {', '.join(SPLITS)}")
+        raise errors.UnknownNameError("ALFWorld split", split, list(SPLITS))
 
 
 def discover(root: Path, split: str) -> list[GameInfo]:
