@@ -176,3 +176,10 @@ def test_close_is_always_called_and_warm_envs_are_reused(closing_registry):
     assert Closing.closed == 2  # one env, reset in place
     warm.close()
     assert Closing.closed == 3
+
+
+def test_raw_outputs_holding_frozen_arguments_are_recorded_as_data(registry):
+    t = run_episode(request(registry, {"bridge": "toy24"}, policy="random:3", max_steps=6))
+    raws = [s.raw for s in t.steps if isinstance(s.raw, dict) and "args" in s.raw]
+    assert raws and all(isinstance(r["args"], dict) for r in raws), raws[:2]
+    assert trajectory_from_json(trajectory_to_json(t)) == t

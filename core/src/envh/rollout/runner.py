@@ -32,7 +32,7 @@ from typing import Any
 import attrs
 
 from .. import errors
-from ..types import Action, EnvResponse, EvaluationResult, Observation
+from ..types import Action, EnvResponse, EvaluationResult, Observation, thaw
 from .policy import PolicyStep
 from .taps import BaseTap
 from .trajectory import EpisodeRequest, StepRecord, Trajectory, jsonable, trajectory_to_json
@@ -222,7 +222,7 @@ def clean_usage(usage: Any) -> tuple[dict[str, int], list[str]]:
 def recorded_raw(raw: Any) -> Any:
     """The policy's raw output as plain JSON data, within the size a trajectory keeps."""
     try:
-        data = jsonable(raw)
+        data = jsonable(thaw(raw))  # frozen args (MappingProxyType) as plain data, not repr strings
         size = len(data) if isinstance(data, str) else len(trajectory_json_size(data))
     except BaseException as exc:  # noqa: BLE001 - a hostile object's repr or model_dump
         return f"<raw output could not be recorded: {describe(exc)}>"
