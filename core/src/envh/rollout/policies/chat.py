@@ -157,6 +157,8 @@ class ChatPolicy:
             {"role": "system", "content": system}, self._turns, lead, max_turns=self.max_turns,
             keep_first=self.keep_first, budget=self._prompt_budget(),
             count=lambda msgs: self._count_tokens(msgs, native), counted_with=self._counted_with())
+        if "counted_with" in fitted:  # a tokenizer may have given up while counting
+            fitted["counted_with"] = self._counted_with()
         prefill = "<action>" if fmt == "text" and not self.think else ""
         completion, repaired = sanitized(self._complete(messages, native, prefill))
         prefill = prefill if completion.primed else ""
