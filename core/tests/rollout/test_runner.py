@@ -183,3 +183,13 @@ def test_raw_outputs_holding_frozen_arguments_are_recorded_as_data(registry):
     raws = [s.raw for s in t.steps if isinstance(s.raw, dict) and "args" in s.raw]
     assert raws and all(isinstance(r["args"], dict) for r in raws), raws[:2]
     assert trajectory_from_json(trajectory_to_json(t)) == t
+
+
+@pytest.mark.parametrize("bad", [{"f": print}, {"nan": float("nan")}, {"nested": {"x": object()}}])
+def test_options_that_are_not_json_are_refused_before_any_request_exists(registry, bad):
+    from envh.rollout.plan import build_plan
+
+    with pytest.raises(envh.errors.EnvhError, match=f"option '{next(iter(bad))}'.*not JSON data"):
+        build_plan({"bridge": "toy24"}, policy="solver", tasks=[None], policy_options=bad, registry=registry)
+    with pytest.raises(envh.errors.UnknownNameError, match="Unknown policy 'randmo'"):
+        build_plan({"bridge": "toy24"}, policy="randmo", tasks=[None], registry=registry)
