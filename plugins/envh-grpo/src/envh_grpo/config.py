@@ -113,6 +113,7 @@ class TrainConfig:
     max_response_tokens: int = 16
     temperature: float = 1.0
     top_p: float = 1.0
+    stop: tuple[str, ...] = ("</action>",)
     ppo_mini_batch: int | None = None  # episodes per optimizer step; None or >= the step's: one
     ppo_epochs: int = 1
     micro_batch: int = 4

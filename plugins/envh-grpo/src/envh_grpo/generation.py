@@ -151,6 +151,7 @@ class VLLMEngine:
     """An in-process vLLM engine (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) fed token ids.
 
     :param model_dir: an HF folder to serve.
+    :param kv_cache_bytes: the KV cache on CPU (host RAM).
     :param rebuild: rebuild from saved weights on ``sync`` (vLLM's CPU build cannot load
         weights in place); on GPU weights are loaded into the running engine.
     """
@@ -159,7 +160,7 @@ class VLLMEngine:
 
     def __init__(self, model_dir: str, *, dtype: str = "float32", gpu_memory_utilization: float = 0.5,
                  enforce_eager: bool = True, max_model_len: int = 2048, tensor_parallel: int = 1,
-                 rebuild: bool | None = None, seed: int = 0) -> None:
+                 rebuild: bool | None = None, seed: int = 0, kv_cache_bytes: int = 1 << 28) -> None:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         import torch
 
@@ -168,6 +169,9 @@ class VLLMEngine:
                                        "tensor_parallel_size": tensor_parallel}
         if torch.cuda.is_available():
             self.kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+        else:  # on CPU the utilisation share means host RAM; a small explicit KV cache is what tests need,
+            # and no torch.compile warm-up (minutes on a busy CPU)
+            self.kwargs.update(kv_cache_memory_bytes=kv_cache_bytes, optimization_level=0)
         self.rebuild = (not torch.cuda.is_available()) if rebuild is None else rebuild
         self.model_dir = str(model_dir)
         self._tmp: str | None = None

@@ -127,7 +127,7 @@ class GRPOTrainer:
         self.model.train()
         self.segments = ChatSegments(self.tok, PREFILL)
         self.sampling = SamplingConfig(max_new_tokens=c.max_response_tokens, temperature=c.temperature,
-                                       top_p=c.top_p)
+                                       top_p=c.top_p, stop=c.stop)
         name = c.engine if c.engine != "auto" else ("vllm" if self.cuda else CPU_ENGINE)
         if name == "vllm":
             self.gen: Any = VLLMEngine(str(self.model_dir), dtype=dtype_name,

