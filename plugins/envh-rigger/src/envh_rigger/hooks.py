@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envh import DesignerInfo, DiagnoserInfo, PolicyInfo, hookimpl
+from envh import DesignerInfo, DiagnoserInfo, PolicyInfo, TemplateInfo, hookimpl
 
 
 @hookimpl
@@ -26,6 +26,14 @@ def envh_designers() -> list[DesignerInfo]:
 def envh_diagnosers() -> list[DiagnoserInfo]:
     return [DiagnoserInfo(name="stats", factory="envh_rigger.diagnose:StatsDiagnoser",
                           description="Failure axis and slack from rollout statistics")]
+
+
+@hookimpl
+def envh_templates() -> list[TemplateInfo]:
+    return [TemplateInfo(name="guide", factory="envh_rigger.guidance:Guide", bridge=None,
+                         description="Scaffold with a continuous knob m: a fraction m of off-reference "
+                                     "actions becomes the bridge's reference next step (any bridge with "
+                                     "reference_actions)")]
 
 
 @hookimpl

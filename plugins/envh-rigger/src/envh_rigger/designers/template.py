@@ -32,7 +32,7 @@ class TemplateDesigner:
         lo, hi = 0, count - 1
         rises = ctx.target.rises(ctx.direction)  # does this direction raise the metric?
         for a in ctx.attempts:
-            if a.meta.get("template") != name or "index" not in a.meta:
+            if a.meta.get("template") != name or "index" not in a.meta or "guide" in a.meta:
                 continue
             idx = int(a.meta["index"])
             if a.verdict == "invalid":
@@ -49,9 +49,91 @@ class TemplateDesigner:
                 hi = min(hi, idx - 1)
         return lo, hi
 
+    def _too_weak(self, ctx: DesignContext, attempt: Any) -> bool | None:
+        decision = (attempt.result or {}).get("decision")
+        if attempt.verdict == "invalid" or decision in (None, "in"):
+            return None
+        return metric_must_rise(decision) == ctx.target.rises(ctx.direction)
+
+    def _bracket(self, ctx: DesignContext) -> tuple[str, int] | None:
+        """A discrete template whose neighbouring magnitudes i and i+1 were measured too weak
+        and too strong: the band lies between two list entries."""
+        weak: dict[str, set[int]] = {}
+        strong: dict[str, set[int]] = {}
+        for a in ctx.attempts:
+            if "index" not in a.meta or "guide" in a.meta:
+                continue
+            verdict = self._too_weak(ctx, a)
+            if verdict is not None:
+                (weak if verdict else strong).setdefault(a.meta["template"], set()).add(int(a.meta["index"]))
+        for name, idxs in weak.items():
+            for i in sorted(idxs, reverse=True):
+                if i + 1 in strong.get(name, set()):
+                    return name, i
+        return None
+
+    def _knob(self, ctx: DesignContext, key: list[Any]) -> float | None:
+        """The next guidance rate for ``key`` = [template, index]: secant on the measured
+        metric between the closest too-weak and too-strong rates, inside the bisection bounds."""
+        lo, hi = (0.0, None), (1.0, None)
+        centre = sum(ctx.band) / 2
+        for a in ctx.attempts:
+            if a.meta.get("guide") is None or a.meta.get("bracket") != key:
+                continue
+            m, verdict = float(a.meta["guide"]), self._too_weak(ctx, a)
+            value = (a.result or {}).get(ctx.target.metric)
+            if verdict is None:
+                if a.verdict == "invalid":
+                    hi = (min(hi[0], m), None)
+                    continue
+                return None  # measured in the band yet rejected: nothing left on this knob
+            if verdict and m >= lo[0]:
+                lo = (m, value)
+            elif not verdict and m <= hi[0]:
+                hi = (m, value)
+        if hi[0] - lo[0] < 0.04:
+            return None
+        m = (lo[0] + hi[0]) / 2
+        if lo[1] is not None and hi[1] is not None and hi[1] != lo[1]:
+            m = lo[0] + (centre - lo[1]) * (hi[0] - lo[0]) / (hi[1] - lo[1])
+        span = hi[0] - lo[0]
+        return min(hi[0] - 0.15 * span, max(lo[0] + 0.15 * span, m))
+
+    def _guided(self, ctx: DesignContext) -> Proposal | None:
+        """Between two list entries: the weaker entry plus guidance at a searched rate."""
+        bracket = self._bracket(ctx)
+        if bracket is None or ctx.direction != "scaffold":
+            return None
+        name, idx = bracket
+        templates = dict(templates_for(ctx.registry, ctx.bridge, "scaffold"))
+        guide = next((t for t in templates.values() if getattr(t, "continuous", False)), None)
+        if guide is None or name not in templates:
+            return None
+        m = self._knob(ctx, [name, idx])
+        if m is None:
+            return None
+        with make(ctx.spec, registry=ctx.registry) as env:
+            env.reset(task=ctx.task, seed=0)
+            mags = templates[name].magnitudes(env, ctx.task)
+            layers = templates[name].instantiate(env, ctx.task, mags[idx])
+        staged = {**ctx.spec, "layers": [*ctx.spec.get("layers", []), *layers]}
+        with make(staged, registry=ctx.registry) as env:
+            env.reset(task=ctx.task, seed=0)
+            if not guide.magnitudes(env, ctx.task):
+                return None
+            layers = layers + guide.instantiate(env, ctx.task, m)
+        return Proposal(
+            layers=layers, diagnosis=ctx.diagnosis.get("summary", ""),
+            rationale=(f"{name} index {idx} measured too weak and index {idx + 1} too strong: the band lies "
+                       f"between them; add guidance at rate {m:.3f} (searched on the measured response)"),
+            meta={"template": name, "index": idx, "guide": round(m, 4), "bracket": [name, idx]})
+
     def propose(self, ctx: DesignContext) -> Proposal | None:
         if ctx.direction is None:
             return None
+        guided = self._guided(ctx)
+        if guided is not None:
+            return guided
         with make(ctx.spec, registry=ctx.registry) as env:
             env.reset(task=ctx.task, seed=0)
             candidates = templates_for(ctx.registry, ctx.bridge, ctx.direction)
@@ -61,6 +143,8 @@ class TemplateDesigner:
             for name, template in candidates:
                 if self.only is not None and name not in self.only:
                     continue
+                if getattr(template, "continuous", False) and self._bracket(ctx) is not None:
+                    continue  # the knob is searched between list entries above
                 mags = template.magnitudes(env, ctx.task)
                 lo, hi = self._bounds(ctx, name, len(mags))
                 if lo > hi:
