@@ -68,12 +68,14 @@ class LLMReplayServer:
     :param key: request body → key; by default the text of the last message.
     :param model: the model name ``/v1/models`` lists.
     :param embedding_dim: length of the vectors ``/v1/embeddings`` returns.
+    :param max_model_len: the context length ``/v1/models`` reports, as vLLM does (``None``: none).
     """
 
     def __init__(self, replies: Iterable[Reply] = (), *, keyed: dict[str, Reply | list[Reply]] | None = None,
                  key: Callable[[dict[str, Any]], str] = last_message_text, model: str = "replay-model",
-                 embedding_dim: int = 32) -> None:
+                 embedding_dim: int = 32, max_model_len: int | None = None) -> None:
         self.model, self.embedding_dim, self.key = model, embedding_dim, key
+        self.max_model_len = max_model_len
         self.requests: list[dict[str, Any]] = []
         self._queue: list[Reply] = list(replies)
         self._keyed: dict[str, list[Reply]] = {}
@@ -225,8 +227,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.replay.requests.append({"path": self.path, "body": None, "time": time.time(),
                                          "headers": {k.lower(): v for k, v in self.headers.items()}})
         if self.path.rstrip("/").endswith("/models"):
-            self._send(200, {"object": "list", "data": [
-                {"id": self.replay.model, "object": "model", "created": 0, "owned_by": "envh"}]})
+            entry: dict[str, Any] = {"id": self.replay.model, "object": "model", "created": 0, "owned_by": "envh"}
+            if self.replay.max_model_len is not None:
+                entry["max_model_len"] = self.replay.max_model_len
+            self._send(200, {"object": "list", "data": [entry]})
         else:
             self._send(404, {"error": {"type": "not_found", "message": f"no route {self.path}"}})
 

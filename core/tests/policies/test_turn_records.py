@@ -225,10 +225,17 @@ def test_an_observation_larger_than_the_context_is_cut_in_the_middle(llm_replay_
 
 
 def test_the_servers_context_is_used_when_it_reports_one(llm_replay_server):
+    from envh.testing_llm import LLMReplayServer
+
     llm_replay_server.add(tool_reply("stop"))
-    policy = make(llm_replay_server)
-    step = drive(policy, [obs("x")])[0]
-    assert step.turn.context["budget"] is None  # the replay server reports no max_model_len
+    assert drive(make(llm_replay_server), [obs("x")])[0].turn.context["budget"] is None  # none reported
+    with LLMReplayServer([text_reply("<action>look</action>")] * 8, max_model_len=600) as server:
+        long = [obs("Your task: find the key. " + "The hall is long and dim. " * 30, admissible_commands=["look"])
+                for _ in range(8)]
+        steps = drive(make(server, max_tokens=100), long, tools=COMMAND)
+    budget = 600 - 100 - 8
+    assert all(s.turn.context["budget"] == budget and s.turn.context["prompt_tokens"] <= budget for s in steps)
+    assert steps[-1].turn.context["dropped"] > 0
 
 
 def test_duplicate_call_ids_get_their_own_answers(llm_replay_server):
