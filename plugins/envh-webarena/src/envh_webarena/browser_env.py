@@ -167,9 +167,11 @@ class BrowserBridge(Bridge):
         self._page = self.session.snapshot(max_chars=self.max_chars)
         p = self._page
         lines = [f"Goal: {self.goal[:2000]}", f"URL: {p['url']}", f"Title: {p['title']}"]
-        if len(p["tabs"]) > 1:
+        if len(p["tabs"]) > 1:  # at most 10 listed: a page may open windows in a loop
+            shown = p["tabs"][:10]
             lines.append("Tabs: " + "; ".join(
-                f"[{t['index']}]{'*' if t['active'] else ''} {t['title'][:60]} ({t['url'][:120]})" for t in p["tabs"]))
+                f"[{t['index']}]{'*' if t['active'] else ''} {t['title'][:60]} ({t['url'][:120]})" for t in shown)
+                + (f"; … {len(p['tabs']) - 10} more" if len(p["tabs"]) > 10 else ""))
         if self.last_error:
             lines.append(f"Last action error: {self.last_error}")
         lines += ["Accessibility tree:", p["axtree"]]

@@ -103,6 +103,7 @@ class MiniwobEnv(BrowserBridge):
                 raise errors.UnknownNameError("miniwob task", unknown[0], list(known))
         self.task_names = list(tasks) if tasks else list(known)
         self.status: dict[str, Any] = {"done": False, "raw": 0.0, "reward": 0.0, "reason": None}
+        self._task_page: Any = None
 
     def list_tasks(self, split: str | None = None) -> list[TaskRef]:
         if split not in (None, SPLIT):
@@ -115,6 +116,7 @@ class MiniwobEnv(BrowserBridge):
             raise errors.UnknownNameError("miniwob task", task.instance_id, list(registered_tasks()))
         assert self.session is not None
         page = self.session.page
+        self._task_page = page
         page.goto(f"{task_server().url}/{path}", wait_until="load")
         page.add_style_tag(content=_HIDE_CSS)
         page.evaluate(_START_JS, seed)
@@ -130,8 +132,18 @@ class MiniwobEnv(BrowserBridge):
         return str(utterance)
 
     def _read_status(self) -> dict[str, Any]:
-        assert self.session is not None
-        return dict(self.session.page.evaluate(_STATUS_JS))
+        """The task's own status, read from the task's tab (the policy may be on another)."""
+        from playwright.sync_api import Error
+
+        page = self._task_page
+        if page is None or page.is_closed():
+            return self.status  # the task's tab is gone: nothing can complete it any more
+        try:
+            return dict(page.evaluate(_STATUS_JS))
+        except Error:
+            if self.session is not None:
+                self.session.check_alive()
+            return self.status  # the task page navigated away: its globals are gone
 
     def _after_action(self, tool: str, outcome: dict[str, Any]) -> tuple[float, bool]:
         if self.status["done"]:

@@ -56,6 +56,8 @@ class Site:
         site = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = 10
+
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 pass
 

@@ -241,6 +241,8 @@ def handler_for(site: WebshopSite) -> type[BaseHTTPRequestHandler]:
     """A request handler serving ``site`` (GET pages; POST on the start page searches)."""
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = 10  # a client announcing more body than it sends cannot hold a thread
+
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
             pass
 

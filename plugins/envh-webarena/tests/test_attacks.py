@@ -1,0 +1,126 @@
+"""Hostile inputs: selector injection, odd numbers, tab abuse, evaluator code injection,
+oversized pages, slow-loris POSTs. Each is an error observation or a typed error, never a
+crash, a hang or an escape."""
+
+from __future__ import annotations
+
+import math
+import socket
+import time
+
+import pytest
+from envh import Action, TaskRef, errors
+from envh_webarena.demo.tasks import TASKS
+
+CLICK = TaskRef(suite="miniwob", instance_id="click-button")
+
+
+def A(tool: str, **args: object) -> Action:  # noqa: N802
+    return Action(tool=tool, args=args)
+
+
+@pytest.fixture(scope="module")
+def env():
+    from envh_webarena.miniwob import MiniwobEnv
+
+    e = MiniwobEnv(tasks=["click-button"], max_steps=None)
+    yield e
+    e.close()
+
+
+def test_bid_selector_injection_is_refused(env) -> None:
+    env.reset(task=CLICK, seed=1)
+    for bid in ['1"], button, [x="', "*", "13 >> nth=0", "", "a b"]:
+        resp = env.step(A("click", bid=bid))
+        assert resp.info["error"]["type"] == "action_failed" and not resp.terminated, bid
+    assert not env.get_env_state()["task_done"]
+
+
+def test_odd_numbers_and_tab_abuse_are_error_observations(env) -> None:
+    env.reset(task=CLICK, seed=1)
+    assert env.step(A("scroll", delta_x=math.nan, delta_y=0)).info["error"]
+    assert not env.step(A("scroll", delta_x=1e300, delta_y=-1e300)).info.get("error")  # clamped
+    assert env.step(A("tab_focus", index=7)).info["error"]["message"].startswith("No tab 7")
+    assert "last open tab" in env.step(A("tab_close")).info["error"]["message"]
+    for _ in range(3):
+        env.step(A("new_tab"))
+    state = env.get_env_state()
+    assert len(state["tabs"]) == 4 and state["tabs"][3]["active"]
+    assert not env.step(A("tab_focus", index=0)).info.get("error")
+    assert env.get_env_state()["url"].endswith("click-button.html")
+
+
+def test_tab_flood_keeps_the_observation_bounded(env) -> None:
+    env.reset(task=CLICK, seed=1)
+    for _ in range(14):
+        obs = env.step(A("new_tab")).observation
+    assert len(env.get_env_state()["tabs"]) > 10
+    assert "more" in obs.text and len(obs.text) < 10_000
+
+
+def test_program_html_func_cannot_run_code(demo_sites, tmp_path) -> None:
+    from envh_webarena.webarena import helpers
+
+    for bad in ("__import__('os').system('true')", "reddit_get_post_url(__import__('os'))",
+                "open('/etc/passwd')", "reddit_get_post_url('x', y=1)", "reddit_get_post_url"):
+        with pytest.raises(errors.SpecError):
+            helpers.call(bad, last_url="http://127.0.0.1/", page=None)
+    hostile = "http://127.0.0.1/f/x/1/'+__import__('os').getcwd()+'"
+    out = helpers.call("reddit_get_post_url('__last_url__')", last_url=hostile, page=None)
+    assert out == "http://127.0.0.1/f/x/1/"  # the URL stayed a string
+
+
+def test_webarena_start_url_must_be_http(demo_sites) -> None:
+    from envh_webarena.webarena.bridge import WebArenaEnv
+
+    bad = dict(TASKS[3], task_id=99, start_url="file:///etc/passwd")
+    env = WebArenaEnv(tasks=[bad], sites=demo_sites["urls"])
+    try:
+        with pytest.raises(errors.SpecError, match="start_url"):
+            env.reset(task=TaskRef(suite="webarena", split="test", instance_id="99"))
+    finally:
+        env.close()
+
+
+def test_oversized_page_text_is_bounded(demo_sites) -> None:
+    from envh_webarena.webarena.bridge import WebArenaEnv
+
+    env = WebArenaEnv(tasks=TASKS, sites=demo_sites["urls"], max_chars=2000)
+    try:
+        env.reset(task=TaskRef(suite="webarena", split="test", instance_id="5"))
+        resp = env.step(A("goto", url=f"{demo_sites['shop'].url}/catalogsearch/result/?q={'x' * 1900}"))
+        assert not resp.info.get("error") and len(resp.observation.text) < 3500
+    finally:
+        env.close()
+
+
+def test_slow_post_does_not_hold_the_webshop_server(webshop_data) -> None:
+    from envh_webarena.webshop.bridge import make_webshop
+
+    env = make_webshop(mode="browser", data=webshop_data)
+    try:
+        env.reset(task=TaskRef(suite="webshop", split="test", instance_id="0"))
+        url = env._server().url
+        host, port = url.split("//")[1].split(":")
+        with socket.create_connection((host, int(port))) as slow:
+            slow.sendall(b"POST /fixed_0 HTTP/1.1\r\nHost: x\r\nContent-Length: 90000\r\n\r\nsearch_query=a")
+            start = time.monotonic()
+            obs = env.reset(task=TaskRef(suite="webshop", split="test", instance_id="0")).observation
+            assert "Instruction" in obs.text and time.monotonic() - start < 30
+    finally:
+        env.close()
+
+
+def test_webshop_forged_routes_are_not_purchases(webshop_data) -> None:
+    from envh_webarena.webshop.bridge import make_webshop
+
+    env = make_webshop(mode="browser", data=webshop_data)
+    try:
+        env.reset(task=TaskRef(suite="webshop", split="test", instance_id="0"))
+        base = env._server().url
+        for url in (f"{base}/done/fixed_1/B0GREENT05/%7B%7D",  # another session's goal
+                    f"{base}/done/fixed_0/B0GREENT05/not-json", f"{base}/item_page/fixed_0/../../etc/1/%7B%7D"):
+            resp = env.step(A("goto", url=url))
+            assert not resp.terminated and not env.evaluate().metrics["purchased"], url
+    finally:
+        env.close()
