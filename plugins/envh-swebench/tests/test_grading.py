@@ -61,6 +61,8 @@ def test_patch_that_does_not_apply(instances_path, docker_client):
     assert not verdict.success
     assert verdict.metrics["patch_applied"] is False
     assert verdict.metrics["patch_successfully_applied"] is False
+    assert verdict.metrics["error"] == "patch_apply_failed"  # an error, as run_instance has it
+    assert ">>>>> Patch Apply Failed" in verdict.metrics["apply_output"]
 
 
 def test_swebench_row_feeds_make_test_spec(instances_file):
@@ -87,3 +89,17 @@ def test_tests_that_time_out_do_not_resolve(mathx_row, docker_client, instances_
     inst = Instance.from_row({**mathx_row, "test_cmd": "sleep 30; python3 -m pytest -rA"})
     verdict = grade(docker_client, inst, mathx_row["patch"], limits=Limits(), timeout=2)
     assert not verdict.success and verdict.metrics["tests_timed_out"] is True
+    assert verdict.metrics["error"] == "tests_timed_out" and "FAIL_TO_PASS" not in verdict.metrics
+
+
+def test_a_long_log_is_graded_whole(mathx_row, docker_client, instances_path):
+    """Test results in the middle of a 6 MB log count: the log is read back whole, never
+    cut to a head and a tail (the 4 MB head+tail cut before dropped exactly these lines)."""
+    from envh_swebench.instances import Instance
+
+    printer = ("python3 -c \"import sys; w = sys.stdout.write; w('" + "x" * 10 + "' * 300000 + '\\n'); "
+               "w('t_f2p (m.C) ... ok\\n'); w('" + "x" * 10 + "' * 300000 + '\\n'); w('t_p2p (m.C) ... ok\\n')\"")
+    inst = Instance.from_row({**mathx_row, "test_cmd": printer, "log_parser": "parse_log_django",
+                              "FAIL_TO_PASS": ["t_f2p (m.C)"], "PASS_TO_PASS": ["t_p2p (m.C)"]})
+    verdict = grade(docker_client, inst, "", limits=Limits(), timeout=120)
+    assert verdict.success, verdict.metrics
