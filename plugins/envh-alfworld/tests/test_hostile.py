@@ -66,6 +66,10 @@ def test_make_games_names_the_file_and_room(tmp_path):
     broken.write_text("{not json")
     result = CliRunner().invoke(alfworld, ["make-games", "--out", str(out), "--room", str(broken)])
     assert result.exit_code != 0 and str(broken) in result.output and "Traceback" not in result.output
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    result = CliRunner().invoke(alfworld, ["make-games", "--out", str(out), "--room", str(deep)])
+    assert result.exit_code == 1 and "nests too deeply" in result.output
     typo = CliRunner().invoke(alfworld, ["make-games", "--out", str(out), "--task-type", "pick_and_plase_simple"])
     assert typo.exit_code == 2 and "pick_and_place_simple" in typo.output
 

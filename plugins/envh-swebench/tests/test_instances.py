@@ -82,6 +82,8 @@ def test_instance_file_formats(tmp_path, row):
     ("list_of_lists.json", "[[1, 2]]", r"list_of_lists\.json row 0 is a list"),
     ("keyed_mismatch.json", '{"a": {"instance_id": "b"}}', r"entry 'a' holds instance_id 'b'"),
     ("empty_list.json", "[]", r"empty_list\.json: no rows"),
+    ("deep.json", "[" * 100_000 + "]" * 100_000, r"deep\.json nests its JSON too deeply"),
+    ("deep.jsonl", "[" * 100_000 + "]" * 100_000, r"deep\.jsonl line 1 nests its JSON too deeply"),
 ])
 def test_bad_instance_files_name_the_file_and_row(tmp_path, name, content, message):
     (tmp_path / name).write_text(content)

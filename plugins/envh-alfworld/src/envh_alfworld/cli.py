@@ -72,6 +72,8 @@ def make_games(out: str, split: str, seed: int, count: int, task_types: tuple[st
                             rooms.append(room_from_dict(entry))
                         except RoomError as exc:
                             raise RoomError(f"room {i}: {exc}" if isinstance(loaded, list) else str(exc)) from exc
+                except RecursionError:
+                    raise click.ClickException(f"{path}: the JSON nests too deeply to be a room") from None
                 except (RoomError, ValueError, OSError) as exc:
                     raise click.ClickException(f"{path}: {exc}") from exc
         else:

@@ -263,6 +263,8 @@ def _jsonl(text: str, source: str) -> list[Any]:
             continue
         try:
             rows.append(json.loads(line))
+        except RecursionError:
+            raise errors.SpecError(f"{source} line {number} nests its JSON too deeply.") from None
         except ValueError as exc:
             raise errors.SpecError(f"{source} line {number} is not JSON: {exc}") from None
     return rows
@@ -314,6 +316,8 @@ def _rows(source: str | Path) -> list[Any]:
         return _jsonl(body, str(path))
     try:
         data = json.loads(body)
+    except RecursionError:
+        raise errors.SpecError(f"{path} nests its JSON too deeply to be instance rows.") from None
     except ValueError as exc:
         # JSON Lines saved as .json: one object per line.
         if body.lstrip().startswith("{") and "\n" in body.strip():
