@@ -95,6 +95,8 @@ def test_bad_instance_files_name_the_file_and_row(tmp_path, name, content, messa
     ("FAIL_TO_PASS", "not a list [", r"row 0 \('envh__mathx-1'\): field FAIL_TO_PASS is neither"),
     ("PASS_TO_PASS", "{'a': 1}", "field PASS_TO_PASS must be a list of test names"),
     ("FAIL_TO_PASS", [1, 2], "field FAIL_TO_PASS must be a list of test names"),
+    ("FAIL_TO_PASS", "[" * 100_000 + "]" * 100_000, "field FAIL_TO_PASS nests too deeply"),
+    ("PASS_TO_PASS", "(" * 100_000, "field PASS_TO_PASS is neither"),
     ("instance_id", "../../etc", "instance_id '../../etc' may only hold"),
     ("instance_id", 7, "field instance_id must be a non-empty string"),
     ("base_commit", "", "field base_commit must be a non-empty string"),

@@ -90,6 +90,8 @@ def _as_list(value: Any, where: str, field: str) -> list[str]:
             return []
         try:
             value = json.loads(text)
+        except RecursionError:
+            raise errors.SpecError(f"{where}: field {field} nests too deeply to be a list of test names") from None
         except ValueError:
             try:
                 value = ast.literal_eval(text)
