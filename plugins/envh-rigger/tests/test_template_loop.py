@@ -191,3 +191,18 @@ def test_the_template_designer_tries_the_diagnosed_axis_first():
 
     assert propose("A") == "toy24.replay-plan-autostop"
     assert propose("S0") == "toy24.replay-plan"
+
+
+def test_diagnosis_claims_carry_evidence_and_the_bridge_error_kinds(registry, tmp_path):
+    """The coin policy's blunders are refused by Toy24 with its own error kind; every
+    failed episode gets a claim on an axis with the episode, step and a quote."""
+    out = tmp_path / "diag"
+    rig(RigConfig(policy="coin", tasks="medium/1,2,6,6", out=str(out), rounds=1), registry=registry)
+    (base,) = Journal(out).events("toy24/medium/1,2,6,6", "baseline")
+    claims = base["diagnosis"]["claims"]
+    assert claims and all(c["axis"] in ("S0", "A", "O", "T", "R", "task_understanding") for c in claims)
+    for c in claims:
+        ev = c["evidence"]
+        assert ev["episode"].startswith("toy24/medium/1,2,6,6") and "step" in ev and ev["quote"]
+    report = (out / "report.md").read_text()
+    assert "episode seed" in report and "step" in report

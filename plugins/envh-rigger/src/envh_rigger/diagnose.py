@@ -52,9 +52,55 @@ def diagnose(trajs: Sequence[Trajectory], stats: dict[str, Any] | None = None) -
                        "far from the start state"}
 
 
+AXES = ("S0", "A", "O", "T", "R", "task_understanding")
+DEFAULT_KINDS = {"invalid_action": "A", "unknown_tool": "A", "invalid_arguments": "A", "invalid_output": "A",
+                 "blocked": "A", "tool_error": "T", "episode_over": "task_understanding"}
+
+
+def _quote(text: str, limit: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def claims(trajs: Sequence[Trajectory], kinds: dict[str, str]) -> list[dict[str, Any]]:
+    """One claim per failed episode: its axis and the evidence (episode, step, quote).
+
+    The first step the env answered with an error is classified by the bridge's error
+    taxonomy (``Bridge.error_kinds``; kinds it does not list count as action errors);
+    a failure without one ended by the policy's own stop is task understanding, one that
+    ran out of steps is the start state's distance from the goal (S0).
+    """
+    out = []
+    for t in trajs:
+        if t.success:
+            continue
+        ev: dict[str, Any] = {"episode": t.key, "seed": t.seed}
+        first = next((s for s in t.steps if s.error or s.proposed is None or s.blocked), None)
+        if t.error_class:
+            axis, claim = "task_understanding", f"the episode ended in an error ({t.error_class})"
+            ev.update(step=len(t.steps), quote=_quote(t.error or ""))
+        elif first is not None:
+            kind = ("blocked" if first.blocked else "invalid_output" if first.proposed is None
+                    else str((first.error or {}).get("type", "tool_error")))
+            axis = kinds.get(kind, "A")
+            claim = f"step {first.index}: the env refused the action ({kind})"
+            ev.update(step=first.index, kind=kind, quote=_quote(first.observation.text))
+        elif t.stop == "terminated":
+            axis, claim = "task_understanding", "stopped without reaching the goal"
+            last = t.steps[-1] if t.steps else None
+            ev.update(step=last.index if last else 0, quote=_quote(last.observation.text if last else ""))
+        else:
+            axis, claim = "S0", f"ran out of steps ({t.stop}) without reaching the goal"
+            last = t.steps[-1] if t.steps else None
+            ev.update(step=last.index if last else 0, quote=_quote(last.observation.text if last else ""))
+        out.append({"axis": axis, "claim": claim, "evidence": ev})
+    return out
+
+
 class StatsDiagnoser:
-    """``--diagnoser stats``: the counting rules above, called by the loop through
-    ``envh_diagnosers`` as ``diagnoser(trajs, stats, bridge=..., registry=...)``."""
+    """``--diagnoser stats``: the counting rules above, plus one claim per failed episode
+    with its evidence, classified by the bridge's error kinds. Called by the loop through
+    ``envh_diagnosers`` as ``diagnoser(trajs, stats, bridge=..., registry=..., kinds=...)``."""
 
     name = "stats"
 
@@ -62,5 +108,18 @@ class StatsDiagnoser:
         self.arg = arg
 
     def __call__(self, trajs: Sequence[Trajectory], stats: dict[str, Any] | None = None, *,
-                 bridge: str | None = None, registry: Any = None) -> dict[str, Any]:
-        return diagnose(trajs, stats)
+                 bridge: str | None = None, registry: Any = None,
+                 kinds: dict[str, str] | None = None) -> dict[str, Any]:
+        out = diagnose(trajs, stats)
+        found = claims(trajs, {**DEFAULT_KINDS, **(kinds or {})})
+        out["claims"] = found
+        if found:
+            counts: dict[str, int] = {}
+            for c in found:
+                counts[c["axis"]] = counts.get(c["axis"], 0) + 1
+            out["axis_counts"] = counts
+            top = max(counts, key=lambda a: counts[a])
+            if out["failure_axis"] not in counts or counts[top] > counts[out["failure_axis"]]:
+                out["summary"] += f" Evidence points to {top} ({counts[top]} of {len(found)} failures)."
+                out["failure_axis"] = top
+        return out

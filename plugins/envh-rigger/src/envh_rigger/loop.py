@@ -69,12 +69,14 @@ class LoopRun:
             return float(self.weakness.bites(t))
         return float(t.success)
 
-    def diagnose(self, trajs: list[Any], stats: dict[str, Any], bridge: str) -> dict[str, Any]:
-        """The chosen diagnoser (through ``envh_diagnosers``) on a batch of rollouts."""
+    def diagnose(self, trajs: list[Any], stats: dict[str, Any], bridge: str,
+                 kinds: dict[str, str] | None = None) -> dict[str, Any]:
+        """The chosen diagnoser (through ``envh_diagnosers``) on a batch of rollouts, with the
+        bridge's error taxonomy."""
         if self._diagnose is None:
             name, _, arg = self.diagnoser.partition(":")
             self._diagnose = self.registry.diagnosers()[name].load()(arg or None)
-        return dict(self._diagnose(trajs, stats, bridge=bridge, registry=self.registry))
+        return dict(self._diagnose(trajs, stats, bridge=bridge, registry=self.registry, kinds=kinds or {}))
 
 
 def _layer_ids(base: dict[str, Any], layers: list[dict[str, Any]]) -> set[str]:
@@ -88,6 +90,9 @@ class TaskLoop:
     def __init__(self, run: LoopRun, task: TaskRef, base: dict[str, Any]) -> None:
         self.r, self.task, self.key = run, task, str(task)
         self.base = base
+        with make(base, registry=run.registry) as env:
+            kinds = getattr(env.unwrapped, "error_kinds", None)
+            self.kinds: dict[str, str] = dict(kinds()) if callable(kinds) else {}
         self.attempts: list[Attempt] = []
         self.round = 0
         self.pending: dict[str, Any] | None = None
@@ -159,7 +164,7 @@ class TaskLoop:
         baseline_trajs, baseline = self.observe()
         band = r.target.band(baseline)
         direction = r.target.direction(baseline)
-        diagnosis = r.diagnose(baseline_trajs, baseline, self.base["bridge"])
+        diagnosis = r.diagnose(baseline_trajs, baseline, self.base["bridge"], self.kinds)
         r.journal.append(self.key, "baseline", {"spec_id": spec_id(self.base, r.registry), "stats": baseline,
                                                 "band": list(band), "direction": direction,
                                                 "diagnosis": diagnosis, "usage": r.usage.to_data(),
@@ -220,7 +225,7 @@ class TaskLoop:
                 self.base, self.attempts = spec, []
                 baseline_trajs, baseline = self.observe()
                 direction = r.target.direction(baseline)
-                diagnosis = r.diagnose(baseline_trajs, baseline, self.base["bridge"])
+                diagnosis = r.diagnose(baseline_trajs, baseline, self.base["bridge"], self.kinds)
                 if direction is None:
                     return "accepted"
         return "rounds"
