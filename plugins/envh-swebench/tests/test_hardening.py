@@ -231,3 +231,21 @@ def test_odd_paths_are_editor_errors_not_crashes(env):
         assert created.info["error"]["type"] == "editor_error" and "Cannot create" in created.observation.text
     finally:
         bash(env, "rm -f pipe plain")
+
+
+def test_a_diff_too_large_to_submit_is_refused_not_cut(make_env, monkeypatch):
+    """The diff is read back whole; one beyond the bound is refused at submit (the episode
+    goes on), never cut in the middle (which would grade a different patch)."""
+    from envh_swebench import bridge
+
+    monkeypatch.setattr(bridge, "MAX_DIFF_BYTES", 200_000)
+    env = make_env(reward_on_submit=False)
+    env.reset()
+    bash(env, "seq 1 100000 > numbers.txt")
+    refused = env.step(Action(tool="submit"))
+    assert refused.info["error"]["type"] == "diff_too_large" and not refused.terminated
+    assert not env.get_env_state()["submitted"]
+    bash(env, "rm numbers.txt; seq 1 20000 > numbers.txt")
+    done = env.step(Action(tool="submit"))
+    patch = done.observation.data["patch"]
+    assert done.terminated and patch.rstrip().endswith("+20000") and "+10000\n" in patch

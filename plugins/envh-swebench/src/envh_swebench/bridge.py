@@ -28,9 +28,22 @@ from envh import (
 )
 
 from . import runtime
+from .containers import FileTooLargeError
 from .editor import TOOL_PARAMETERS, Editor, EditorError
 from .instances import Instance, load_instances
 from .state import STATE_SCHEMA, EpisodeState, changed_paths, counts_as_test_run
+
+DIFF_PATH = "/tmp/envh_submission.diff"
+MAX_DIFF_BYTES = 64 * 2**20
+
+
+class DiffTooLargeError(errors.EnvhError):
+    """The working tree's diff is too large to submit."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"The diff against the base commit holds {size} bytes, more than the "
+                         f"{MAX_DIFF_BYTES} a submission may; remove large or generated files and submit again.")
+
 
 TREE_MARK = "@@envh-tree@@"
 # After each bash call: what git reports changed, then size and modification time of every
@@ -239,14 +252,25 @@ class SWEBenchEnv(Bridge):
         res = box.run(
             'idx="$(mktemp)"; cp "$(git rev-parse --git-dir)/index" "$idx" 2>/dev/null; '
             'GIT_INDEX_FILE="$idx" git add -A && GIT_INDEX_FILE="$idx" git -c core.fileMode=false '
-            f'diff --cached --binary {inst.base_commit}; code=$?; rm -f "$idx"; exit $code',
-            timeout=120, limit=50_000_000)
+            f'diff --cached --binary {inst.base_commit} > {DIFF_PATH}; code=$?; rm -f "$idx"; exit $code',
+            timeout=120, limit=20_000)
         if res["exit_code"] != 0:
             raise box.infra_error(f"capturing the diff failed: {res['output'][-500:]}")
-        return str(res["output"])
+        try:  # read back whole: a diff cut in the middle would grade a different patch
+            raw, _ = box.read_file(DIFF_PATH, max_bytes=MAX_DIFF_BYTES)
+        except FileTooLargeError as exc:
+            raise DiffTooLargeError(exc.size) from None
+        except FileNotFoundError:
+            raise box.infra_error("capturing the diff failed: no diff file") from None
+        box.run(f"rm -f {DIFF_PATH}", timeout=30, limit=1000)
+        return raw.decode("utf-8", "replace")
 
     def _submit(self, box: runtime.Sandbox, state: EpisodeState, inst: Instance) -> EnvResponse:
-        self.patch = self._diff(box, inst)
+        try:
+            self.patch = self._diff(box, inst)
+        except DiffTooLargeError as exc:
+            state.record("submit", output=str(exc), error=str(exc))
+            return self._respond(self.error_response(str(exc), kind="diff_too_large"))
         state.submitted, state.patch_chars = True, len(self.patch)
         text = f"Submitted a diff of {len(self.patch)} characters touching {len(state.files_touched)} file(s)."
         state.record("submit", output=text)
@@ -340,7 +364,7 @@ class SWEBenchEnv(Bridge):
             if self.inst is not None and self.state is not None and not self.state.submitted:
                 try:  # evaluate() after close() grades what the episode left
                     self.patch = self._diff(box, self.inst)
-                except errors.InfraError:
+                except errors.EnvhError:  # a dead container, or a diff too large to grade
                     self.patch = None
             self.box = None
             runtime.untrack(box)
