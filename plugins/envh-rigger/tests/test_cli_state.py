@@ -97,3 +97,35 @@ def test_main_script_never_resumes_a_run_with_other_arguments(tmp_path):
                            capture_output=True, text=True, timeout=60)
     assert other.returncode != 0
     assert "split:hard:2" in other.stderr and "ENVH_MAIN_OUT" in other.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--prices", "{not json"], "--prices"),
+    (["--prices", '{"m": 3}'], "--prices"),
+    (["--max-rollouts", "-1"], "must not be negative"),
+    (["--target", "steps:5-5"], "Bad target"),
+    (["--tasks", ";"], "names no task"),
+])
+def test_more_bad_input_is_refused_before_any_state(cli, tmp_path, args, message):
+    out = tmp_path / "run"
+    res = _rig(cli, "--policy", "coin", "--tasks", "medium/1,2,6,6", "--out", str(out), *args)
+    assert res.exit_code == 2, res.output
+    assert message in res.output and not out.exists()
+
+
+def test_resume_refuses_a_spec_file_whose_content_changed(registry, tmp_path):
+    spec = tmp_path / "world.yaml"
+    spec.write_text("bridge: toy24\nlayers:\n  - kind: budget\n    max_steps: 6\n")
+    cfg = RigConfig(spec=str(spec), policy="coin", tasks="medium/1,2,6,6", out=str(tmp_path / "r"), rounds=1)
+    rig(cfg, registry=registry)
+    spec.write_text("bridge: toy24\nlayers:\n  - kind: budget\n    max_steps: 2\n")  # same path, other world
+    import attrs
+
+    with pytest.raises(errors.EnvhError, match="has changed"):
+        rig(attrs.evolve(cfg, resume=True), registry=registry)
+
+
+def test_a_task_named_twice_runs_once(registry, tmp_path):
+    summary = rig(RigConfig(policy="coin", tasks="medium/1,2,6,6;1,2,6,6", out=str(tmp_path / "r"), rounds=1),
+                  registry=registry)
+    assert list(summary["stops"]) == ["toy24/medium/1,2,6,6"]

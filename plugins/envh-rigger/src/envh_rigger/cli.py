@@ -70,7 +70,7 @@ def rig_cmd(spec: str, tasks: str | None, policy: str, policy_options: tuple[str
         rounds=rounds, out=out, resume=resume, coevolve=coevolve, base_pool=base_pool, seed=seed,
         workers=workers, max_steps=max_steps, diagnoser=diagnoser,
         budget=Budget(max_rollouts=max_rollouts, max_tokens=max_tokens, max_dollars=max_dollars,
-                      max_seconds=max_seconds, prices=json.loads(prices) if prices else None))
+                      max_seconds=max_seconds, prices=_prices(prices)))
     ctx = click.get_current_context()
     given = {name for name in ctx.params
              if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)}
@@ -82,6 +82,21 @@ def rig_cmd(spec: str, tasks: str | None, policy: str, policy_options: tuple[str
     except errors.EnvhError as exc:
         raise click.UsageError(str(exc)) from exc
     click.echo(f"report: {summary['report']}")
+
+
+def _prices(text: str | None) -> dict[str, object] | None:
+    if not text:
+        return None
+    try:
+        table = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON ({exc}); e.g. '{{\"gpt-4o\": [2.5, 10]}}'",
+                                 param_hint="--prices") from exc
+    if not isinstance(table, dict) or not all(
+            isinstance(v, list) and len(v) == 2 and all(isinstance(x, int | float) for x in v)
+            for v in table.values()):
+        raise click.BadParameter("expected {model: [in_per_1M, out_per_1M]}", param_hint="--prices")
+    return table
 
 
 def _options(pairs: tuple[str, ...]) -> dict[str, object]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from envh import EnvSpec, Registry, TaskRef, errors, get_registry, make, parse_spec, spec_to_data
+from envh import EnvSpec, Registry, TaskRef, errors, get_registry, make, parse_spec, spec_id, spec_to_data
 
 from .budget import Budget, BudgetExhausted, Usage
 from .journal import Journal
@@ -120,7 +120,7 @@ def resolve_tasks(base: dict[str, Any], tasks: str | None, registry: Registry) -
             out.append(ref)
         if not out:
             raise errors.EnvhError(f"--tasks {text!r} names no task.")
-        return out
+        return list(dict.fromkeys(out))  # a task named twice runs once
 
 
 def _config_data(config: RigConfig) -> dict[str, Any]:
@@ -153,6 +153,11 @@ def _check_numbers(config: RigConfig) -> None:
         raise errors.EnvhError(f"--k-max must be at least 1, got {config.k_max}.")
     if config.max_steps is not None and int(config.max_steps) < 1:
         raise errors.EnvhError(f"--max-steps must be at least 1, got {config.max_steps}.")
+    b = config.budget
+    for name, value in (("--max-rollouts", b.max_rollouts), ("--max-tokens", b.max_tokens),
+                        ("--max-dollars", b.max_dollars), ("--max-seconds", b.max_seconds)):
+        if value is not None and value < 0:
+            raise errors.EnvhError(f"{name} must not be negative, got {value}.")
 
 
 def prepare(config: RigConfig, reg: Registry, *, explicit: set[str] | None = None) -> dict[str, Any]:
@@ -181,6 +186,10 @@ def prepare(config: RigConfig, reg: Registry, *, explicit: set[str] | None = Non
     _check_numbers(config)
     target = parse_target(config.target)
     base = load_base_spec(config.spec, reg)
+    stored_id = json.loads(saved.read_text()).get("base_spec_id") if config.resume and saved.exists() else None
+    if stored_id and stored_id != spec_id(base, reg):
+        raise errors.EnvhError(f"--resume refused: the spec {config.spec!r} has changed since {out} was started "
+                               f"(content {spec_id(base, reg)[:12]}, stored {stored_id[:12]}). Use another --out.")
     weakness = resolve_weakness(target.text, registry=reg, bridge=base["bridge"]) if target.kind == "weakness" else None
     tasks = resolve_tasks(base, config.tasks, reg)
     reg.policy(config.policy.split(":")[0])
@@ -206,7 +215,8 @@ def rig(config: RigConfig, *, registry: Registry | None = None, explicit: set[st
     designer = factory(arg, **config.designer_options)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / CONFIG_FILE).write_text(json.dumps(_config_data(config), indent=2, default=repr))
+    (out / CONFIG_FILE).write_text(json.dumps({**_config_data(config), "base_spec_id": spec_id(base, reg)},
+                                              indent=2, default=repr))
     journal = Journal(out)
     usage = Usage()
     usage.load(journal.last_usage())

@@ -110,7 +110,7 @@ def parse_target(text: str | Target) -> Target:
         m = re.fullmatch(rf"({_NUM})\s*-\s*({_NUM})", rest)
         if m:
             lo, hi = float(m.group(1)), float(m.group(2))
-            if lo <= hi and (kind == "steps" or (0 <= lo <= hi <= 1 and hi - lo >= MIN_WIDTH - 1e-9)):
+            if (kind == "steps" and lo < hi) or (kind == "sr" and 0 <= lo <= hi <= 1 and hi - lo >= MIN_WIDTH - 1e-9):
                 return Target(kind=kind, lo=lo, hi=hi)  # type: ignore[arg-type]
     elif kind == "beats-baseline" and re.fullmatch(_NUM, rest):
         return Target(kind="beats-baseline", delta=float(rest))
@@ -118,5 +118,5 @@ def parse_target(text: str | Target) -> Target:
         return Target(kind="weakness", text=rest.strip("\"'"))
     raise errors.EnvhError(
         f"Bad target {text!r}. Use sr:LO-HI (0 <= LO <= HI <= 1, HI - LO >= {MIN_WIDTH:g}: a narrower "
-        "band needs hundreds of rollouts per verdict), steps:LO-HI, "
+        "band needs hundreds of rollouts per verdict), steps:LO-HI (LO < HI), "
         "beats-baseline:DELTA or weakness:\"plain words\".")
