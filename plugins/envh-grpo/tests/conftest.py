@@ -18,5 +18,9 @@ def smollm2():
 
 
 @pytest.fixture(scope="session")
-def tokenizer(smollm2):
-    return smollm2[1]
+def tokenizer():
+    """The tokenizer alone (tests of segments and the rollout loop need no weights)."""
+    from envh_grpo.trainer import resolve_model
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(resolve_model("smollm2")))

@@ -136,3 +136,19 @@ def test_token_logprobs_uses_the_sampling_temperature():
     lp2 = token_logprobs(logits, torch.tensor([[0]]), 2.0).item()
     assert lp1 == pytest.approx(-math.log1p(math.exp(-2.0)))
     assert lp2 == pytest.approx(-math.log1p(math.exp(-1.0)))
+
+
+def test_extreme_values_off_the_mask_cannot_poison_the_loss():
+    # padding positions: the model's log-prob of a pad target can be very negative while
+    # the padded old/ref log-probs are 0; exp(ref - logp) overflows to inf there
+    logp = torch.tensor([[-0.5, -200.0, float("-inf")]], requires_grad=True)
+    zeros = torch.zeros(1, 3)
+    mask = torch.tensor([[1, 0, 0]])
+    parts = grpo_loss(logp, torch.tensor([[-0.5, 0.0, 0.0]]), torch.tensor([2.0]), mask,
+                      ref_logp=zeros, kl_coef=0.1)
+    parts.loss.backward()
+    want = -2.0 + 0.1 * (math.exp(0.5) - 0.5 - 1)
+    assert math.isfinite(parts.loss.item()) and parts.loss.item() == pytest.approx(want)
+    assert torch.isfinite(logp.grad).all() and logp.grad[0, 1:].abs().sum() == 0
+    nan_adv = torch.tensor([[1.0, float("nan"), 1.0]])
+    assert math.isfinite(grpo_loss(torch.zeros(1, 3), zeros, nan_adv, mask).loss.item())

@@ -50,7 +50,7 @@ def aggregate(values: torch.Tensor, mask: torch.Tensor, *, mode: str = "token",
     if mode not in AGGREGATIONS:
         raise ValueError(f"Unknown loss aggregation {mode!r}. Choose one of: {', '.join(AGGREGATIONS)}")
     mask = mask.to(values.dtype)
-    masked = values * mask
+    masked = torch.where(mask.bool(), values, torch.zeros_like(values))
     if mode == "token":
         denom = float(normalizer) if normalizer is not None else float(mask.sum().item())
         return masked.sum() / max(denom, 1.0)
@@ -75,6 +75,13 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tens
         raise ValueError(f"clip ranges must be >= 0, got epsilon={epsilon}, epsilon_high={eps_high}")
     if advantages.dim() == 1:
         advantages = advantages[:, None].expand_as(logp)
+    on = mask.bool()
+    # off the mask (prompt, env tokens, padding) every input is neutralised before exp():
+    # a 0 * inf there would otherwise turn the whole loss into NaN
+    logp = torch.where(on, logp, old_logp.detach())
+    advantages = torch.where(on, advantages, torch.zeros_like(advantages))
+    if ref_logp is not None:
+        ref_logp = torch.where(on, ref_logp, logp.detach())
     mask = mask.to(logp.dtype)
     ratio = torch.exp(logp - old_logp)
     clipped = torch.clamp(ratio, 1.0 - epsilon, 1.0 + eps_high)
@@ -97,7 +104,8 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tens
 
 
 def _mean(values: torch.Tensor, mask: torch.Tensor) -> Any:
-    return ((values * mask).sum() / mask.sum().clamp(min=1.0)).detach()
+    kept = torch.where(mask.bool(), values, torch.zeros_like(values))
+    return (kept.sum() / mask.sum().clamp(min=1.0)).detach()
 
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:

@@ -77,9 +77,11 @@ def parse_reply(text: str, tools: list[Any]) -> tuple[Any, str | None]:
     if not body:
         return None, "the <action> block is empty"
     try:
-        return calls.parse_call(body.splitlines()[0], tools), None
+        return calls.parse_call(body.splitlines()[0][:2000], tools), None
     except calls.ParseError as exc:
         return None, str(exc)
+    except Exception as exc:  # noqa: BLE001 - any reply is data: a parser failure makes it invalid
+        return None, f"the action could not be parsed ({type(exc).__name__})"
 
 
 def _signature(tool: Any) -> str:
