@@ -196,3 +196,33 @@ class Divider:
 @envh.hookimpl(specname="envh_policies")
 def more_policies():
     return [envh.PolicyInfo(name="divider", factory=Divider)]
+
+
+AUTO_STOP = '''
+def filter_action(action, state, memo):
+    if state["reached_target"] and action.tool != "stop":
+        return Action(tool="stop", args={})
+    return None
+'''
+
+
+class Writer:
+    """A designer standing in for a model: it writes contract code of its own."""
+
+    name = "writer"
+
+    def __init__(self, arg=None, **options):
+        pass
+
+    def propose(self, ctx):
+        from envh_rigger.designers.base import Proposal
+
+        return Proposal(layers=[{"kind": "contract", "id": "written", "code": AUTO_STOP}], rationale="written")
+
+    def close(self):
+        pass
+
+
+@envh.hookimpl(specname="envh_designers")
+def more_designers():
+    return [envh.DesignerInfo(name="writer", factory=Writer)]

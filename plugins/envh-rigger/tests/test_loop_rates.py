@@ -107,3 +107,21 @@ def test_weakness_in_plain_words_is_translated_and_unknown_words_refused(registr
     with pytest.raises(errors.EnvhError, match="Cannot read the weakness"):
         _rig(registry, tmp_path, "bad", policy="rate", target='weakness:"is sad"')
     assert not (tmp_path / "bad").exists()
+
+
+def test_code_a_designer_wrote_runs_in_the_jail(registry, tmp_path):
+    """Only the template designer's own code is trusted: anything else is marked untrusted
+    and played in the jail process."""
+    _rig(registry, tmp_path, "jail", policy="coin", target="sr:0.4-0.6", designer="writer", rounds=1)
+    from envh_rigger.journal import Journal
+
+    (attempt,) = [e["attempt"] for e in Journal(tmp_path / "jail").events(kind="attempt")]
+    assert attempt["layers"][0]["trust"] == "untrusted"
+    assert attempt["result"]["n"] >= 1 and not attempt["result"]["error_classes"], attempt["result"]
+
+
+def test_a_band_the_baseline_pushes_past_one_is_reported_unreachable(registry, tmp_path):
+    summary = _rig(registry, tmp_path, "far", policy="rate", policy_options={"rates": {4: 0.2}},
+                   target="beats-baseline:0.95")
+    assert summary["stops"] == {f"toy24/{TASK}": "target_unreachable"}
+    assert summary["usage"]["rollouts"] == 5  # the observation only: no round was spent
