@@ -92,3 +92,17 @@ def test_model_that_never_complies_ends_in_typed_rejections(registry, tmp_path):
     assert attempts and all(a["verdict"] == "invalid" for a in attempts)
     assert all("malformed" in a["meta"] for a in attempts)
     assert json.dumps(summary)  # the summary is plain data
+
+
+def test_refinement_sees_trajectories_played_under_the_last_candidate(registry, tmp_path):
+    """Round 2's prompt holds episodes of round 1's candidate, not only the baseline's."""
+    weak = tool_reply("propose_candidate", {"diagnosis": "d", "rationale": "one step", "layers": [
+        {"kind": "stage", "id": "one-step", "actions": [{"tool": "combine", "args": {"i": 0, "j": 1, "op": "add"}}]}]})
+    with LLMReplayServer([EXPLAIN, weak, EXPLAIN, VALID]) as server:
+        summary = rig(_run(server, tmp_path), registry=registry)
+        requests = server.chat_requests
+    assert summary["stops"] == {"toy24/medium/1,2,6,6": "accepted"}
+    first_user = requests[0]["messages"][1]["content"]
+    later_user = requests[2]["messages"][1]["content"]
+    assert "Trajectories played under your last measured candidate" not in first_user
+    assert "Trajectories played under your last measured candidate" in later_user

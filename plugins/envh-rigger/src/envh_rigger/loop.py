@@ -94,6 +94,7 @@ class TaskLoop:
             kinds = getattr(env.unwrapped, "error_kinds", None)
             self.kinds: dict[str, str] = dict(kinds()) if callable(kinds) else {}
         self.attempts: list[Attempt] = []
+        self.last_trajs: list[Any] = []
         self.round = 0
         self.pending: dict[str, Any] | None = None
         self._restore()
@@ -192,7 +193,8 @@ class TaskLoop:
                     task=self.task, bridge=self.base["bridge"], spec=self.base, tools=tools,
                     state_schema=schema, baseline=baseline, episodes=baseline_trajs, target=r.target,
                     band=band, direction=direction, diagnosis=diagnosis, attempts=list(self.attempts),
-                    feedback=feedback, registry=r.registry, round=self.round)
+                    feedback=feedback, registry=r.registry, round=self.round,
+                    candidate_episodes=list(self.last_trajs))
                 proposal = self._proposal(ctx)
                 if proposal is None:
                     return "designer_exhausted"
@@ -210,6 +212,7 @@ class TaskLoop:
                 continue  # every try failed the free checks: the round is spent, no rollouts were
             spec = cascade.combined(self.base, proposal.layers)
             trajs, stats = self.validate(spec, self.round, band)
+            self.last_trajs = trajs
             verdict, reason = self._judge(stats, trajs, proposal)
             attempt = Attempt(round=self.round, layers=proposal.layers, diagnosis=proposal.diagnosis,
                               rationale=proposal.rationale, meta=proposal.meta, verdict=verdict,

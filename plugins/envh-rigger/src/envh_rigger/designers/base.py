@@ -70,6 +70,8 @@ class DesignContext:
     feedback: str | None
     registry: Registry
     round: int = 1
+    # episodes played under the last measured candidate: what refinement should look at
+    candidate_episodes: list[Trajectory] = attrs.field(factory=list)
 
 
 class Designer(Protocol):

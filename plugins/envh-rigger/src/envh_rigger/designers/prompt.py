@@ -123,6 +123,9 @@ def user_message(ctx: DesignContext) -> str:
     ]
     if ctx.attempts:
         parts.append("Previous attempts:\n" + "\n".join(_attempt_line(a) for a in ctx.attempts[-6:]))
+    if ctx.candidate_episodes:
+        played = "\n\n".join(render(t) for t in sample(ctx.candidate_episodes))
+        parts.append("Trajectories played under your last measured candidate:\n" + played)
     if ctx.feedback:
         parts.append(f"Your last candidate failed the checks: {ctx.feedback}\nFix it.")
     return "\n\n".join(parts)
