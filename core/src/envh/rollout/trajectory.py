@@ -10,6 +10,7 @@ pickles, so a worker running untrusted code cannot hand the parent executable pa
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -220,7 +221,7 @@ def jsonable(value: Any, _depth: int = 0) -> Any:
         return value
     if _depth > 20:
         return repr(value)[:2000]
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):  # dicts and the read-only mappings frozen records hold
         return {str(k): jsonable(v, _depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [jsonable(v, _depth + 1) for v in value]
