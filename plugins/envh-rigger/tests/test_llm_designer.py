@@ -106,3 +106,17 @@ def test_refinement_sees_trajectories_played_under_the_last_candidate(registry, 
     later_user = requests[2]["messages"][1]["content"]
     assert "Trajectories played under your last measured candidate" not in first_user
     assert "Trajectories played under your last measured candidate" in later_user
+
+
+def test_llm_diagnoser_names_the_axis_over_the_stats_evidence(registry, tmp_path, monkeypatch):
+    diagnosis = tool_reply("explain", {"failure_axis": "A", "rationale": "episode seed 0 step 0: it subtracts"})
+    with LLMReplayServer([diagnosis]) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "k")
+        rig(RigConfig(policy="coin", tasks=TASK, diagnoser="llm:diag-model", rounds=1, out=str(tmp_path / "d")),
+            registry=registry)
+        requests = server.chat_requests
+    assert "Claims per failed episode" in requests[0]["messages"][1]["content"]
+    (base,) = Journal(tmp_path / "d").events("toy24/medium/1,2,6,6", "baseline")
+    d = base["diagnosis"]
+    assert d["failure_axis"] == "A" and d["model"] == "diag-model" and d["claims"]

@@ -29,7 +29,7 @@ _FIELD = {"policy_options": "policy_options", "designer_options": "designer_opti
               help="KEY=VALUE (JSON value) for the designer, e.g. base_url=... for llm.")
 @click.option("--designer", default="template", show_default=True, help="template | llm:MODEL")
 @click.option("--diagnoser", default="stats", show_default=True,
-              help="A diagnoser from envh_diagnosers (the rigger ships 'stats').")
+              help="stats | llm:MODEL (endpoint from OPENAI_BASE_URL), or any envh_diagnosers name.")
 @click.option("--target", default="sr:0.4-0.6", show_default=True,
               help="sr:LO-HI | steps:LO-HI | beats-baseline:D | weakness:\"...\"")
 @click.option("-k", "k", default=5, show_default=True, help="Rollouts per observation batch.")

@@ -25,7 +25,10 @@ def envh_designers() -> list[DesignerInfo]:
 @hookimpl
 def envh_diagnosers() -> list[DiagnoserInfo]:
     return [DiagnoserInfo(name="stats", factory="envh_rigger.diagnose:StatsDiagnoser",
-                          description="Failure axis and slack from rollout statistics")]
+                          description="Failure axis from rollout statistics, a claim with evidence per failure"),
+            DiagnoserInfo(name="llm", factory="envh_rigger.diagnose_llm:LLMDiagnoser",
+                          description="An OpenAI-compatible model names the axis from the stats claims and "
+                                      "trajectories (llm:MODEL)")]
 
 
 @hookimpl

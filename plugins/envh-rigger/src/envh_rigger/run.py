@@ -257,6 +257,8 @@ def rig(config: RigConfig, *, registry: Registry | None = None, explicit: set[st
             echo(f"[{key}] done: {stop}")
     finally:
         designer.close()
+        if callable(close := getattr(run._diagnose, "close", None)):
+            close()
         rollouts.close()
     from .report import write_report
 
