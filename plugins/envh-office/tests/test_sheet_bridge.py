@@ -289,10 +289,10 @@ def test_write_range_can_create_a_sheet(env):
     assert "B1 = =SUM(Data!D2:D5) → 56.15" in step(env, "inspect_range", range="'Report 2024'!A1:B1").observation.text
 
 
-KILL_MAIN = ("import os, signal\n"
+KILL_MAIN = ("import os, signal, time\n"
              "pids = [int(p) for p in os.listdir('/proc') if p.isdigit()]\n"
              "main = min(p for p in pids if open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[1] == '1')\n"
-             "os.kill(main, signal.SIGKILL)\n")
+             "os.kill(main, signal.SIGKILL)\ntime.sleep(30)\n")  # still running when the container goes
 
 
 def test_code_that_stops_the_container_is_the_policys_error(env):
@@ -300,17 +300,17 @@ def test_code_that_stops_the_container_is_the_policys_error(env):
     step(env, "run_python", code="print(1)")
     first = env.box.container.name
     resp = step(env, "run_python", code=KILL_MAIN)
-    # the runner may answer before the container goes down, or not: either way no exception
-    assert resp.info.get("error") is None or resp.info["error"]["type"] == "sandbox_stopped"
-    ok = step(env, "run_python", code="print('fresh sandbox')")
-    assert "fresh sandbox" in ok.observation.text and env.box.container.name != first
+    assert resp.info["error"]["type"] == "sandbox_stopped" and not resp.terminated
+    ok = step(env, "run_python", code="print('fresh-sandbox-ok')")
+    assert "fresh-sandbox-ok" in ok.observation.text and not ok.info
+    assert env.box.container.name != first
     # the same code inside the solution: replaying it on cases 2 and 3 fails those cases, not the run
     env.reset(task=T3, seed=0)
     step(env, "run_python", code=SOLUTION_CODE)
     env.ops.append({"tool": "run_python", "args": {"code": KILL_MAIN}})  # as if it had run on case 1 unharmed
     verdict = env.evaluate()  # no InfraError: the stopped sandbox is the solution's doing
-    assert verdict.metrics["test_case_results"][0] == 1 and not verdict.success
-    assert any("stopped the sandbox" in r for r in verdict.metrics["failures"].values())
+    assert verdict.metrics["test_case_results"] == [1, 0, 0]
+    assert "stopped the sandbox" in verdict.metrics["failures"]["2"]
 
 
 def test_no_docker_daemon_is_an_infra_error(sheet_data, soffice, tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import time
 from pathlib import Path
 
 import openpyxl
@@ -178,5 +179,10 @@ def test_warm_office_stops_with_its_helpers(books):
 
     recalc._stop_warm()
     marker = f"envh-office-lo-{os.getpid()}-"
-    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+    deadline = time.monotonic() + 15  # the jail's pid namespace is torn down by the kernel, not at once
+    while True:
+        left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert left == []

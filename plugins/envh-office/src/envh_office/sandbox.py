@@ -18,6 +18,7 @@ import os
 import socket
 import struct
 import threading
+import time
 import uuid
 from importlib import resources
 from typing import Any
@@ -204,7 +205,7 @@ class Sandbox:
                 break
             except (OSError, EOFError, ValueError, docker.errors.DockerException) as exc:
                 self._close_session()
-                if not self.alive():
+                if not self._still_alive():
                     gone = self.infra_error(f"the container stopped while code ran: {exc!r}")
                     raise SandboxGone(str(gone)) from exc
                 if attempt:
@@ -219,6 +220,16 @@ class Sandbox:
         return reply
 
     # -- lifecycle ----------------------------------------------------------------------
+    def _still_alive(self, settle: float = 1.5) -> bool:
+        """After a failed call: is the container up? A stopping container can still report
+        running for a moment, so watch it briefly before answering yes."""
+        deadline = time.monotonic() + settle
+        while self.alive():
+            if time.monotonic() >= deadline:
+                return True
+            time.sleep(0.1)
+        return False
+
     def alive(self) -> bool:
         try:
             self.container.reload()

@@ -101,6 +101,7 @@ class SpreadsheetBenchEnv(SheetVerdict, Bridge):
         self._last: Observation | None = None
         self._verdicts: dict[str, EvaluationResult] = {}
         self._replays: dict[tuple[str, int], bytes | str] = {}
+        self._bad_recalc: dict[str, Exception] = {}  # content key -> why LibreOffice failed on it
         self._disposing: list[threading.Thread] = []
 
     # -- tasks ------------------------------------------------------------------------
@@ -205,10 +206,8 @@ class SpreadsheetBenchEnv(SheetVerdict, Bridge):
         with open(self.work, "rb") as f:
             before = f.read()
         try:
-            reply = self._box().run_python(args["code"], before, timeout=self.python_timeout,
-                                           limit=self.output_limit)
+            reply = self._run_code(args["code"], before, self.output_limit)
         except sandbox.SandboxGone:
-            self._drop_box()
             return self.error_response(
                 "The sandbox stopped while your code ran (it killed the container's processes or ran it out of "
                 "memory). The workbook is unchanged; the next run_python starts a fresh sandbox.",
@@ -278,6 +277,19 @@ class SpreadsheetBenchEnv(SheetVerdict, Bridge):
     def _live_dir(self) -> str:
         assert self.workdir is not None
         return self.workdir
+
+    def _run_code(self, code: str, book: bytes, limit: int) -> dict[str, Any]:
+        """run_python in the episode's sandbox. A container that an earlier call stopped can
+        still look alive for a moment; when it turns out dead, the code runs once more in a
+        fresh one. SandboxGone when that one stops too (this code did it)."""
+        for attempt in (0, 1):
+            try:
+                return self._box().run_python(code, book, timeout=self.python_timeout, limit=limit)
+            except sandbox.SandboxGone:
+                self._drop_box()
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
 
     def _box(self) -> sandbox.Sandbox:
         if self.box is not None and not self.box.alive():  # an earlier call's code stopped it

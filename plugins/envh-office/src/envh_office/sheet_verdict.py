@@ -28,25 +28,30 @@ class SheetVerdict:
     python_timeout: float
     _verdicts: dict[str, EvaluationResult]
     _replays: dict[tuple[str, int], bytes | str]
+    _bad_recalc: dict[str, Exception]
 
     def _recalc_outputs(self, paths: list[str]) -> list[str | Exception]:
         """Recalculated copies of policy-made workbooks. When LibreOffice fails on them but
         recalculates a fresh canary, the failure is the workbook's (a formula that hangs or
         crashes the office): that path gets the exception instead. Otherwise InfraError."""
+        keys = [recalc.content_key(p) for p in paths]
+        todo = [p for p, k in zip(paths, keys) if k not in self._bad_recalc]
+        done: dict[str, str] = {}
         try:
-            return list(recalc.recalculate(paths, timeout=self.recalc_timeout))
+            done = dict(zip(todo, recalc.recalculate(todo, timeout=self.recalc_timeout)))
         except errors.InfraError as exc:
             if not recalc.healthy():
                 raise
-            if len(paths) == 1:
-                return [exc]
-        out: list[str | Exception] = []
-        for path in paths:
-            try:
-                out.append(recalc.recalculate([path], timeout=self.recalc_timeout)[0])
-            except errors.InfraError as exc:
-                out.append(exc)
-        return out
+            # remembered by content, so the same workbook is not fed to the office again
+            if len(todo) == 1:
+                self._bad_recalc[recalc.content_key(todo[0])] = exc
+            else:
+                for path in todo:
+                    try:
+                        done[path] = recalc.recalculate([path], timeout=self.recalc_timeout)[0]
+                    except errors.InfraError as one:
+                        self._bad_recalc[recalc.content_key(path)] = one
+        return [done[p] if p in done else self._bad_recalc[k] for p, k in zip(paths, keys)]
 
     # -- verifier -------------------------------------------------------------------------
     def _replay(self, index: int) -> bytes | str:
@@ -72,10 +77,8 @@ class SheetVerdict:
                         with open(path, "rb") as f:
                             before = f.read()
                         try:
-                            reply = self._box().run_python(op["args"]["code"], before,
-                                                           timeout=self.python_timeout, limit=1000)
+                            reply = self._run_code(op["args"]["code"], before, 1000)
                         except sandbox.SandboxGone:
-                            self._drop_box()
                             result = f"the solution stopped the sandbox on test case {case.index}"
                             break
                         if reply.get("workbook") is not None:

@@ -80,11 +80,13 @@ def load(path: str, *, data_only: bool = False) -> Any:
     import openpyxl
 
     check_file(path)
-    try:
-        return openpyxl.load_workbook(path, data_only=data_only)
-    except Exception as exc:  # noqa: BLE001 - any parse failure means a corrupt workbook
-        raise WorkbookError(f"The workbook is corrupt and cannot be opened: {type(exc).__name__}: "
-                            f"{str(exc)[:300]}") from exc
+    # Our own handle: openpyxl leaves its zip open when parsing fails.
+    with open(path, "rb") as f:
+        try:
+            return openpyxl.load_workbook(f, data_only=data_only)
+        except Exception as exc:  # noqa: BLE001 - any parse failure means a corrupt workbook
+            raise WorkbookError(f"The workbook is corrupt and cannot be opened: {type(exc).__name__}: "
+                                f"{str(exc)[:300]}") from exc
 
 
 def _sheet(wb: Any, rng: CellRange) -> Any:
