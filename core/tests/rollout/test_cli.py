@@ -120,6 +120,9 @@ def run_args(spec, out, *extra):
     (["--policy", "human", "--executor", "pool"], "plays inline"),
     (["--policy", "solver", "--retry", "failed"], "--retry needs --resume"),
     (["--policy", "solver", "--resume"], "holds no run to resume"),
+    (["--policy", "solver", "--workers", "-1"], "--workers"),
+    (["--policy", "solver", "--memory-mb", "-5"], "--memory-mb"),
+    (["--policy", "solver", "--timeout", "0"], "--timeout"),
 ])
 def test_bad_commands_fail_before_anything_is_written(tmp_path, cli_env, bad, message):
     spec = tmp_path / "spec.yaml"

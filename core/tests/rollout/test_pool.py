@@ -147,3 +147,8 @@ def test_stopping_early_leaves_no_stale_episode_behind(registry, worker_env):
         first.close()
         out = list(pool.run([req(registry, f"n{i}", "solver") for i in range(4)]))
     assert sorted(t.key for t in out) == ["n0", "n1", "n2", "n3"]
+
+
+def test_a_negative_worker_count_is_refused_not_a_silent_hang(worker_env):
+    with pytest.raises(ValueError, match="cannot be negative"):
+        PoolExecutor(-1, **worker_env)

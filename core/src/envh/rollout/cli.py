@@ -56,22 +56,25 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.option("--policy", required=True, help="Policy spec: NAME or NAME:ARG (scripted:FILE, openai:MODEL, ...).")
 @click.option("--policy-option", "policy_options", multiple=True,
               help="KEY=VALUE for the policy; VALUE is JSON, or else taken as a string.")
-@click.option("-k", "k", type=int, default=1, show_default=True, help="Rollouts per task.")
+@click.option("-k", "k", type=click.IntRange(min=1), default=1, show_default=True, help="Rollouts per task.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of rollout 0 (rollout r: seed + r).")
-@click.option("--workers", type=int, default=None, help="Concurrent episodes (default: CPU count, max 8).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Concurrent episodes (default: CPU count, max 8).")
 @click.option("--executor", default=None, help="pool (default), ray, inline or a plugin's; human plays inline.")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Run directory.")
 @click.option("--resume", is_flag=True, help="Finish the run in --out: play only the missing episodes.")
 @click.option("--retry", "retry", type=click.Choice(["failed"]), default=None,
               help="With --resume: also re-play episodes that failed on the endpoint or the infrastructure.")
-@click.option("--max-steps", type=int, default=100, show_default=True, help="Steps per episode.")
-@click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True, help="Seconds per episode.")
-@click.option("--retries", type=int, default=2, show_default=True, help="Retries of episodes lost with a worker.")
-@click.option("--max-endpoint-failures", type=int, default=5, show_default=True,
+@click.option("--max-steps", type=click.IntRange(min=1), default=100, show_default=True, help="Steps per episode.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
+              help="Seconds per episode.")
+@click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Retries of episodes lost with a worker.")
+@click.option("--max-endpoint-failures", type=click.IntRange(min=0), default=5, show_default=True,
               help="Stop the run after this many consecutive endpoint failures (0: never).")
-@click.option("--memory-mb", type=int, default=None,
+@click.option("--memory-mb", type=click.IntRange(min=0), default=None,
               help="Address-space limit per worker (pool and ray default 16384; 0: none).")
-@click.option("--cpu-s", type=float, default=None, help="CPU seconds per episode.")
+@click.option("--cpu-s", type=click.FloatRange(min=0, min_open=True), default=None, help="CPU seconds per episode.")
 @click.option("--isolation", type=click.Choice(["auto", "none", "namespace", "user"]), default=None,
               help="How pool workers are fenced off (default: user when root — own namespaces, uid nobody).")
 @click.option("--pass-env", multiple=True, help="Secret variable the workers may see besides the policy's "

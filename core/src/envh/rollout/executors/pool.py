@@ -131,6 +131,8 @@ class PoolExecutor:
                  pass_env: Iterable[str] | bool = (), plugins: Iterable[str] = (), entry_points: bool = True,
                  log_path: str | None = None, python: str | None = None, isolation: str | None = "auto",
                  work_dir: str | None = None, registry: Any = None, **_ignored: Any) -> None:
+        if (workers is not None and int(workers) < 0) or (memory_mb is not None and memory_mb < 0):
+            raise ValueError(f"workers and memory_mb cannot be negative (got {workers}, {memory_mb})")
         self.workers = int(workers or default_workers())
         self.timeout_s, self.grace_s, self.retries = timeout_s, grace_s, retries
         self.config = {"memory_mb": memory_mb, "cpu_s": cpu_s, "plugins": list(plugins),

@@ -227,6 +227,8 @@ class RayExecutor:
         import ray
 
         self.ray = ray
+        if (workers is not None and int(workers) < 0) or (memory_mb is not None and memory_mb < 0):
+            raise ValueError(f"workers and memory_mb cannot be negative (got {workers}, {memory_mb})")
         self.workers = int(workers or default_workers())
         self.timeout_s, self.grace_s, self.retries = timeout_s, grace_s, retries
         self.pass_env: list[str] | bool = pass_env if pass_env is True else list(pass_env or ())
