@@ -77,6 +77,14 @@ def test_episode_environment_comes_from_the_eval_script(instances):
     assert literal.fail_to_pass == sympy.fail_to_pass == ["test_latex_SingularityFunction"]
 
 
+def test_activation_may_follow_a_cd():
+    from envh_swebench.instances import activation_lines
+
+    script = ("#!/bin/bash\nset -uxo pipefail\ncd /testbed\nsource /opt/miniconda3/bin/activate\n"
+              "conda activate testbed\ngit status\nexport LATE=1\n")
+    assert activation_lines(script) == ["source /opt/miniconda3/bin/activate", "conda activate testbed"]
+
+
 def test_images_follow_the_row(instances):
     assert instances["django__django-11099"].image == "swebench/sweb.eval.x86_64.django_1776_django-11099:latest"
     row = {k: v for k, v in ROWS["django__django-11099"].items() if k != "image"}

@@ -69,7 +69,8 @@ def activation_lines(eval_script: str) -> list[str]:
     out = []
     for line in eval_script.splitlines():
         stripped = line.strip()
-        if not stripped or stripped.startswith("#") or stripped in ("set -uxo pipefail", "set -euxo pipefail"):
+        if (not stripped or stripped.startswith("#") or stripped in ("set -uxo pipefail", "set -euxo pipefail")
+                or re.fullmatch(r"cd\s+/\S*", stripped)):  # episodes already start in the repository
             continue
         if not _ACTIVATION.match(stripped):
             break
