@@ -116,7 +116,7 @@ def run_args(spec, out, *extra):
     (["--policy", "hostile:build"], "this policy cannot be built"),
     (["--policy", "hostile:build", "--executor", "inline"], "this policy cannot be built"),
     (["--policy", "solver", "--policy-option", "nokey"], "expected KEY=VALUE"),
-    (["--policy", "solver", "-k", "0"], "k must be an integer"),
+    (["--policy", "solver", "-k", "0"], "'-k'"),
     (["--policy", "human", "--executor", "pool"], "plays inline"),
     (["--policy", "solver", "--retry", "failed"], "--retry needs --resume"),
     (["--policy", "solver", "--resume"], "holds no run to resume"),
