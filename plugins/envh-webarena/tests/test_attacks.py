@@ -124,3 +124,20 @@ def test_webshop_forged_routes_are_not_purchases(webshop_data) -> None:
             assert not resp.terminated and not env.evaluate().metrics["purchased"], url
     finally:
         env.close()
+
+
+def test_evaluate_leaves_the_policys_tabs_alone(demo_sites, tmp_path) -> None:
+    from envh_webarena.webarena.bridge import WebArenaEnv
+
+    env = WebArenaEnv(tasks=TASKS, sites=demo_sites["urls"], auth_dir=str(tmp_path))
+    try:
+        env.reset(task=TaskRef(suite="webarena", split="test", instance_id="6"))  # program_html opens pages
+        env.step(A("new_tab"))
+        env.step(A("goto", url=f"{demo_sites['forum'].url}/f/hiking"))
+        env.step(A("tab_focus", index=0))
+        before = env.get_env_state()["tabs"]
+        assert not env.evaluate().success
+        obs = env.step(A("noop")).observation
+        assert env.get_env_state()["tabs"] == before and obs.data["url"].endswith("/submit")
+    finally:
+        env.close()

@@ -26,6 +26,7 @@ class BrowserSession:
         self.context.set_default_timeout(action_timeout_ms)
         self.context.set_default_navigation_timeout(navigation_timeout_ms)
         self.crashed = False
+        self.probing = False  # the verifier's own pages are not the policy's tabs
         self.pages: list[Any] = []
         self.active = 0
         self._cdp: dict[int, Any] = {}
@@ -33,7 +34,7 @@ class BrowserSession:
         self.new_tab()
 
     def _on_page(self, page: Any) -> None:
-        if page in self.pages:
+        if page in self.pages or self.probing:
             return
         page.on("crash", self._on_crash)
         self.pages.append(page)

@@ -132,10 +132,14 @@ class WebArenaEnv(BrowserBridge):
             return self._verdict[1]
         self.session.check_alive()
         # program_html runs the task's JS in pages: bounded like a step (judge calls have their own timeout)
-        with self.session.runtime.watchdog(self.hang_timeout_s + self.judge.timeout * 3, "webarena evaluate"):
-            score, details = evaluators.evaluate(self.config, answer=self.final_answer(),
-                                                 context=self.session.context, page=self.session.page,
-                                                 judge=self.judge)
+        session = self.session
+        session.probing = True
+        try:
+            with session.runtime.watchdog(self.hang_timeout_s + self.judge.timeout * 3, "webarena evaluate"):
+                score, details = evaluators.evaluate(self.config, answer=self.final_answer(),
+                                                     context=session.context, page=session.page, judge=self.judge)
+        finally:
+            session.probing = False
         verdict = EvaluationResult(success=score >= 1.0, score=float(score), metrics={
             "task_id": str(self.config["task_id"]), "sites": list(self.config.get("sites") or []),
             "eval_types": list(self.config["eval"]["eval_types"]), "answer": self.final_answer()[:500],
