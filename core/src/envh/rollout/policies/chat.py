@@ -362,7 +362,8 @@ def sanitized(completion: Completion) -> tuple[Completion, list[dict[str, Any]]]
             text = json.dumps(args, ensure_ascii=False, default=repr) if args is not None else ""
             notes.append({"what": "call_field", "field": f"tool_calls[{n}].arguments", "from": type(args).__name__})
             args = text
-        call_id = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else f"call_{n}"
+        given = call.get("id")
+        call_id = given if isinstance(given, str) and given else f"call_{n}"
         if call_id in seen_ids:  # every call needs its own answer in the next request
             notes.append({"what": "call_field", "field": f"tool_calls[{n}].id", "from": call_id,
                           "to": f"{call_id}_{n}"})
