@@ -218,3 +218,17 @@ def test_check_command_reports_sites(demo_sites, monkeypatch) -> None:
     monkeypatch.delenv("WA_REDDIT")
     ok = CliRunner().invoke(webarena, ["check", "--json", "--no-browser"])
     assert ok.exit_code == 0, ok.output
+
+
+def test_history_navigation_is_prompt_and_not_an_error(env, demo_sites) -> None:
+    import time
+
+    forum = demo_sites["forum"].url
+    env.reset(task=T(4))
+    env.step(A("goto", url=f"{forum}/f/hiking"))
+    start = time.monotonic()
+    back = env.step(A("go_back"))
+    forward = env.step(A("go_forward"))
+    assert time.monotonic() - start < 4  # a back-forward-cache restore used to wait out the timeout
+    assert not back.info.get("error") and not forward.info.get("error")
+    assert forward.observation.data["url"] == f"{forum}/f/hiking"

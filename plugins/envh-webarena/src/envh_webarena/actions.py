@@ -133,10 +133,10 @@ def _dispatch(session: BrowserSession, tool: str, args: dict[str, Any]) -> dict[
         session.page.mouse.wheel(_clamp(args["delta_x"], 100_000), _clamp(args["delta_y"], 100_000))
     elif tool == "goto":
         session.page.goto(check_url(args["url"]))
-    elif tool == "go_back":
-        session.page.go_back()
+    elif tool == "go_back":  # a page restored from the back-forward cache fires no load event:
+        session.page.go_back(wait_until="commit")  # wait for the commit, then settle
     elif tool == "go_forward":
-        session.page.go_forward()
+        session.page.go_forward(wait_until="commit")
     elif tool == "new_tab":
         session.new_tab()
     elif tool == "tab_focus":

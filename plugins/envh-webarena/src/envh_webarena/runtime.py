@@ -32,6 +32,8 @@ CHROMIUM_ARGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run",
     "--disable-dev-shm-usage", "--no-default-browser-check", "--mute-audio",
+    # back/forward reload the page: a bfcache restore fires no load event, so waits would stall
+    "--disable-features=BackForwardCache",
 )
 # A port nothing listens on: traffic that is not bypassed fails at once.
 DEAD_PROXY = "http://127.0.0.1:9"
