@@ -50,17 +50,18 @@ def toy24_spec(trust: str | None) -> dict[str, Any]:
     return {"bridge": "toy24", "layers": layers(trust, stage) if trust else []}
 
 
-def us_per_step(spec: dict[str, Any], steps: int) -> float:
+def us_per_step(spec: dict[str, Any], steps: int) -> tuple[float, float]:
+    """Wall-clock and this process's CPU µs per step (the jail's CPU is not in the latter)."""
     env = make(spec)
     env.reset(task=TASK, seed=0)
     a, b = ACTIONS
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(steps // 2):
         env.step(a)
         env.step(b)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     env.close()
-    return elapsed / steps * 1e6
+    return elapsed / steps * 1e6, cpu / steps * 1e6
 
 
 def alfworld(repeats: int) -> dict[str, float] | None:
@@ -96,19 +97,23 @@ def alfworld(repeats: int) -> dict[str, float] | None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--steps", type=int, default=20_000)
-    p.add_argument("--repeats", type=int, default=7)
+    # many short runs, best kept: robust to a busy machine
+    p.add_argument("--steps", type=int, default=4_000)
+    p.add_argument("--repeats", type=int, default=15)
     p.add_argument("--alfworld-repeats", type=int, default=3)
     args = p.parse_args()
     specs = {"bare": toy24_spec(None), "trusted": toy24_spec("trusted"), "untrusted": toy24_spec("untrusted")}
     best = dict.fromkeys(specs, float("inf"))
+    cpu = dict.fromkeys(specs, float("inf"))
     for _ in range(args.repeats):  # interleave so machine noise hits all variants alike
         for name, spec in specs.items():
             steps = args.steps if name != "untrusted" else max(2, args.steps // 10)
-            best[name] = min(best[name], us_per_step(spec, steps))
-    print("Toy24 (µs/step, best of repeats):")
+            wall, used = us_per_step(spec, steps)
+            best[name], cpu[name] = min(best[name], wall), min(cpu[name], used)
+    print("Toy24 (µs/step, best of repeats; wall clock, and this process's CPU):")
     for name, us in best.items():
-        print(f"  {name:>10}: {us:8.2f} µs/step  ({us / best['bare']:.2f}x bare)")
+        print(f"  {name:>10}: {us:8.2f} µs/step  ({us / best['bare']:.2f}x bare)   "
+              f"cpu {cpu[name]:8.2f} µs/step ({cpu[name] / cpu['bare']:.2f}x)")
     alf = alfworld(args.alfworld_repeats)
     if alf is None:
         print("ALFWorld: envh-alfworld not installed; skipped")
@@ -121,6 +126,7 @@ def main() -> None:
         "trusted_us_per_step": round(best["trusted"], 3), "untrusted_us_per_step": round(best["untrusted"], 3),
         "ratio": round(best["trusted"] / best["bare"], 3),
         "ratio_untrusted": round(best["untrusted"] / best["bare"], 3),
+        "ratio_cpu": round(cpu["trusted"] / cpu["bare"], 3),
         "alfworld_steps_per_s": None if alf is None else {k: round(v, 1) for k, v in alf.items()},
         "alfworld_ratio_trusted": None if alf is None else round(alf["trusted"] / alf["bare"], 3),
         "alfworld_ratio_untrusted": None if alf is None else round(alf["untrusted"] / alf["bare"], 3)}))

@@ -42,7 +42,7 @@ class Jail:
     the Python installation it runs.
     """
 
-    def __init__(self, *, memory_mb: int = 512, cpu_total_s: int = 3600, grace_s: float = 0.5) -> None:
+    def __init__(self, *, memory_mb: int = 512, cpu_total_s: int = 3600, grace_s: float = 2.0) -> None:
         self.memory_mb, self.cpu_total_s, self.grace_s = memory_mb, cpu_total_s, grace_s
         self.isolation = "bwrap" if bwrap_path() else "rlimits"
         self.restarts = 0
@@ -179,7 +179,8 @@ class Jail:
 
     def wall(self, time_limit: float) -> float:
         """The wall-clock limit of one call: the code's own limit, twice, plus a grace for
-        the round trip (the in-jail checks report ordinary overruns first)."""
+        the round trip and a busy machine (the in-jail checks report ordinary overruns
+        first; this kill is for what they cannot stop)."""
         return 2 * time_limit + self.grace_s
 
     def close(self) -> None:
