@@ -146,6 +146,8 @@ class HostileBridge(envh.Bridge):
     def __init__(self, mode: str = "", where: str = "step", at: int = 0) -> None:
         self.mode, self.where, self.at = mode, where, at
         self.n = 0
+        if where == "init":
+            misbehave(mode)
         self.stopped = False
 
     def _bad(self, where: str) -> bool:

@@ -266,3 +266,13 @@ def test_two_commands_never_play_into_one_run_directory(tmp_path, cli_env):
         assert first.wait(timeout=60) == 0
     with TrajectoryStore(out) as store:
         assert len(store.runs()) == 1 and len(store.rows()) == 4
+
+
+@pytest.mark.parametrize("executor", ["pool", "inline"])
+def test_an_env_that_cannot_be_built_fails_the_command_before_the_first_episode(tmp_path, cli_env, executor):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("bridge: hostile\nconfig: {mode: exception, where: init}\n")
+    proc = envh(*run_args(spec, tmp_path / "run", "--policy", "solver", "--executor", executor), env=cli_env,
+                check=False)
+    assert proc.returncode == 2 and "The env cannot be built" in proc.stderr and "plain failure" in proc.stderr
+    assert not (tmp_path / "run").exists()

@@ -150,12 +150,16 @@ def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: st
     try:
         check = getattr(runner, "check", None)
         if check is not None:  # the policy is built where it will run, before the first episode
+            import inspect
+
+            where = {"spec": requests[0].spec, "spec_id": requests[0].spec_id} \
+                if requests and "spec" in inspect.signature(check).parameters else {}
             try:
-                check(policy, options)
-            except errors.PolicyError as exc:
+                check(policy, options, **where)
+            except (errors.PolicyError, errors.EnvError) as exc:
                 hint = ("\n(workers run as nobody with --isolation user: make the file world-readable, or pass "
                         "--isolation namespace)") if "Permission denied" in str(exc) and isolation == "user" else ""
-                raise errors.PolicyError(f"{exc}{hint}") from exc
+                raise type(exc)(f"{exc}{hint}") from exc
         # -- now the run directory ---------------------------------------------------------
         Path(out).mkdir(parents=True, exist_ok=True)
         lock = planning.lock_run_dir(out)  # held until this process ends

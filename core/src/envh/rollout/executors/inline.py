@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ... import errors
-from ..runner import describe, format_traceback, run_episode
+from ..runner import run_episode
 from ..trajectory import EpisodeRequest, Trajectory
 from ..warm import Warm
 from .base import with_timeout
+from .worker import preflight, preflight_error
 
 
 class InlineExecutor:
@@ -34,14 +34,13 @@ class InlineExecutor:
         for request in requests:
             yield run_episode(with_timeout(request, self.timeout_s), self.warm)
 
-    def check(self, policy: str, options: dict[str, Any]) -> None:
-        """Build ``policy`` now (it stays warm for the run); ``PolicyError`` with the cause
-        when it cannot be built."""
-        try:
-            self.warm.policy(policy, dict(options))
-        except Exception as exc:
-            raise errors.PolicyError(f"Policy {policy!r} cannot be built: {describe(exc)}\n"
-                                     f"{format_traceback(exc)[-3000:]}") from exc
+    def check(self, policy: str, options: dict[str, Any], spec: dict[str, Any] | None = None,
+              spec_id: str | None = None) -> None:
+        """Build ``policy`` and the env of ``spec`` now (they stay warm for the run);
+        ``PolicyError`` / ``EnvError`` with the cause when one cannot be built."""
+        problem = preflight(self.warm, policy, options, spec, spec_id)
+        if problem:
+            raise preflight_error(policy, problem, "here")
 
     def close(self) -> None:
         self.warm.close()

@@ -43,7 +43,7 @@ from .base import (
     scrub_environ,
     with_timeout,
 )
-from .worker import FrameReader, encode
+from .worker import FrameReader, encode, preflight_error
 
 HOST = socket.gethostname()
 TAIL = 64 * 1024  # bytes of each worker's stderr kept for the report of its death
@@ -344,13 +344,15 @@ class PoolExecutor:
         yield record
 
     # -- preflight and diagnostics ---------------------------------------------------------
-    def check(self, policy: str, options: dict[str, Any], timeout_s: float = 300.0) -> None:
-        """Build ``policy`` in a worker (where it will run; it stays warm there); raise
-        ``PolicyError`` with the cause when it cannot be built."""
+    def check(self, policy: str, options: dict[str, Any], spec: dict[str, Any] | None = None,
+              spec_id: str | None = None, timeout_s: float = 300.0) -> None:
+        """Build ``policy`` (and the env of ``spec``) in a worker, where they will run (they
+        stay warm there); raise ``PolicyError`` / ``EnvError`` with the cause when one cannot
+        be built."""
         self._ensure_env([EpisodeRequest(key="check", spec={}, spec_id="", policy=policy,
                                          policy_options=options)])
         worker = next((w for w in self.pool if w.request is None), None) or self._spawn()
-        worker.send({"op": "check", "policy": policy, "options": options})
+        worker.send({"op": "check", "policy": policy, "options": options, "spec": spec, "spec_id": spec_id})
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             ready = selectors.DefaultSelector()
@@ -377,9 +379,7 @@ class PoolExecutor:
                     worker.ready = True
                 elif message.get("op") == "checked":
                     if message.get("error"):
-                        raise errors.PolicyError(
-                            f"Policy {policy!r} cannot be built in a worker: {message['error']}\n"
-                            f"{str(message.get('traceback') or '')[-3000:]}")
+                        raise preflight_error(policy, message, "in a worker")
                     return
         self._retire(worker)
         raise errors.InfraError(f"Building policy {policy!r} in a worker took over {timeout_s:g} s.")

@@ -79,15 +79,12 @@ class EpisodeActor:
                 req, f"the actor failed running the episode: {runner.describe(exc)}", final=True,
                 worker=f"ray:{os.getpid()}", detail=runner.format_traceback(exc)))
 
-    def check(self, policy: str, options: dict[str, Any]) -> str | None:
-        """Build ``policy`` (it stays warm); the error, or ``None``."""
-        from .. import runner
+    def check(self, policy: str, options: dict[str, Any], spec: dict[str, Any] | None = None,
+              spec_id: str | None = None) -> dict[str, Any] | None:
+        """Build ``policy`` and the env of ``spec`` (they stay warm); what failed, or ``None``."""
+        from .worker import preflight
 
-        try:
-            self.warm.policy(policy, dict(options))
-        except BaseException as exc:  # noqa: BLE001 - reported to the driver
-            return f"{runner.describe(exc)}\n{runner.format_traceback(exc)[-3000:]}"
-        return None
+        return preflight(self.warm, policy, options, spec, spec_id)
 
     def pid(self) -> int:
         return os.getpid()
@@ -341,20 +338,23 @@ class RayExecutor:
             queue.appendleft(retry)
         return record
 
-    def check(self, policy: str, options: dict[str, Any], timeout_s: float = 300.0) -> None:
-        """Build ``policy`` on an actor (where it will run; it stays warm there); raise
-        ``PolicyError`` with the cause when it cannot be built."""
+    def check(self, policy: str, options: dict[str, Any], spec: dict[str, Any] | None = None,
+              spec_id: str | None = None, timeout_s: float = 300.0) -> None:
+        """Build ``policy`` (and the env of ``spec``) on an actor, where they will run (they
+        stay warm there); raise ``PolicyError`` / ``EnvError`` with the cause."""
         self._ensure_env([EpisodeRequest(key="check", spec={}, spec_id="", policy=policy,
                                          policy_options=options)])
         actor = self.actors[0] if self.actors else self._spawn()
         try:
-            problem = self.ray.get(actor.check.remote(policy, options), timeout=timeout_s)
+            problem = self.ray.get(actor.check.remote(policy, options, spec, spec_id), timeout=timeout_s)
         except self.ray.exceptions.RayError as exc:
             self._retire(actor)
             raise errors.InfraError(f"A Ray actor failed while building policy {policy!r}: "
                                     f"{type(exc).__name__}: {str(exc)[:2000]}") from exc
         if problem:
-            raise errors.PolicyError(f"Policy {policy!r} cannot be built on a Ray actor: {problem}")
+            from .worker import preflight_error
+
+            raise preflight_error(policy, problem, "on a Ray actor")
 
     def close(self) -> None:
         for actor in list(self.actors):

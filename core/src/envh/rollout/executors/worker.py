@@ -145,15 +145,39 @@ def _run(message: dict[str, Any], warm: Any, config: Any) -> dict[str, Any]:
         return {"op": "result", "trajectory": trajectory_to_data(failed)}
 
 
-def _check(message: dict[str, Any], warm: Any) -> dict[str, Any]:
-    """Build the policy a run will use (it stays warm): the run's preflight."""
+def preflight(warm: Any, policy: str, options: dict[str, Any], spec: dict[str, Any] | None = None,
+              spec_id: str | None = None) -> dict[str, Any] | None:
+    """Build the policy and the env stack a run will use (both stay warm for its first
+    episode); ``None``, or what failed (``what``: policy or env), its message and traceback."""
     from .. import runner
 
     try:
-        warm.policy(message["policy"], dict(message.get("options") or {}))
+        warm.policy(policy, dict(options))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which fails the command
-        return {"op": "checked", "error": runner.describe(exc), "traceback": runner.format_traceback(exc)}
-    return {"op": "checked", "error": None}
+        return {"what": "policy", "error": runner.describe(exc), "traceback": runner.format_traceback(exc)}
+    if spec is not None and spec_id:
+        try:
+            warm.env(spec_id, spec)
+        except BaseException as exc:  # noqa: BLE001
+            warm.drop_env(spec_id)
+            return {"what": "env", "error": runner.describe(exc), "traceback": runner.format_traceback(exc)}
+    return None
+
+
+def preflight_error(policy: str, problem: dict[str, Any], where: str) -> Exception:
+    """The command's error for a failed preflight."""
+    from ... import errors
+
+    tail = str(problem.get("traceback") or "")[-3000:]
+    if problem.get("what") == "env":
+        return errors.EnvError(f"The env cannot be built {where}: {problem['error']}\n{tail}")
+    return errors.PolicyError(f"Policy {policy!r} cannot be built {where}: {problem['error']}\n{tail}")
+
+
+def _check(message: dict[str, Any], warm: Any) -> dict[str, Any]:
+    problem = preflight(warm, message["policy"], dict(message.get("options") or {}), message.get("spec"),
+                        message.get("spec_id"))
+    return {"op": "checked", "error": None, **(problem or {})}
 
 
 def main() -> None:
