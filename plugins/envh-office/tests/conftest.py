@@ -61,9 +61,25 @@ def _unavailable(reason: str) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _private_recalc_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+def _private_recalc_cache(tmp_path_factory: pytest.TempPathFactory):
     """Every test session recalculates for real: no cache from earlier runs."""
+    before = os.environ.get("ENVH_OFFICE_CACHE")
     os.environ["ENVH_OFFICE_CACHE"] = str(tmp_path_factory.mktemp("recalc-cache"))
+    yield
+    if before is None:
+        os.environ.pop("ENVH_OFFICE_CACHE", None)
+    else:
+        os.environ["ENVH_OFFICE_CACHE"] = before
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _office_per_module():
+    """One warm LibreOffice per module at most: it does not outlive the module that used
+    it (the rest of a whole-repository run needs the memory)."""
+    yield
+    from envh_office import recalc
+
+    recalc._stop_warm()
 
 
 @pytest.fixture(scope="session")
