@@ -63,7 +63,7 @@ def one_step(model_dir, dataset, tmp_path):
     before = model.lm_head.weight.detach().clone()
     args = SFTConfig(output_dir=str(tmp_path / "trl"), max_steps=1, per_device_train_batch_size=2, max_length=48,
                      learning_rate=1e-3, report_to="none", save_strategy="no", logging_steps=1, use_cpu=True,
-                     dataloader_num_workers=0, disable_tqdm=True, bf16=False, fp16=False)
+                     dataloader_num_workers=0, disable_tqdm=True, bf16=False, fp16=False, gradient_checkpointing=False)
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
     result = trainer.train()
     assert result.global_step == 1 and result.training_loss == result.training_loss  # finite, not NaN
