@@ -175,3 +175,15 @@ def test_a_page_spinning_in_javascript_is_bounded() -> None:
         assert shared_runtime().alive()
     finally:
         env.close()
+
+
+def test_screenshot_is_optional() -> None:
+    import base64
+
+    from envh_webarena.miniwob import MiniwobEnv
+
+    with MiniwobEnv(tasks=["click-button"], screenshot=True) as env:
+        data = env.reset(task=CLICK, seed=0).observation.data
+        assert base64.b64decode(data["screenshot_png_base64"]).startswith(b"\x89PNG")
+    with MiniwobEnv(tasks=["click-button"]) as env:
+        assert "screenshot_png_base64" not in env.reset(task=CLICK, seed=0).observation.data

@@ -50,13 +50,16 @@ class BrowserBridge(Bridge):
     :param max_steps: truncate after this many actions; None: no limit.
     :param action_timeout_ms: how long an action waits for its element.
     :param extra_hosts: hosts besides loopback the browser may reach (``host[:port]``).
+    :param hang_timeout_s: a reset or step taking longer kills the browser (``InfraError``).
+    :param screenshot: add a PNG of the active tab (base64) to ``observation.data``.
     """
 
     name = "browser"
     _replaying = False
 
     def __init__(self, *, max_chars: int = 6000, max_steps: int | None = 30, action_timeout_ms: int = 3000,
-                 extra_hosts: tuple[str, ...] | list[str] = (), hang_timeout_s: float = 60.0) -> None:
+                 extra_hosts: tuple[str, ...] | list[str] = (), hang_timeout_s: float = 60.0,
+                 screenshot: bool = False) -> None:
         if max_chars < 200:
             raise errors.SpecError(f"{self.name} max_chars must be >= 200, got {max_chars}")
         if max_steps is not None and max_steps < 1:
@@ -64,6 +67,7 @@ class BrowserBridge(Bridge):
         self.max_chars, self.max_steps, self.action_timeout_ms = max_chars, max_steps, action_timeout_ms
         self.extra_hosts = tuple(extra_hosts)
         self.hang_timeout_s = float(hang_timeout_s)
+        self.screenshot = bool(screenshot)
         self.session: BrowserSession | None = None
         self.task: TaskRef | None = None
         self.goal = ""
@@ -175,9 +179,13 @@ class BrowserBridge(Bridge):
         if self.last_error:
             lines.append(f"Last action error: {self.last_error}")
         lines += ["Accessibility tree:", p["axtree"]]
-        return Observation(text="\n".join(lines), data={
-            "goal": self.goal, "url": p["url"], "title": p["title"], "tabs": p["tabs"], "axtree": p["axtree"],
-            "bids": p["bids"], "last_error": self.last_error})
+        data = {"goal": self.goal, "url": p["url"], "title": p["title"], "tabs": p["tabs"], "axtree": p["axtree"],
+                "bids": p["bids"], "last_error": self.last_error}
+        if self.screenshot:
+            import base64
+
+            data["screenshot_png_base64"] = base64.b64encode(self.session.page.screenshot(type="png")).decode()
+        return Observation(text="\n".join(lines), data=data)
 
     def observe(self) -> Observation:
         return attrs.evolve(self._obs, data=dict(self._obs.data))

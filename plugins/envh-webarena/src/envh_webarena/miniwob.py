@@ -93,9 +93,9 @@ class MiniwobEnv(BrowserBridge):
     name = "miniwob"
 
     def __init__(self, tasks: list[str] | None = None, max_steps: int | None = 10, max_chars: int = 6000,
-                 action_timeout_ms: int = 2000, hang_timeout_s: float = 60.0) -> None:
+                 action_timeout_ms: int = 2000, hang_timeout_s: float = 60.0, screenshot: bool = False) -> None:
         super().__init__(max_chars=max_chars, max_steps=max_steps, action_timeout_ms=action_timeout_ms,
-                         hang_timeout_s=hang_timeout_s)
+                         hang_timeout_s=hang_timeout_s, screenshot=screenshot)
         known = registered_tasks()
         if tasks:
             unknown = [t for t in tasks if t not in known]

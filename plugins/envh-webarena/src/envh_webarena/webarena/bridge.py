@@ -46,7 +46,7 @@ class WebArenaEnv(BrowserBridge):
                  sites: dict[str, str] | None = None, auth_dir: str | None = None,
                  logins: dict[str, dict[str, Any]] | None = None, judge: dict[str, Any] | None = None,
                  full_reset: str | None = None, max_steps: int | None = 30, max_chars: int = 6000,
-                 action_timeout_ms: int = 3000, hang_timeout_s: float = 60.0) -> None:
+                 action_timeout_ms: int = 3000, hang_timeout_s: float = 60.0, screenshot: bool = False) -> None:
         self.urls = waconfig.site_urls(sites)
         self.tasks = waconfig.load_tasks(tasks=tasks, config_files=config_files, urls=self.urls)
         if not self.tasks:
@@ -56,7 +56,8 @@ class WebArenaEnv(BrowserBridge):
         self.logins = dict(logins or {})
         self.full_reset = full_reset if full_reset is not None else os.environ.get("WA_FULL_RESET")
         super().__init__(max_chars=max_chars, max_steps=max_steps, action_timeout_ms=action_timeout_ms,
-                         extra_hosts=waconfig.hosts_of(self.urls), hang_timeout_s=hang_timeout_s)
+                         extra_hosts=waconfig.hosts_of(self.urls), hang_timeout_s=hang_timeout_s,
+                         screenshot=screenshot)
         self.config: dict[str, Any] = {}
         self._verdict: tuple[int, EvaluationResult] | None = None
 

@@ -284,10 +284,11 @@ class WebshopBrowserEnv(_Goals, BrowserBridge):
 
     def __init__(self, data: str | None = None, split: str = "test", split_ranges: dict[str, Any] | None = None,
                  human_goals: bool = True, num_products: int | None = None, max_steps: int | None = 30,
-                 max_chars: int = 6000, action_timeout_ms: int = 3000, hang_timeout_s: float = 60.0) -> None:
+                 max_chars: int = 6000, action_timeout_ms: int = 3000, hang_timeout_s: float = 60.0,
+                 screenshot: bool = False) -> None:
         self._init_goals(data, split, split_ranges, human_goals, num_products)
         super().__init__(max_chars=max_chars, max_steps=max_steps, action_timeout_ms=action_timeout_ms,
-                         hang_timeout_s=hang_timeout_s)
+                         hang_timeout_s=hang_timeout_s, screenshot=screenshot)
         self.route: Route | None = None
 
     def _server(self) -> LocalServer:
