@@ -232,3 +232,21 @@ def test_history_navigation_is_prompt_and_not_an_error(env, demo_sites) -> None:
     assert time.monotonic() - start < 4  # a back-forward-cache restore used to wait out the timeout
     assert not back.info.get("error") and not forward.info.get("error")
     assert forward.observation.data["url"] == f"{forum}/f/hiking"
+
+
+def test_templates_build_working_layers(env, demo_sites, auth_dir) -> None:
+    from envh import get_registry
+    from envh_webarena.design import SameHost, ShortTree
+
+    templates = get_registry().templates()
+    assert templates["web.same-host"].bridge == "webarena" and "web.short-tree" in templates
+    env.reset(task=T(4))
+    same, short = SameHost().instantiate(env, T(4), 1), ShortTree().instantiate(env, T(4), 3)
+    spec = {"bridge": "webarena", "config": {"tasks": TASKS, "sites": demo_sites["urls"], "auth_dir": auth_dir},
+            "layers": [*same, *short]}
+    with make(spec) as stack:
+        obs = stack.reset(task=T(4)).observation
+        assert "more lines hidden" in obs.text
+        assert stack.step(A("goto", url=f"{demo_sites['shop'].url}/")).info.get("error")
+        assert not stack.step(A("goto", url=f"{demo_sites['forum'].url}/f/books")).info.get("error")
+        assert stack.evaluate().success
