@@ -123,6 +123,7 @@ def run_args(spec, out, *extra):
     (["--policy", "solver", "--workers", "-1"], "--workers"),
     (["--policy", "solver", "--memory-mb", "-5"], "--memory-mb"),
     (["--policy", "solver", "--timeout", "0"], "--timeout"),
+    (["--policy", "solver", "--plugin", "no_such_plugin_module"], "Cannot load plugin module 'no_such_plugin_module'"),
 ])
 def test_bad_commands_fail_before_anything_is_written(tmp_path, cli_env, bad, message):
     spec = tmp_path / "spec.yaml"

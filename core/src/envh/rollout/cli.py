@@ -103,8 +103,8 @@ def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: st
         if not reg.pm.has_plugin(module):
             try:
                 reg.register(importlib.import_module(module), name=module)
-            except ImportError as exc:
-                raise errors.EnvhError(f"Cannot import plugin module {module!r}: {exc}") from exc
+            except Exception as exc:  # an ImportError, or whatever the module raised at import
+                raise errors.EnvhError(f"Cannot load plugin module {module!r}: {type(exc).__name__}: {exc}") from exc
     if retry and not resume:
         raise click.BadParameter("--retry needs --resume (it re-plays episodes of an existing run)",
                                  param_hint="--retry")
