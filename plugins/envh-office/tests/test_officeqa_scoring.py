@@ -56,3 +56,34 @@ def test_em_and_f1():
     assert s.token_f1("a b c", "x y") == 0.0
     assert s.token_f1("12.5, 40.25", "12.5 40.25") == 1.0  # punctuation is dropped on both sides
     assert s.token_f1("12.5, 40.25", "12.5, 40.25") == 1.0
+
+
+@pytest.mark.parametrize(("gold", "pred"), [
+    ("No", "not known"),                      # substring, not a word
+    ("Yes", "yes no"),                        # both offered
+    ("March 1977", "arc 1977"),               # a fragment of the gold word
+    ("543 million", "543 billion"),           # another scale
+    ("12", "12 to 13"),                       # a range of guesses
+    ("100", "1 2 3 4 5 6 7 8 9 10 20 30 40 50 60 70 80 90 100"),  # number spam within the cap
+    ("42", "42 is wrong, 7"),
+    ("12.5, 40.25", "12.5 13 14 40.25 41"),   # list gold, spam around it
+])
+def test_strict_refuses_answers_the_benchmark_rules_pass(gold, pred):
+    """Each of these is wrong yet passes the benchmark's rules; strict matching refuses it."""
+    assert s.score_answer(gold, pred, 0.0) == 1.0
+    assert all(s.score_answer(gold, pred, t, strict=True) == 0.0 for t in s.TOLERANCES)
+
+
+@pytest.mark.parametrize(("gold", "pred"), [
+    ("543 million", "$543 million (543,000,000)"),   # the same value rescaled
+    ("40.25 million", "series B 40.25 million"),     # 'B' as a label, not a scale
+    ("12.5, 40.25", "series A 12.5 and series B 40.25"),
+    ("5.2%", "5.2% (0.052)"),
+    ("7.25", "In 1977 it was 7.25"),
+    ("March 1977", "in March of 1977"),
+    ("2,417 million", "I read 1941 tables. <FINAL_ANSWER>2,417 million</FINAL_ANSWER>"),
+    ("Treasury (Dept.) bills", "Treasury (TD) bills"),
+    ("-4.5%", "\u22124.5%"),
+])
+def test_strict_keeps_right_answers(gold, pred):
+    assert all(s.score_answer(gold, pred, t, strict=True) == 1.0 for t in s.TOLERANCES)

@@ -198,3 +198,45 @@ def test_number_spam_is_not_graded(qa_env):
     assert step(qa_env, "answer", text=spam).info["error"]["type"] == "answer_too_long"
     ok = step(qa_env, "answer", text="Long reasoning. " * 100 + "<FINAL_ANSWER>2417</FINAL_ANSWER>")
     assert ok.terminated and ok.reward == 1.0
+
+
+def test_sibling_question_tables_and_hard_links_are_never_served(tmp_path):
+    """The benchmark ships officeqa.csv, officeqa_full.csv and officeqa_pro.csv together,
+    with the same answers; a corpus folder that holds the data folder must not serve the
+    two that were not configured, a hard link to the configured one, or a renamed copy."""
+    import csv
+    import os
+
+    from envh_office.qa_bridge import OfficeQAEnv
+    from office_fixtures import write_corpus
+
+    write_corpus(tmp_path, [(1941, 1)])
+    root = tmp_path / "treasury_bulletins_parsed"
+    for name in ("officeqa.csv", "officeqa_full.csv", "officeqa_pro.csv", "notes/q.csv"):
+        (root / name).parent.mkdir(exist_ok=True)
+        with open(root / name, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=["uid", "question", "answer", "source_docs", "source_files",
+                                              "difficulty"])
+            w.writeheader()
+            w.writerow(QUESTIONS[0])
+    os.link(root / "officeqa.csv", root / "hardlinked.txt")
+    with OfficeQAEnv(str(root / "officeqa.csv"), str(tmp_path)) as env:
+        env.reset(task=TaskRef(suite="officeqa", split="all", instance_id="UID0001"), seed=0)
+        listed = step(env, "glob", pattern="**").observation.text
+        texts = [listed, step(env, "grep", pattern="UID0001").observation.text,
+                 *(step(env, "read", path=p).observation.text
+                   for p in ("officeqa_full.csv", "officeqa_pro.csv", "notes/q.csv", "hardlinked.txt"))]
+    assert not any(GOLD["UID0001"] in t for t in texts), texts
+    assert "treasury_bulletin_1941_01" in listed
+    assert not any(n in listed for n in ("officeqa", "q.csv", "hardlinked"))
+
+
+def test_env_grades_strictly_by_default_and_reports_the_benchmark_score(qa_env):
+    """A guess list within the length cap: the benchmark's rules pass it, the episode's
+    reward does not; score_benchmark still says what the benchmark would give."""
+    qa_env.reset(task=T1, seed=0)
+    gold = GOLD["UID0001"]
+    resp = step(qa_env, "answer", text=f"<FINAL_ANSWER>{gold} or 1,000 or 3,000</FINAL_ANSWER>")
+    assert resp.terminated and resp.reward == 0.0
+    m = qa_env.evaluate().metrics
+    assert m["score_benchmark"] == 1.0 and m["score_tol_0"] == 0.0 and m["strict_answers"] is True

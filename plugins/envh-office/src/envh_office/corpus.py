@@ -129,9 +129,18 @@ class Corpus:
             raise FileNotFoundError(f"OfficeQA corpus directory not found: {root}")
         # files that must never be served even if they sit inside the corpus (the question
         # CSV with its gold answers, the split manifest)
+        # (by inode too, so a hard link is caught), and anything that looks like a question
+        # table: the benchmark ships officeqa.csv, officeqa_full.csv and officeqa_pro.csv side
+        # by side, with the same answers in each.
         self.hidden = frozenset(os.path.realpath(h) for h in hidden)
+        self._hidden_ids = frozenset(_file_id(h) for h in self.hidden if os.path.exists(h))
         self.files: list[str] = [f for f in _index(self.root)
-                                 if os.path.realpath(os.path.join(self.root, f)) not in self.hidden]
+                                 if not self._is_hidden(os.path.realpath(os.path.join(self.root, f)))]
+
+    def _is_hidden(self, real: str) -> bool:
+        if real in self.hidden or _file_id(real) in self._hidden_ids:
+            return True
+        return _looks_like_questions(real)
 
     # -- paths ------------------------------------------------------------------------
     def resolve(self, path: str) -> tuple[str, str]:
@@ -140,7 +149,7 @@ class Corpus:
         real = os.path.realpath(os.path.join(self.root, rel))
         if real != self.root and not real.startswith(self.root + os.sep):
             raise CorpusError(f"The path {path[:200]!r} resolves outside the corpus; refused.")
-        if not os.path.isfile(real) or real in self.hidden:
+        if not os.path.isfile(real) or self._is_hidden(real):
             near = [f for f in self.files if doc_of(f) == doc_of(rel)][:5]
             hint = f" Did you mean: {', '.join(near)}?" if near else " Use glob() to list files."
             raise CorpusError(f"No file {rel[:200]!r} in the corpus.{hint}")
@@ -228,6 +237,29 @@ class Corpus:
             head += f" [skipped {len(skipped)} file(s) over {MAX_FILE_BYTES >> 20} MB]"
         return GrepResult(text=head + (":\n" + "\n".join(lines_out) if lines_out else "."),
                           hits=hits, files=len(files))
+
+
+def _file_id(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+QUESTION_TABLE_NAMES = re.compile(r"officeqa.*\.(csv|jsonl?|parquet)$|split.*\.json$", re.IGNORECASE)
+
+
+def _looks_like_questions(real: str) -> bool:
+    """A question table or split manifest, by name or by a CSV header naming answers."""
+    name = os.path.basename(real)
+    if QUESTION_TABLE_NAMES.search(name):
+        return True
+    if not name.lower().endswith((".csv", ".tsv", ".json", ".jsonl")):
+        return False
+    try:
+        with open(real, "rb") as f:
+            head = f.read(4096).lower()
+    except OSError:
+        return True
+    return b"answer" in head and (b"uid" in head or b"question" in head)
 
 
 def compile_user_pattern(pattern: str, ignore_case: bool = False) -> re2._Regexp:

@@ -70,7 +70,7 @@ class OfficeQAEnv(Bridge):
 
     def __init__(self, data: str | None = None, corpus: str | None = None, split_manifest: str | None = None,
                  *, tolerance: float = 0.0, reward_on_answer: bool = True, show_index: bool = True,
-                 max_answer_chars: int | None = 400) -> None:
+                 max_answer_chars: int | None = 400, strict_answers: bool = True) -> None:
         cfg = qa_data.resolve_config(data, corpus, split_manifest)
         csv_path = qa_data.find_csv(cfg["data"])
         if csv_path is None:
@@ -90,6 +90,10 @@ class OfficeQAEnv(Bridge):
         # a policy listing hundreds of numbers would be rewarded; the graded part is capped
         # (None: no cap, as the benchmark's own evaluation).
         self.max_answer_chars = max_answer_chars
+        # ... and passes 'no' for 'not known', '543 billion' for '543 million', '12 to 13' for
+        # '12': strict matching refuses those (qa_scoring); False grades as the benchmark does
+        # (the benchmark's own score is in the metrics either way, as score_benchmark).
+        self.strict_answers = strict_answers
         self.question: qa_data.Question | None = None
         self.state: QAState | None = None
         self._last: Observation | None = None
@@ -199,16 +203,19 @@ class OfficeQAEnv(Bridge):
         state = self._live()
         assert self.question is not None
         given = state.answer if state.answered else ""
-        metrics: dict[str, Any] = {"answered": state.answered, "tolerance": self.tolerance}
+        metrics: dict[str, Any] = {"answered": state.answered, "tolerance": self.tolerance,
+                                   "strict_answers": self.strict_answers}
         if not state.answered:
-            metrics.update({"em": 0.0, "f1": 0.0, **{f"score_tol_{round(t * 100)}": 0.0 for t in qa_scoring.TOLERANCES}})
+            metrics.update({"em": 0.0, "f1": 0.0, "score_benchmark": 0.0,
+                            **{f"score_tol_{round(t * 100)}": 0.0 for t in qa_scoring.TOLERANCES}})
             return EvaluationResult(success=False, score=0.0, metrics=metrics)
-        gold = self.question.answer
+        gold, strict = self.question.answer, self.strict_answers
         for t in qa_scoring.TOLERANCES:
-            metrics[f"score_tol_{round(t * 100)}"] = qa_scoring.score_answer(gold, given, t)
+            metrics[f"score_tol_{round(t * 100)}"] = qa_scoring.score_answer(gold, given, t, strict)
+        metrics["score_benchmark"] = qa_scoring.score_answer(gold, given, self.tolerance)
         metrics["em"] = qa_scoring.exact_match(gold, given)
         metrics["f1"] = round(qa_scoring.token_f1(gold, given), 6)
-        score = qa_scoring.score_answer(gold, given, self.tolerance)
+        score = qa_scoring.score_answer(gold, given, self.tolerance, strict)
         return EvaluationResult(success=score == 1.0, score=score, metrics=metrics)
 
     def get_env_state(self) -> dict[str, Any]:

@@ -10,6 +10,14 @@ in the prediction are ignored unless the gold answer is a year or has text; when
 answer has words besides numbers and units ("March 1977") those words must overlap too;
 a gold answer without numbers is a case-insensitive text match (parentheticals dropped).
 
+``strict=True`` closes the ways a wrong answer passes those rules: text must appear as
+whole words ('no' is not in 'not known'; 'March' is not in 'arc'), an answer that names
+both 'yes' and 'no' is hedged, a number whose scale word differs from the gold's
+('543 billion' for '543 million') does not match, and an answer carrying numbers that
+fit no gold number (besides years and the same value rescaled by a scale word) is a
+guess list ('12 to 13', '1 2 3 ... 100'), not an answer. ``strict=False`` is the
+benchmark's behaviour.
+
 ``exact_match`` and ``token_f1`` are the paper's EM/F1 metrics over normalised text
 (lower case, punctuation and articles dropped, SQuAD style).
 """
@@ -84,11 +92,66 @@ def significant_text(text: str) -> str:
     return cleaned if len(cleaned) >= 2 else ""
 
 
-def _text_overlaps(gold: str, predicted: str) -> bool:
+def _contains_words(haystack: str, needle: str) -> bool:
+    """``needle`` inside ``haystack`` on word boundaries."""
+    return bool(needle) and re.search(rf"(?<!\w){re.escape(needle)}(?!\w)", haystack) is not None
+
+
+def _text_overlaps(gold: str, predicted: str, strict: bool = False) -> bool:
     g, p = significant_text(gold), significant_text(predicted)
     if not g:
         return True
+    if strict:
+        return bool(p) and (_contains_words(p, g) or _contains_words(g, p))
     return bool(p) and (g in p or p in g)
+
+
+_SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+_YES_NO = re.compile(r"(?<!\w)(yes|no)(?!\w)")
+
+
+_UNIT_AFTER = re.compile(r"\s*(?:\$\s*)?(trillion|billion|million|thousand|bn|mn|[bmk])s?(?!\w)", re.IGNORECASE)
+_UNIT_ABBR = {"bn": "billion", "b": "billion", "mn": "million", "m": "million", "k": "thousand"}
+
+
+def numbers_with_units(text: str) -> list[tuple[float, str | None]]:
+    """Each number in ``text`` with the scale word written right after it, if any."""
+    flat = _normalise(text).replace(",", "")
+    out = []
+    for m in _NUMBER.finditer(flat):
+        raw = m.group().rstrip("%")
+        if raw in ("", "-"):
+            continue
+        after = _UNIT_AFTER.match(flat, m.end())
+        unit = after.group(1).lower() if after else None
+        out.append((float(raw), _UNIT_ABBR.get(unit, unit) if unit else None))
+    return out
+
+
+def _same_unit(gold_unit: str | None, pred_unit: str | None) -> bool:
+    return gold_unit is None or pred_unit is None or gold_unit == pred_unit
+
+
+def _explained(p: float, gold: list[float], tolerance: float) -> bool:
+    """A predicted number that restates a gold number (as is, as a fraction of a percent,
+    or rescaled by a scale word: 543 million = 543,000,000)."""
+    tolerance = max(tolerance, 1e-9)  # 5.2 / 100 is 0.052000000000000005
+    for g in gold:
+        if _close(g, p, tolerance) or _close(g / 100, p, tolerance):
+            return True
+        if any(_close(g * f, p, tolerance) or _close(g, p * f, tolerance) for f in _SCALES.values()):
+            return True
+    return False
+
+
+def _guess_list(gold_nums: list[tuple[float, str]], pred_nums: list[tuple[float, str]],
+                tolerance: float) -> bool:
+    """True when the prediction carries a number that fits no gold number (years aside
+    unless the gold answer has years): several candidates offered, one of them graded."""
+    keep_years = any(_year_like(g) for g, _ in gold_nums)
+    golds = [g for g, _ in gold_nums]
+    return any(not _explained(p, golds, tolerance) for p, _ in pred_nums
+               if keep_years or not _year_like(p))
 
 
 def _close(gold: float, pred: float, tolerance: float) -> bool:
@@ -97,8 +160,9 @@ def _close(gold: float, pred: float, tolerance: float) -> bool:
     return abs(gold - pred) / abs(gold) <= tolerance
 
 
-def match(gold: str, predicted: str, tolerance: float = 0.0) -> Match:
-    """Compare a prediction (``<FINAL_ANSWER>`` honoured) with the gold answer."""
+def match(gold: str, predicted: str, tolerance: float = 0.0, strict: bool = False) -> Match:
+    """Compare a prediction (``<FINAL_ANSWER>`` honoured) with the gold answer
+    (``strict``: see the module's docstring)."""
     if not 0 <= tolerance <= 1:
         raise ValueError(f"tolerance must be within [0, 1], got {tolerance}")
     if not gold or not gold.strip():
@@ -108,34 +172,49 @@ def match(gold: str, predicted: str, tolerance: float = 0.0) -> Match:
         return Match(correct=False, rationale="empty answer")
     gold_nums, pred_nums = numbers_with_context(gold), numbers_with_context(predicted)
     if gold_nums and pred_nums:
-        overlap = _text_overlaps(gold, predicted)
+        overlap = _text_overlaps(gold, predicted, strict)
+        gold_units = [u for _, u in numbers_with_units(gold)]
+        pred_units = [u for _, u in numbers_with_units(predicted)]
+        if strict and _guess_list(gold_nums, pred_nums, tolerance):
+            return Match(correct=False, rationale="several different numbers given")
         if len(gold_nums) > 1:
             keep_years = any(_year_like(g) for g, _ in gold_nums)
             candidates = [p for p, _ in pred_nums if keep_years or not _year_like(p)]
-            missing = [g for g, _ in gold_nums
-                       if not (overlap and any(_close(g, p, tolerance) for p in candidates))]
+            cand = [(p, u) for (p, _), u in zip(pred_nums, pred_units) if p in candidates]
+            missing = [g for (g, _), gu in zip(gold_nums, gold_units)
+                       if not (overlap and any(_close(g, p, tolerance) and (not strict or _same_unit(gu, u))
+                                               for p, u in cand))]
             if missing:
                 return Match(correct=False, rationale=f"list: {len(gold_nums) - len(missing)}/"
                                                       f"{len(gold_nums)} numbers matched")
             return Match(correct=True, rationale=f"list: all {len(gold_nums)} numbers matched")
         g = gold_nums[0][0]
         filter_years = not (_year_like(g) or significant_text(gold))
-        for p, _ in pred_nums:
+        for (p, _), unit in zip(pred_nums, pred_units):
             if filter_years and _year_like(p):
+                continue
+            if strict and not _same_unit(gold_units[0], unit):
                 continue
             if _close(g, p, tolerance) and overlap:
                 return Match(correct=True, rationale=f"number within {tolerance:.0%}")
         return Match(correct=False, rationale="no predicted number matched")
     g_text = re.sub(r"\([^)]*\)", "", gold.strip().lower().strip("\"'")).strip()
     p_text = re.sub(r"\([^)]*\)", "", predicted.strip().lower().strip("\"'")).strip()
+    if strict:
+        if _YES_NO.fullmatch(g_text) and len(set(_YES_NO.findall(p_text))) > 1:
+            return Match(correct=False, rationale="both yes and no given")
+        if _contains_words(p_text, g_text):
+            return Match(correct=True, rationale="text match")
+        return Match(correct=False, rationale="text mismatch")
     if g_text and g_text in p_text:
         return Match(correct=True, rationale="text match")
     return Match(correct=False, rationale="text mismatch")
 
 
-def score_answer(gold: str, predicted: str, tolerance: float = 0.0) -> float:
-    """1.0 when ``predicted`` matches ``gold`` under the benchmark's rules, else 0.0."""
-    return 1.0 if match(gold, predicted, tolerance).correct else 0.0
+def score_answer(gold: str, predicted: str, tolerance: float = 0.0, strict: bool = False) -> float:
+    """1.0 when ``predicted`` matches ``gold`` under the benchmark's rules (tightened by
+    ``strict``), else 0.0."""
+    return 1.0 if match(gold, predicted, tolerance, strict).correct else 0.0
 
 
 def normalise_answer(text: str) -> str:
