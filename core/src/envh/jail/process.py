@@ -100,7 +100,13 @@ class Jail:
             self._kill(failed=True)
         proc = self._start()
         for pid, prog in list(self._programs.items()):  # a fresh jail: load every program again
-            reply = self._exchange(proc, {**prog["load"], "id": pid}, prog["wall"], "<module>")
+            if prog.get("broken"):
+                continue
+            try:
+                reply = self._exchange(proc, {**prog["load"], "id": pid}, prog["wall"], "<module>")
+            except errors.ContractCodeError as exc:  # its reload killed the jail: start another
+                reply = {"error": {"message": f"could not be loaded again after a jail restart: {exc.message}"}}
+                proc = self._proc or self._start()
             if "error" in reply:
                 prog["broken"] = reply["error"]
         return self._proc or proc
@@ -154,6 +160,8 @@ class Jail:
         """Call ``hook`` of program ``pid``; the decoded result and the new memo."""
         with self._lock:
             prog = self._programs[pid]
+            if prog.get("broken"):
+                raise _code_error(prog["broken"])
             reply = self.request({"op": "call", "id": pid, "hook": hook, "args": args, "state": state,
                                   "memo": memo, "cpu_s": max(1, int(time_limit * 4) + 1)},
                                  wall=self.wall(time_limit), hook=hook)
