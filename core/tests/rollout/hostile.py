@@ -83,7 +83,7 @@ PROCESS = ("exit", "segfault")  # only where a worker process can die (pool, Ray
 FRAMES = ("deepframe", "badframe")  # only where there is a protocol pipe (pool)
 POLICY_VALUES = ("notastep", "dictaction", "badusage", "hugeraw", "badraw", "badinvalid", "argsnotdict", "hugeargs")
 BRIDGE_VALUES = ("reward_none", "reward_nan", "reward_str", "obs_str", "obs_text_int", "not_response",
-                 "terminated_str", "huge_obs", "evaluate_none", "evaluate_success_str", "info_list")
+                 "terminated_str", "huge_obs", "evaluate_none", "evaluate_success_str", "info_list", "tools_dicts")
 
 
 class HostilePolicy:
@@ -191,6 +191,8 @@ class HostileBridge(envh.Bridge):
 
     def tools(self):
         if self._bad("tools") and self.n > 0:
+            if self.mode == "tools_dicts":
+                return [{"name": "poke"}, {"name": "stop"}]
             misbehave(self.mode)
         return [ToolSpec(name="poke", description="poke",
                          parameters={"type": "object", "properties": {"x": {"type": "integer"}}}),

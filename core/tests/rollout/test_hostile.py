@@ -43,7 +43,7 @@ def cases(registry, process=False):
             out.append((req(registry, f"bridge/{where}/{mode}", "hostile:none@1", {"mode": mode, "where": where}),
                         "infra_error" if mode in hostile.PROCESS else "env_error"))
     for mode in hostile.BRIDGE_VALUES:
-        where = "evaluate" if mode.startswith("evaluate") else "step"
+        where = "evaluate" if mode.startswith("evaluate") else "tools" if mode.startswith("tools") else "step"
         out.append((req(registry, f"bridge/{where}/{mode}", "hostile:none@1", {"mode": mode, "where": where}),
                     "env_error"))
     out.append((req(registry, "policy/build", "hostile:build"), "policy_error"))

@@ -32,7 +32,7 @@ from typing import Any
 import attrs
 
 from .. import errors
-from ..types import Action, EnvResponse, EvaluationResult, Observation, thaw
+from ..types import Action, EnvResponse, EvaluationResult, Observation, ToolSpec, thaw
 from .policy import PolicyStep
 from .taps import BaseTap
 from .trajectory import EpisodeRequest, StepRecord, Trajectory, jsonable, trajectory_to_json
@@ -175,6 +175,14 @@ def checked_response(resp: Any) -> EnvResponse:
     return resp
 
 
+def checked_tools(tools: Any) -> list[ToolSpec]:
+    tools = list(tools)
+    for tool in tools:
+        if not isinstance(tool, ToolSpec):
+            raise errors.EnvError(f"tools() returned {type(tool).__name__} among its tools, not a ToolSpec")
+    return tools
+
+
 def checked_verdict(verdict: Any, where: str = "evaluate()") -> EvaluationResult:
     if not isinstance(verdict, EvaluationResult):
         raise errors.EnvError(f"{where} returned {type(verdict).__name__}, not an EvaluationResult")
@@ -283,9 +291,9 @@ class _Episode:
         try:
             f["versions"] = warm.versions
             policy = warm.policy(req.policy, req.policy_options)
+            f["policy_id"] = str(policy.policy_id)[:500]
         except BaseException as exc:  # noqa: BLE001 - a policy that cannot be built is a policy error
             return self.policy_failed(exc, f"building policy {req.policy!r} failed: ")
-        f["policy_id"] = str(policy.policy_id)[:500]
         t0 = time.monotonic()
         try:
             self.env = env = warm.env(req.spec_id, req.spec)
@@ -293,7 +301,7 @@ class _Episode:
             result = env.reset(task=req.task, seed=req.seed)
             audit = BaseTap.audit(env)
             obs = checked_observation(getattr(result, "observation", None), "reset()")
-            tools = list(env.tools())
+            tools = checked_tools(env.tools())
             tools_data = [jsonable(t) for t in tools]
             reset_effects = jsonable(result.info.get("envh", []))
         except BaseException as exc:  # noqa: BLE001 - build/reset failures end the episode as data
@@ -362,7 +370,7 @@ class _Episode:
                 f["stop"] = "terminated" if resp.terminated else "truncated"
                 break
             try:
-                tools = list(env.tools())
+                tools = checked_tools(env.tools())
             except BaseException as exc:  # noqa: BLE001
                 return self.env_failed(exc)
         else:
