@@ -147,7 +147,8 @@ def test_evaluate_after_close_grades_the_captured_diff(make_env, fix_action):
 
 
 def test_evaluation_container_matches_run_instance(instances_path, docker_client, mathx_row, monkeypatch):
-    """As run_instance: root, no resource limits, SYS_ADMIN; plus no network here."""
+    """As run_instance: root, no cpu/memory limits; but no network, a pids bound and no
+    SYS_ADMIN (the patch under test is the policy's code)."""
     from envh_swebench import grading
     from envh_swebench.bridge import SWEBenchEnv
 
@@ -167,8 +168,37 @@ def test_evaluation_container_matches_run_instance(instances_path, docker_client
     finally:
         env.close()
     host = seen[-1]  # the episode's container came first
-    assert len(seen) == 2 and (host["NanoCpus"], host["Memory"], host["PidsLimit"] or 0) == (0, 0, 0)
-    assert host["CapAdd"] == ["SYS_ADMIN"] and host["User"] == "root" and host["NetworkMode"] == "none"
+    assert len(seen) == 2 and (host["NanoCpus"], host["Memory"], host["PidsLimit"]) == (0, 0, 4096)
+    assert not host["CapAdd"] and host["User"] == "root" and host["NetworkMode"] == "none"
+    assert SWEBenchEnv(instances_path, eval_sys_admin=True).eval_limits.cap_add == ("SYS_ADMIN",)
+
+
+def test_evaluated_patch_cannot_mount_the_hosts_cgroups(instances_path, mathx_row):
+    """The patch's code runs as root in the evaluation container. With SYS_ADMIN (as
+    run_instance adds it) root there mounts the host's cgroup v1 hierarchies read-write,
+    release_agent included: the known way out of a container. Without it, mount fails;
+    and a fork bomb stops at the pids bound (a small one here, to keep the test cheap)."""
+    from envh_swebench import runtime
+    from envh_swebench.bridge import SWEBenchEnv
+    from envh_swebench.containers import Sandbox
+
+    env = SWEBenchEnv(instances_path, eval_pids=64)
+    inst = next(iter(env.instances.values()))
+    box = Sandbox.start(runtime.client(env.docker_url), inst.image, workdir=inst.workdir,
+                        limits=env.eval_limits, instance_id="attack", purpose="eval")
+    try:
+        probe = box.run("mkdir -p /tmp/c && mount -t cgroup -o pids cgroup /tmp/c && ls /tmp/c; "
+                        "mount -t tmpfs t /mnt && echo TMPFS", timeout=30, limit=4000)
+        assert probe["exit_code"] != 0 and "release_agent" not in probe["output"], probe
+        assert "TMPFS" not in probe["output"], probe
+        bomb = box.run("python3 -c 'import os, time\nn = 0\ntry:\n    while n < 200:\n"
+                       "        if os.fork() == 0:\n            time.sleep(5)\n            os._exit(0)\n"
+                       "        n += 1\nexcept OSError as e:\n    print(\"refused\", e.errno)\nprint(\"forks\", n)'",
+                       timeout=60, limit=4000)
+        forks = int(bomb["output"].rsplit("forks ", 1)[1].split()[0])
+        assert "refused 11" in bomb["output"] and forks < 64, bomb
+    finally:
+        box.close()
 
 
 def test_image_without_python_falls_back_to_exec(nopython_image, mathx_row, fix_action):

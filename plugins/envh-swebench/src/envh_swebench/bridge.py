@@ -89,6 +89,7 @@ class SWEBenchEnv(Bridge):
                  output_limit: int = 16_000, reward_on_submit: bool = True, snapshot: bool = False,
                  command_prefix: str | None = None, track_files: bool = True, disk: str | None = "4g",
                  eval_cpus: float | None = None, eval_memory: str | None = None,
+                 eval_pids: int | None = 4096, eval_sys_admin: bool = False,
                  max_snapshots: int = 4, keep_snapshots: bool = False) -> None:
         if instances is None:
             raise errors.SpecError("The swebench bridge needs instances: a .json/.jsonl/.parquet "
@@ -99,9 +100,14 @@ class SWEBenchEnv(Bridge):
         self.split, self.docker_url = split, docker_url
         self.limits = runtime.Limits(cpus=cpus, memory=memory, pids=pids, network=network, disk=disk)
         self.limits.disk_bytes  # noqa: B018 - a malformed size fails here, not at reset
-        # Evaluation as run_instance: no limits unless configured, SYS_ADMIN as upstream.
-        self.eval_limits = runtime.Limits(cpus=eval_cpus, memory=eval_memory, pids=None, network=network,
-                                          disk=None, hardened=False, cap_add=("SYS_ADMIN",))
+        # Evaluation as run_instance (root, Docker's default capabilities, no cpu/memory
+        # limits unless configured), except: the patch under test is the policy's code, so
+        # SYS_ADMIN (run_instance adds it for browser sandboxes) only on request, since with
+        # it root can mount the host's cgroup v1 hierarchies, release_agent included; and a
+        # pids bound, so a fork bomb in the patch stops in its container.
+        self.eval_limits = runtime.Limits(cpus=eval_cpus, memory=eval_memory, pids=eval_pids, network=network,
+                                          disk=None, hardened=False,
+                                          cap_add=("SYS_ADMIN",) if eval_sys_admin else ())
         self.max_snapshots, self.keep_snapshots = max_snapshots, keep_snapshots
         self._snapshots: list[str] = []
         self._tree: str | None = None

@@ -159,7 +159,7 @@ class Limits:
     (overlay2 on xfs with pquota), and always per file (RLIMIT_FSIZE in every command)
     plus a check of the layer's size after each command (``Sandbox.disk_used``).
     ``hardened``: no-new-privileges, every capability dropped but ``EPISODE_CAPS``.
-    ``cap_add``: extra capabilities (evaluation adds SYS_ADMIN, as run_instance does)."""
+    ``cap_add``: extra capabilities (evaluation adds SYS_ADMIN only when configured to)."""
 
     cpus: float | None = 1.0
     memory: str | None = "2g"
@@ -174,7 +174,7 @@ class Limits:
         return parse_size(self.disk)
 
 
-EVAL_LIMITS = Limits(cpus=None, memory=None, pids=None, disk=None, hardened=False, cap_add=("SYS_ADMIN",))
+EVAL_LIMITS = Limits(cpus=None, memory=None, pids=4096, disk=None, hardened=False)
 
 
 @attrs.define(eq=False)
