@@ -259,3 +259,25 @@ def test_tokenizer_counts_native_turns_whose_content_is_empty(llm_replay_server)
     steps = drive(make(llm_replay_server, tokenizer="smollm2", max_context=4096), [obs("a"), obs("b")])
     assert all(s.turn.context["counted_with"] == "tokenizer:smollm2" for s in steps)
     assert steps[1].turn.context["prompt_tokens"] > steps[0].turn.context["prompt_tokens"]
+
+
+def test_text_a_tool_parser_took_calls_out_of_is_kept_as_written(llm_replay_server):
+    from envh.testing_replies import Reply
+
+    tokens = ["<tool_call>", '{"name": "stop", ', '"arguments": {}}', "</tool_call>"]
+    llm_replay_server.add(Reply(body={
+        "id": "x", "object": "chat.completion", "created": 0, "model": "m",
+        "prompt_token_ids": [1, 2, 3],
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "token_ids": [7, 8, 9, 10],
+                     "logprobs": {"content": [{"token": t, "logprob": -0.5, "bytes": None, "top_logprobs": []}
+                                              for t in tokens]},
+                     "message": {"role": "assistant", "content": None, "tool_calls": [
+                         {"id": "c", "type": "function", "function": {"name": "stop", "arguments": "{}"}}]}}]}))
+    step = drive(make(llm_replay_server, token_ids=True), [obs("x")])[0]
+    turn = step.turn
+    assert turn.written == "".join(tokens) and turn.text is None and step.proposed.tool == "stop"
+    assert turn.prompt_token_ids == [1, 2, 3] and turn.completion_token_ids == [7, 8, 9, 10]
+    assert turn.logprobs == [-0.5] * 4
+    body = llm_replay_server.chat_requests[0]
+    assert body["logprobs"] is True and body["return_token_ids"] is True
+    assert "token_ids" not in json.dumps(step.raw)  # stored once, on the turn

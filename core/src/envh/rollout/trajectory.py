@@ -57,7 +57,9 @@ class ModelTurn:
     per-token logprobs are set where the engine gives them (local and vLLM policies), so
     a trainer never retokenises. Prompt ids are stored like the messages, once: the first
     ``prompt_shared`` ids of a turn's prompt are the previous turn's, and
-    ``prompt_token_ids`` holds the rest (``token_ids`` rebuilds whole prompts).
+    ``prompt_token_ids`` holds the rest (``token_ids`` rebuilds whole prompts). ``written``
+    is the text as generated when the server's tool parser took the calls out of it (vLLM
+    with logprobs), e.g. ``<tool_call>{...}</tool_call>``.
     ``context`` says how the history was fitted to the model's context (strategy, budget,
     what counted the tokens, turns dropped).
     """
@@ -78,6 +80,7 @@ class ModelTurn:
     logprobs: list[float] | None = None
     context: dict[str, Any] = attrs.field(factory=dict)
     prompt_shared: int = 0
+    written: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -42,7 +42,8 @@ MAX_CALLS = 32
 class Completion:
     """One model answer: text and/or native tool calls (``arguments`` as raw strings), and
     what the engine reports about it (token ids, per-token logprobs, sampling used).
-    ``primed``: the reply continues the prefill (``text`` excludes it)."""
+    ``primed``: the reply continues the prefill (``text`` excludes it); ``written``: the
+    generated text when the server's tool parser moved calls out of it."""
 
     text: str | None = None
     tool_calls: list[dict[str, Any]] = attrs.field(factory=list)
@@ -54,6 +55,7 @@ class Completion:
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     logprobs: list[float] | None = None
+    written: str | None = None
 
 
 def describe(kind: str, arg: str | None, **options: Any) -> str:
@@ -262,7 +264,7 @@ class ChatPolicy:
                          corrections=corrections, sampling=dict(completion.sampling),
                          finish_reason=completion.finish_reason, prompt_token_ids=prompt,
                          completion_token_ids=completion.completion_token_ids, logprobs=completion.logprobs,
-                         context=fitted)
+                         context=fitted, written=completion.written)
 
     def _interpret(self, completion: Completion, tools: list[ToolSpec], observation: Observation,
                    prefill: str = "") -> tuple[PolicyStep, list[dict[str, Any]], list[dict[str, Any]]]:

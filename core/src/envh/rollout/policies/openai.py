@@ -217,8 +217,11 @@ def _completion(response: Any, *, attempts: int, failures: list[str], sampling: 
     first = (data.get("choices") or [{}])[0] if isinstance(data.get("choices"), list) else {}
     logprobs = None
     content = ((first.get("logprobs") or {}).get("content") if isinstance(first, dict) else None) or None
+    written = None
     if isinstance(content, list):
         logprobs = [float(t.get("logprob", 0.0)) for t in content if isinstance(t, dict)]
+        # the tokens as generated: what the model wrote before a tool parser took calls out
+        written = "".join(str(t.get("token", "")) for t in content if isinstance(t, dict))
     if isinstance(raw, dict):  # the ids and logprobs live on the turn record, not twice
         raw = {k: v for k, v in raw.items() if k != "prompt_token_ids"}
         raw["choices"] = [{k: v for k, v in c.items() if k not in ("token_ids", "logprobs")} if isinstance(c, dict)
@@ -228,4 +231,4 @@ def _completion(response: Any, *, attempts: int, failures: list[str], sampling: 
                       finish_reason=getattr(choice, "finish_reason", None), sampling=sampling,
                       prompt_token_ids=_int_list(data.get("prompt_token_ids")),
                       completion_token_ids=_int_list(first.get("token_ids") if isinstance(first, dict) else None),
-                      logprobs=logprobs)
+                      logprobs=logprobs, written=written if tool_calls else None)
