@@ -193,11 +193,19 @@ def build_modules(guard: Callable[[Any], Iterator[Any]]) -> dict[str, Namespace]
             raise too_big("itertools.repeat()")
         return itertools.repeat(obj, times)
 
-    its = {n: getattr(itertools, n) for n in (
-        "accumulate chain combinations combinations_with_replacement compress dropwhile "
-        "filterfalse groupby islice pairwise permutations product starmap takewhile tee "
+    def counted(make: Callable[..., Any]) -> Callable[..., Any]:
+        # product(range(10**7), repeat=9) or permutations(range(30)) would otherwise run
+        # for ages inside one C call such as max() or sorted(): count every item they yield
+        def build(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            return guard(make(*args, **kwargs))
+        return build
+
+    its = {n: counted(getattr(itertools, n)) for n in (
+        "accumulate combinations combinations_with_replacement compress dropwhile "
+        "filterfalse groupby islice pairwise permutations product starmap takewhile "
         "zip_longest").split()}
-    its.update(count=count, cycle=cycle, repeat=repeat)
+    its.update(count=count, cycle=cycle, repeat=repeat, chain=counted(itertools.chain),
+               tee=itertools.tee)
     ops = {n: getattr(operator, n) for n in (
         "abs add and_ concat contains countOf eq floordiv ge getitem gt index indexOf inv invert "
         "is_ is_not itemgetter le lt mod ne neg not_ or_ pos sub truediv truth xor").split()}

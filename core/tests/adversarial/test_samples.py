@@ -87,6 +87,14 @@ SAMPLES = [
     ("huge_sorted", HOOK + "    return [sorted(range(10**7), reverse=True) for _ in range(100)]\n",
      JAIL, "contained"),
     ("factorial", "import math\n" + HOOK + "    return math.factorial(10**7)\n", JAIL, "contained"),
+    # found attacking the finished sandbox: C iterators that run for ages inside max()/sorted()
+    ("permutations_max", "import itertools\n" + HOOK + "    return max(itertools.permutations(range(20)))\n",
+     BOTH, "contained"),
+    ("product_sorted", "import itertools\n" + HOOK +
+     "    return sorted(itertools.product(range(100), repeat=5))\n", BOTH, "contained"),
+    ("comb_huge", "import math\n" + HOOK + "    return math.comb(10**7, 5 * 10**6)\n", JAIL, "contained"),
+    ("json_deep", "import json\n" + HOOK + "    return json.loads('[' * 100000)\n", BOTH, "contained"),
+    ("int_str_digits", HOOK + "    return Block(reason=str(10 ** 100000))\n", BOTH, "contained"),
     # -- memory ------------------------------------------------------------------------------
     ("ljust", HOOK + "    return Block(reason='x'.ljust(6 * 10**8))\n", JAIL, "contained"),
     ("bytes_n", HOOK + "    return bytes(10**9)\n", BOTH, "contained"),
