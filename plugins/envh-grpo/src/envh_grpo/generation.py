@@ -12,9 +12,11 @@ trainer never re-tokenises text.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -147,6 +149,17 @@ class HFEngine:
         return any(tail.endswith(s) or s in tail for s in stops)
 
 
+def _vllm() -> Any:
+    """Import vLLM; its import-time deprecation notices (torch.jit in its kernels) are silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        vllm = importlib.import_module("vllm")
+        importlib.import_module("vllm.inputs")
+        vllm.LLM  # noqa: B018 - vllm exports lazily: resolve now, inside the filter
+    return vllm
+
+
 class VLLMEngine:
     """An in-process vLLM engine (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) fed token ids.
 
@@ -179,14 +192,15 @@ class VLLMEngine:
         self.builds = 1
 
     def _build(self, folder: str) -> Any:
-        from vllm import LLM
-
-        return LLM(model=folder, tokenizer=self.model_dir, skip_tokenizer_init=False, **self.kwargs)
+        LLM = _vllm().LLM
+        with warnings.catch_warnings():  # vLLM's start-up deprecation notices are not ours to fix
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", FutureWarning)
+            return LLM(model=folder, tokenizer=self.model_dir, skip_tokenizer_init=False, **self.kwargs)
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int) -> list[Generation]:
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-
+        vllm = _vllm()
+        SamplingParams, TokensPrompt = vllm.SamplingParams, vllm.inputs.TokensPrompt
         if not prompts:
             return []
         if sampling.max_new_tokens <= 0:
