@@ -150,3 +150,41 @@ def test_recognises_test_commands(command, expected):
 def test_instance_test_command_counts():
     assert is_test_command("make -C build check-unit", "make -C build check-unit")
     assert not is_test_command("make -C build", "make -C build check-unit")
+
+
+@pytest.fixture
+def official_row():
+    from pathlib import Path
+    return json.loads((Path(__file__).parent / "data" / "official_rows.json").read_text())[0]
+
+
+@pytest.mark.parametrize("field, value", [
+    ("log_parser", ["parse_log_pytest"]), ("log_parser", {"a": 1}), ("eval_type", ["pass_and_fail"]),
+    ("eval_type", 3), ("test_cmd", ["pytest"]), ("env_setup", ["export A=1"]), ("patch", 5),
+    ("version", [1]),
+])
+def test_optional_fields_of_the_wrong_type_are_named(official_row, field, value):
+    """An unhashable log_parser/eval_type crashed with TypeError; a list test_cmd or patch
+    was turned into its repr and run or applied."""
+    with pytest.raises(errors.SpecError, match=f"field {field} must be a string"):
+        load_instances([{**official_row, field: value}])
+    assert load_instances([{**official_row, "version": 3.0}])  # datasets' numeric versions load
+
+
+def test_a_key_given_twice_is_refused_not_silently_replaced(tmp_path, official_row):
+    """json keeps the last of two equal keys: a second row under one id, or a second
+    `patch` field, would replace the first without a word."""
+    body = {k: v for k, v in official_row.items() if k != "instance_id"}
+    keyed = tmp_path / "keyed.json"
+    keyed.write_text(f'{{"a": {json.dumps({**body, "patch": "one"})}, "a": {json.dumps(body)}}}')
+    field = tmp_path / "field.jsonl"
+    field.write_text(json.dumps(official_row)[:-1] + ', "patch": "second"}\n')
+    for path, key in ((keyed, "'a'"), (field, "'patch'")):
+        with pytest.raises(errors.SpecError, match=f"names key {key} twice"):
+            load_instances(path)
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path, official_row):
+    for name, text in (("bom.json", json.dumps([official_row])), ("bom.jsonl", json.dumps(official_row) + "\n")):
+        (tmp_path / name).write_text("\ufeff" + text, encoding="utf-8")
+        assert list(load_instances(tmp_path / name)) == [official_row["instance_id"]]

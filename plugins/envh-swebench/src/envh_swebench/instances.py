@@ -167,6 +167,12 @@ class Instance:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_./-]*", row["base_commit"]) or ".." in row["base_commit"]:
             # It reaches git command lines (the diff at submit, generated eval scripts).
             raise errors.SpecError(f"{where}: base_commit {row['base_commit']!r:.80} is not a commit id or ref name")
+        for key in ("log_parser", "eval_type", "test_cmd", "env_setup", "patch", "version", "image"):
+            value = row.get(key)
+            if value is not None and not isinstance(value, str) and not (
+                    key == "version" and isinstance(value, (int, float)) and not isinstance(value, bool)):
+                raise errors.SpecError(f"{where}: field {key} must be a string, got "
+                                       f"{type(value).__name__} {value!r:.80}")
         registry, by_repo = _parser_names()
         constants = _constants()
         eval_script = row.get("eval_script")
@@ -249,12 +255,31 @@ def _version() -> str:
 
 
 # -- files ------------------------------------------------------------------------------
+class _DuplicateKey(Exception):
+    """A JSON object names the same key twice (json keeps the last without a word)."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _loads(text: str) -> Any:
+    """``json.loads`` that refuses an object with a repeated key: a second row under the
+    same instance id, or a field given twice, would otherwise replace the first unseen."""
+    return json.loads(text, object_pairs_hook=_unique)
+
+
 def _read_text(path: Path) -> str:
-    try:
+    try:  # utf-8-sig: files saved by some Windows tools start with a byte-order mark
         if path.name.endswith(".gz"):
-            with gzip.open(path, "rt", encoding="utf-8") as fh:
+            with gzip.open(path, "rt", encoding="utf-8-sig") as fh:
                 return fh.read()
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")
     except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise errors.SpecError(f"Could not read SWE-bench instances file {path}: {exc}") from exc
 
@@ -265,7 +290,9 @@ def _jsonl(text: str, source: str) -> list[Any]:
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            rows.append(_loads(line))
+        except _DuplicateKey as exc:
+            raise errors.SpecError(f"{source} line {number} names key {exc.args[0]!r} twice in one object.") from None
         except RecursionError:
             raise errors.SpecError(f"{source} line {number} nests its JSON too deeply.") from None
         except ValueError as exc:
@@ -318,7 +345,10 @@ def _rows(source: str | Path) -> list[Any]:
     if name.endswith(".jsonl"):
         return _jsonl(body, str(path))
     try:
-        data = json.loads(body)
+        data = _loads(body)
+    except _DuplicateKey as exc:
+        raise errors.SpecError(f"{path} names key {exc.args[0]!r} twice in one object (a second row "
+                               "under one instance id, or a field given twice).") from None
     except RecursionError:
         raise errors.SpecError(f"{path} nests its JSON too deeply to be instance rows.") from None
     except ValueError as exc:
