@@ -146,6 +146,21 @@ def test_hostile_code_is_contained(env, short_env, code, expect, kind):
     assert "still here" in ok.observation.text
 
 
+def test_code_runs_unprivileged(env):
+    """Root with Docker's default capabilities could make device nodes, chown, bypass file
+    modes; the code runs as nobody with no capabilities and no way to gain any."""
+    env.reset(task=T1, seed=0)
+    code = ("import os, stat\nst = dict(l.split(':\\t') for l in open('/proc/self/status').read().splitlines()"
+            " if ':\\t' in l)\nprint('uid', os.getuid(), 'cap', st['CapEff'].strip(), 'nnp', st['NoNewPrivs'].strip())"
+            "\ntry:\n    os.mknod('/tmp/disk', stat.S_IFBLK | 0o600, os.makedev(8, 0))\n    print('mknod ok')\n"
+            "except OSError as e:\n    print('mknod refused', e.errno)\n"
+            "import openpyxl\nwb = openpyxl.load_workbook(os.environ['WORKBOOK'])\nwb['Data']['F1'] = 'ok'\n"
+            "wb.save(os.environ['WORKBOOK'])")
+    out = step(env, "run_python", code=code).observation.text
+    assert "uid 65534 cap 0000000000000000 nnp 1" in out and "mknod refused" in out, out
+    assert "F1 = ok" in step(env, "inspect_range", range="Data!F1").observation.text
+
+
 def test_fork_bomb_is_bounded(env):
     env.reset(task=T1, seed=0)
     code = "import os\nfor _ in range(10000):\n    try:\n        os.fork()\n    except OSError:\n        break\n"
@@ -266,6 +281,8 @@ def test_containers_are_removed_and_orphans_collected(sheet_data, soffice, docke
     inspect = c.api.inspect_container(box)["HostConfig"]
     assert inspect["NetworkMode"] == "none" and inspect["ReadonlyRootfs"] and inspect["PidsLimit"] == 128
     assert inspect["Memory"] == 1 << 30 and inspect["NanoCpus"] == 10**9
+    assert inspect["CapDrop"] == ["ALL"] and inspect["SecurityOpt"] == ["no-new-privileges"]
+    assert c.api.inspect_container(box)["Config"]["User"] == "65534:65534"
     env.close()
     assert set(ours()) <= before
     # a container left by a process that is gone (another pid, a start time that never was)

@@ -134,13 +134,15 @@ class Sandbox:
         except docker.errors.ImageNotFound as exc:
             raise errors.InfraError(f"Sandbox image {image!r} is not built; {BUILD_HINT}.") from exc
         name = f"envh-office-{uuid.uuid4().hex[:12]}"
-        tmpfs = f"rw,size={limits.work_mb}m,mode=1777"
+        tmpfs = f"rw,size={limits.work_mb}m,mode=1777,uid=65534,gid=65534"  # the code runs as nobody
         try:
             container = c.containers.run(
                 image, ["sleep", "infinity"], name=name, detach=True, init=True, network_mode="none",
                 read_only=True, tmpfs={"/work": tmpfs, "/tmp": tmpfs}, working_dir="/work",
                 nano_cpus=int(limits.cpus * 1e9), mem_limit=limits.memory, memswap_limit=limits.memory,
-                pids_limit=limits.pids, labels={LABEL: "episode", OWNER_LABEL: owner_token()})
+                pids_limit=limits.pids, labels={LABEL: "episode", OWNER_LABEL: owner_token()},
+                # the code is untrusted: not root, no capabilities, no setuid way back to them
+                user="65534:65534", cap_drop=["ALL"], security_opt=["no-new-privileges"])
         except docker.errors.DockerException as exc:
             raise errors.InfraError(f"Could not start a sandbox from {image!r}: {exc}") from exc
         box = cls(client=c, container=container, limits=limits)
