@@ -127,3 +127,14 @@ def test_every_registered_task_resets(env) -> None:
             failures.append((name, repr(exc)[:200]))
     assert not failures, failures
     print(f"{len(tasks)} tasks reset in {time.monotonic() - start:.1f}s")
+
+
+def test_iframe_content_has_frame_prefixed_bids(env) -> None:
+    """flight.* tasks run their form in an iframe: its elements carry BrowserGym's
+    frame-prefixed bids and take actions like the main frame's."""
+    obs = env.reset(task=T("flight.AA"), seed=1).observation
+    to_box = bid_of(obs.text, "textbox", "To , required.")
+    assert to_box.startswith("a")
+    resp = env.step(A("fill", bid=to_box, value="Boston"))
+    assert not resp.info.get("error")
+    assert re.search(r"textbox 'To , required\.', value='Boston'", resp.observation.text)

@@ -60,7 +60,7 @@ BROWSER_TOOLS: tuple[ToolSpec, ...] = (
     _tool("stop", "End the episode, optionally with a final answer.", {"answer": {
         "type": "string", "maxLength": 5000, "description": "the answer, if the task asks for one"}}),
 )
-_BID_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+_BID_RE = re.compile(r"^[a-z]{0,4}[0-9]{1,9}$")
 _URL_SCHEMES = ("http", "https")
 
 
@@ -82,7 +82,15 @@ def check_url(url: str) -> str:
 def _locate(session: BrowserSession, bid: str) -> Any:
     if not _BID_RE.match(bid):
         raise ActionError(f"{bid[:40]!r} is not a bid: use the [number] shown before an element.")
-    loc = session.page.locator(f'[bid="{bid}"]')
+    from envh_webarena.axtree import frame_prefix
+
+    prefix = bid.rstrip("0123456789")
+    page = session.page
+    frames = page.frames
+    index = next((i for i in range(len(frames)) if frame_prefix(i) == prefix), None)
+    if index is None:
+        raise ActionError(f"No element with bid {bid!r} on this page.")
+    loc = frames[index].locator(f'[bid="{bid}"]')
     if loc.count() == 0:
         raise ActionError(f"No element with bid {bid!r} on this page.")
     return loc.first

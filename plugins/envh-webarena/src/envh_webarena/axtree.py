@@ -19,11 +19,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-MARK_JS = """() => {
+MARK_JS = """(prefix) => {
   let next = window.__envhNextBid || 0;
   const walk = (root) => {
     for (const el of root.querySelectorAll('*')) {
-      if (!el.hasAttribute('bid')) el.setAttribute('bid', String(next++));
+      if (!el.hasAttribute('bid')) el.setAttribute('bid', prefix + String(next++));
       if (el.shadowRoot) walk(el.shadowRoot);
     }
   };
@@ -49,6 +49,46 @@ def _bid_map(dom_root: dict[str, Any]) -> dict[int, str]:
                     break
         stack.extend(node.get("children", ()))
         stack.extend(node.get("shadowRoots", ()))
+        if node.get("contentDocument"):
+            stack.append(node["contentDocument"])
+    return out
+
+
+def _iframes(dom_root: dict[str, Any]) -> dict[str, int]:
+    """Frame id → backend node id of the <iframe> element holding it."""
+    out: dict[str, int] = {}
+    stack = [dom_root]
+    while stack:
+        node = stack.pop()
+        if node.get("frameId") and node.get("nodeName") in ("IFRAME", "FRAME"):
+            out[node["frameId"]] = node["backendNodeId"]
+        stack.extend(node.get("children", ()))
+        stack.extend(node.get("shadowRoots", ()))
+        if node.get("contentDocument"):
+            stack.append(node["contentDocument"])
+    return out
+
+
+def frame_prefix(index: int) -> str:
+    """Bid prefix of the page's ``index``-th frame: '' for the main frame, then a, b, ..., aa."""
+    if index == 0:
+        return ""
+    out = ""
+    while index > 0:
+        index, rest = divmod(index - 1, 26)
+        out = chr(97 + rest) + out
+    return out
+
+
+def _namespaced(nodes: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    out = []
+    for n in nodes:
+        m = dict(n)
+        m["nodeId"] = f"{key}:{n['nodeId']}"
+        m["childIds"] = [f"{key}:{c}" for c in n.get("childIds", ())]
+        if n.get("parentId"):
+            m["parentId"] = f"{key}:{n['parentId']}"
+        out.append(m)
     return out
 
 
@@ -115,11 +155,36 @@ def render(ax_nodes: list[dict[str, Any]], dom_root: dict[str, Any], *, max_char
 
 
 def snapshot(page: Any, cdp: Any, *, max_chars: int) -> tuple[str, list[str]]:
-    """Mark the page's elements with bids and render its accessibility tree."""
-    page.evaluate(MARK_JS)
+    """Mark the page's elements with bids (frame-prefixed inside iframes, as BrowserGym
+    does) and render its accessibility tree with the same-process iframes' trees inside."""
+    from playwright.sync_api import Error
+
+    for i, frame in enumerate(page.frames):
+        try:
+            frame.evaluate(MARK_JS, frame_prefix(i))
+        except Error:
+            if frame is page.main_frame:
+                raise
     dom = cdp.send("DOM.getDocument", {"depth": -1, "pierce": True})
-    ax = cdp.send("Accessibility.getFullAXTree")
-    return render(ax.get("nodes", []), dom.get("root", {}), max_chars=max_chars)
+    nodes = _namespaced(cdp.send("Accessibility.getFullAXTree").get("nodes", []), "main")
+    holders = _iframes(dom.get("root", {}))
+    if holders:
+        by_backend = {n.get("backendDOMNodeId"): n for n in nodes}
+        for frame_id, element in holders.items():
+            holder = by_backend.get(element)
+            if holder is None:
+                continue
+            try:
+                sub = _namespaced(cdp.send("Accessibility.getFullAXTree", {"frameId": frame_id}).get("nodes", []),
+                                  frame_id)
+            except Error:
+                continue  # a cross-process frame: not in this tree
+            roots = [n for n in sub if not n.get("parentId")]
+            for r in roots:
+                r["parentId"] = holder["nodeId"]
+            holder["childIds"] = [*holder.get("childIds", []), *(r["nodeId"] for r in roots)]
+            nodes += sub
+    return render(nodes, dom.get("root", {}), max_chars=max_chars)
 
 
 def find_bids(text: str, role: str, name: str | None = None) -> list[str]:
