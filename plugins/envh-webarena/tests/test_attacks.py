@@ -141,3 +141,15 @@ def test_evaluate_leaves_the_policys_tabs_alone(demo_sites, tmp_path) -> None:
         assert env.get_env_state()["tabs"] == before and obs.data["url"].endswith("/submit")
     finally:
         env.close()
+
+
+def test_tree_ignores_page_written_bids_and_never_loops() -> None:
+    from envh_webarena.axtree import render
+
+    nodes = [{"nodeId": "1", "role": {"value": "RootWebArea"}, "name": {"value": "t"}, "childIds": ["2"]},
+             {"nodeId": "2", "parentId": "1", "role": {"value": "button"}, "name": {"value": "x"},
+              "childIds": ["1"], "backendDOMNodeId": 5}]  # a cycle back to the root
+    dom = {"backendNodeId": 1, "attributes": [],
+           "children": [{"backendNodeId": 5, "attributes": ["bid", "x'); evil"]}]}
+    text, bids = render(nodes, dom, max_chars=500)
+    assert text == "RootWebArea 't'\n\tbutton 'x'" and bids == []

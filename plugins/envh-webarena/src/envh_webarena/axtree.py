@@ -32,6 +32,7 @@ MARK_JS = """(prefix) => {
   return next;
 }"""
 
+_BID = re.compile(r"^[a-z]{0,4}[0-9]{1,9}$")
 _SKIP_ROLES = frozenset({"generic", "none", "presentation", "InlineTextBox", "LineBreak", "ignored"})
 _PROPS = ("focused", "checked", "selected", "expanded", "disabled", "required", "pressed", "readonly")
 
@@ -45,7 +46,8 @@ def _bid_map(dom_root: dict[str, Any]) -> dict[int, str]:
         if attrs:
             for i in range(0, len(attrs) - 1, 2):
                 if attrs[i] == "bid":
-                    out[node["backendNodeId"]] = attrs[i + 1]
+                    if _BID.match(attrs[i + 1]):  # a page may write its own bid attributes: only ours count
+                        out[node["backendNodeId"]] = attrs[i + 1]
                     break
         stack.extend(node.get("children", ()))
         stack.extend(node.get("shadowRoots", ()))
@@ -114,8 +116,12 @@ def render(ax_nodes: list[dict[str, Any]], dom_root: dict[str, Any], *, max_char
     # (node, depth, parent's name, bid of a skipped generic parent: its text carries that bid,
     # so a clickable <span> of text is reachable as BrowserGym's trees make it)
     stack: list[tuple[dict[str, Any], int, str, str | None]] = [(r, 0, "", None) for r in reversed(roots)]
+    seen: set[str] = set()
     while stack:
         node, depth, parent_name, carrier = stack.pop()
+        if node["nodeId"] in seen:  # never loop, whatever the trees say
+            continue
+        seen.add(node["nodeId"])
         role = _value(node.get("role")) or ""
         name = str(_value(node.get("name")) or "")
         printed = not node.get("ignored") and role not in _SKIP_ROLES and not (
