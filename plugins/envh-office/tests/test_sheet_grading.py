@@ -186,3 +186,36 @@ def test_warm_office_stops_with_its_helpers(books):
             break
         time.sleep(0.2)
     assert left == []
+
+
+def test_theme_and_indexed_colours_are_compared(tmp_path):
+    """openpyxl's ``rgb`` of a theme or indexed colour is one fixed error string, so every
+    theme colour read as every other: a cell filled with the wrong theme colour passed."""
+    from openpyxl.styles.colors import Color
+
+    def book(name, fill, font):
+        wb = openpyxl.Workbook()
+        wb.active["A1"] = 1
+        wb.active["A1"].fill = PatternFill("solid", fgColor=fill)
+        wb.active["A1"].font = Font(color=font)
+        wb.save(tmp_path / name)
+        return str(tmp_path / name)
+
+    gold = book("gold.xlsx", Color(theme=4), Color(indexed=10))
+    assert compare_workbooks(gold, book("same.xlsx", Color(theme=4), Color(indexed=10)), "A1").passed
+    assert not compare_workbooks(gold, book("fill.xlsx", Color(theme=5), Color(indexed=10)), "A1").passed
+    assert not compare_workbooks(gold, book("tint.xlsx", Color(theme=4, tint=0.4), Color(indexed=10)), "A1").passed
+    assert not compare_workbooks(gold, book("font.xlsx", Color(theme=4), Color(indexed=12)), "A1").passed
+
+
+def test_content_key_frames_each_part(tmp_path):
+    """Two different workbooks must never share a cache entry: a part whose bytes end with
+    the next part's name and bytes used to hash like the two parts."""
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "two.xlsx", "w") as z:
+        z.writestr("xl/a.xml", b"<a/>")
+        z.writestr("xl/b.xml", b"<b/>")
+    with zipfile.ZipFile(tmp_path / "one.xlsx", "w") as z:
+        z.writestr("xl/a.xml", b"<a/>xl/b.xml\0<b/>")
+    assert recalc.content_key(tmp_path / "two.xlsx") != recalc.content_key(tmp_path / "one.xlsx")

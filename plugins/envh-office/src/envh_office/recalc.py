@@ -71,16 +71,24 @@ def cache_dir() -> Path:
 def content_key(path: str | os.PathLike[str]) -> str:
     """Hash of a workbook's parts, ignoring ``docProps/*`` and zip timestamps; the raw
     bytes' hash for a file that is not a zip."""
-    h = hashlib.sha256()
+    h = hashlib.sha256(b"parts-v2\0")
     try:
         with zipfile.ZipFile(path) as z:
             for info in sorted(z.infolist(), key=lambda i: i.filename):
                 if info.filename.startswith("docProps/"):
                     continue
-                h.update(info.filename.encode() + b"\0")
+                # each part framed by its name's and content's lengths: unframed, one part's
+                # bytes could carry the next part's name and bytes, and two different workbooks
+                # (one of them made by a policy) would share a cached recalculation
+                name = info.filename.encode()
+                h.update(len(name).to_bytes(8, "big") + name)
+                part = hashlib.sha256()
+                size = 0
                 with z.open(info) as f:
                     for chunk in iter(lambda: f.read(1 << 16), b""):
-                        h.update(chunk)
+                        part.update(chunk)
+                        size += len(chunk)
+                h.update(size.to_bytes(8, "big") + part.digest())
     except (zipfile.BadZipFile, OSError, RuntimeError, ValueError):
         h = hashlib.sha256(b"raw\0" + Path(path).read_bytes())
     return h.hexdigest()

@@ -51,7 +51,16 @@ def values_equal(gold: Any, got: Any) -> bool:
 
 
 def _rgb(color: Any) -> str:
-    rgb = getattr(color, "rgb", None) if color is not None else None
+    """The RGB part of a colour; a theme or indexed colour by its reference (openpyxl's
+    ``rgb`` of those is a fixed error string, so two different theme colours would agree)."""
+    if color is None:
+        return "000000"
+    kind = getattr(color, "type", "rgb")
+    if kind == "theme":
+        return f"theme:{color.theme}:{round(float(color.tint or 0), 4)}"
+    if kind == "indexed":
+        return f"indexed:{color.indexed}"
+    rgb = getattr(color, "rgb", None)
     return rgb[-6:] if isinstance(rgb, str) else "000000"
 
 
