@@ -31,14 +31,17 @@ _FIELD = {"policy_options": "policy_options", "designer_options": "designer_opti
 @click.option("--diagnoser", default="stats", show_default=True,
               help="stats | llm:MODEL (endpoint from OPENAI_BASE_URL), or any envh_diagnosers name.")
 @click.option("--target", default="sr:0.4-0.6", show_default=True,
-              help="sr:LO-HI | steps:LO-HI | beats-baseline:D | weakness:\"...\"")
+              help="sr:LO-HI | steps:LO-HI | beats-baseline:D | weakness:PREDICATE (stops-early, "
+                   "repeats:N, calls:TOOL:REGEX, submits-before-test, invalid:N) | weakness:\"plain words\"")
 @click.option("-k", "k", default=5, show_default=True, help="Rollouts per observation batch.")
 @click.option("--k-max", type=int, default=None,
               help="Cap on the rollouts of one validation (default: the validator's design for the "
                    "band, 30 at width 0.2; a lower cap voids its stated error rates).")
 @click.option("--rounds", default=5, show_default=True, help="Design rounds per task.")
 @click.option("--out", "out", default="runs/rig", show_default=True, help="Output directory.")
-@click.option("--resume", is_flag=True, help="Continue the run in --out without redoing work.")
+@click.option("--resume", is_flag=True,
+              help="Continue the run in --out without redoing work (crashed tasks run again). Options "
+                   "given must equal the stored ones (budgets and --workers may change).")
 @click.option("--coevolve", is_flag=True, help="Stack accepted candidates, re-observe, design on top if out of target.")
 @click.option("--base-pool", default=None, help="Start each task from its accepted spec in this pool.")
 @click.option("--max-rollouts", type=int, default=None, help="Budget: total rollouts.")
