@@ -240,3 +240,23 @@ def test_env_grades_strictly_by_default_and_reports_the_benchmark_score(qa_env):
     assert resp.terminated and resp.reward == 0.0
     m = qa_env.evaluate().metrics
     assert m["score_benchmark"] == 1.0 and m["score_tol_0"] == 0.0 and m["strict_answers"] is True
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_the_verdict_grades_the_checked_answer_not_a_cut_copy(officeqa_dirs, strict):
+    """The state keeps the first 4000 characters of an answer. Grading that copy lost a
+    late <FINAL_ANSWER> tag: a wrong tagged answer after 4000 characters of numbers scored
+    (any number close enough), and a right one after long reasoning did not."""
+    from envh_office.qa_bridge import OfficeQAEnv
+
+    with OfficeQAEnv(officeqa_dirs["data"], officeqa_dirs["corpus"], officeqa_dirs["split_manifest"],
+                     strict_answers=strict) as env:
+        env.reset(task=T1, seed=0)
+        spam = " ".join(str(n) for n in range(2000, 3000))
+        wrong = step(env, "answer", text=spam + " <FINAL_ANSWER>7</FINAL_ANSWER>")
+        assert wrong.terminated and wrong.reward == 0.0
+        assert env.evaluate().metrics["score_benchmark"] == 0.0
+        env.reset(task=T1, seed=0)
+        right = step(env, "answer", text="x" * 4000 + " <FINAL_ANSWER>2,417 million</FINAL_ANSWER>")
+        assert right.terminated and right.reward == 1.0
+        assert len(env.get_env_state()["answer"]) == 4000

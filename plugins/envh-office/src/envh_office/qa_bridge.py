@@ -96,6 +96,7 @@ class OfficeQAEnv(Bridge):
         self.strict_answers = strict_answers
         self.question: qa_data.Question | None = None
         self.state: QAState | None = None
+        self._graded = ""
         self._last: Observation | None = None
         self._split = next(iter(self.splits))
 
@@ -134,6 +135,7 @@ class OfficeQAEnv(Bridge):
     def _reset(self, task: TaskRef | None, seed: int | None, options: dict[str, Any]) -> ResetResult:
         q = self.question = self._question(task)
         self.state = QAState(uid=q.uid, question=q.question, difficulty=q.difficulty)
+        self._graded = ""
         text = (f"Question: {q.question}\n\nAnswer it from the U.S. Treasury Bulletins in the corpus, using "
                 "glob, read and grep, then call answer(text).")
         if self.show_index:
@@ -175,7 +177,10 @@ class OfficeQAEnv(Bridge):
             return self._respond(state, "answer", self.error_response(
                 f"The answer is {len(graded)} characters long; at most {self.max_answer_chars} are graded. Put "
                 "just the answer in <FINAL_ANSWER>...</FINAL_ANSWER>.", kind="answer_too_long"))
-        state.answered, state.answer = True, text[:4000]
+        # the state keeps a bounded copy for display; the verdict grades exactly what was
+        # checked here (a cut copy could lose a late <FINAL_ANSWER> tag, and then the whole
+        # reasoning before it, numbers and all, would be graded)
+        state.answered, state.answer, self._graded = True, text[:4000], graded
         reward = self.evaluate().score if self.reward_on_answer else 0.0
         return self._respond(state, "answer", EnvResponse(
             observation=Observation(text="Answer recorded; the episode is over."), reward=reward, terminated=True))
@@ -202,7 +207,7 @@ class OfficeQAEnv(Bridge):
         """The benchmark's match of the given answer (no answer yet: not solved)."""
         state = self._live()
         assert self.question is not None
-        given = state.answer if state.answered else ""
+        given = self._graded if state.answered else ""
         metrics: dict[str, Any] = {"answered": state.answered, "tolerance": self.tolerance,
                                    "strict_answers": self.strict_answers}
         if not state.answered:
