@@ -103,3 +103,67 @@ def test_a_long_log_is_graded_whole(mathx_row, docker_client, instances_path):
                               "FAIL_TO_PASS": ["t_f2p (m.C)"], "PASS_TO_PASS": ["t_p2p (m.C)"]})
     verdict = grade(docker_client, inst, "", limits=Limits(), timeout=120)
     assert verdict.success, verdict.metrics
+
+
+NEW_TEST_PATCH = """\
+diff --git a/tests/test_new.py b/tests/test_new.py
+new file mode 100644
+index 0000000..1111111
+--- /dev/null
++++ b/tests/test_new.py
+@@ -0,0 +1,5 @@
++from mathx.stats import median
++
++
++def test_median_even():
++    assert median([4, 1, 3, 2]) == 2.5
+"""
+# The policy writes its own always-passing versions of the test files, no fix.
+GAMED_NEW = """\
+diff --git a/tests/test_new.py b/tests/test_new.py
+new file mode 100644
+index 0000000..2222222
+--- /dev/null
++++ b/tests/test_new.py
+@@ -0,0 +1,2 @@
++def test_median_even():
++    pass
+"""
+GAMED_EXISTING = """\
+diff --git a/tests/test_stats.py b/tests/test_stats.py
+--- a/tests/test_stats.py
++++ b/tests/test_stats.py
+@@ -15,1 +15,5 @@ def test_median_odd():
+     assert median([3, 1, 2]) == 2
++
++
++def test_median_even():
++    pass
+"""
+
+
+def test_test_files_the_patch_writes_are_not_the_ones_graded(mathx_row, docker_client):
+    """The eval script resets the test patch's files to the base commit before applying
+    it. A file the test patch *creates* cannot be reset that way: when the policy's patch
+    already made it, the test patch did not apply and the policy's own test ran (and
+    passed). Grading removes such files first, so the test patch's version runs. And the
+    generated script's reset named the created file too, so git refused the whole
+    checkout and the policy's edits of the existing test files stayed."""
+    from envh_swebench.instances import Instance
+
+    new = Instance.from_row({**mathx_row, "test_patch": NEW_TEST_PATCH,
+                             "FAIL_TO_PASS": ["tests/test_new.py::test_median_even"], "PASS_TO_PASS": []})
+    gamed_new = grade(docker_client, new, GAMED_NEW, limits=Limits(), timeout=120)
+    assert not gamed_new.success, gamed_new.metrics
+    assert gamed_new.metrics["FAIL_TO_PASS"]["failure"] == ["tests/test_new.py::test_median_even"]
+    assert gamed_new.metrics["test_files_replaced"] == ["tests/test_new.py"]
+
+    both = Instance.from_row({**mathx_row, "test_patch": mathx_row["test_patch"] + NEW_TEST_PATCH,
+                              "FAIL_TO_PASS": ["tests/test_new.py::test_median_even",
+                                               "tests/test_stats.py::test_median_even"]})
+    assert "git checkout {} tests/test_stats.py\n".format(mathx_row["base_commit"]) in both.eval_script()
+    gamed = grade(docker_client, both, GAMED_EXISTING, limits=Limits(), timeout=120)
+    assert gamed.metrics["patch_applied"] is True and not gamed.success, gamed.metrics
+    assert gamed.metrics["FAIL_TO_PASS"]["failure"] == ["tests/test_new.py::test_median_even",
+                                                        "tests/test_stats.py::test_median_even"]
+    assert grade(docker_client, both, GAMED_NEW + mathx_row["patch"], limits=Limits(), timeout=120).success

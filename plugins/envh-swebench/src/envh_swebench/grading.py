@@ -13,6 +13,7 @@ never used, so nothing the policy left behind can leak in.
 
 from __future__ import annotations
 
+import shlex
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 from envh import EvaluationResult, errors
 
 from .containers import Limits, Sandbox
-from .instances import Instance
+from .instances import Instance, created_files
 
 PATCH_PATH = "/tmp/patch.diff"  # swebench.harness.constants.CONTAINER_PATCH_FILE
 LOG_PATH = "/tmp/envh_test_output.txt"
@@ -121,6 +122,16 @@ def grade(client: Any, inst: Instance, patch: str | None, *, limits: Limits,
             if not applied:
                 return _unresolved(inst, patch, {**metrics, "error": "patch_apply_failed",
                                                  "apply_output": f"{constants.APPLY_PATCH_FAIL}:\n{out[-4000:]}"})
+            # A file the test patch creates cannot be reset to the base commit by the eval
+            # script; if the patch made one, the test patch would not apply and the
+            # patch's own version of the test would run. Remove it, so the real one does.
+            created = created_files(inst.test_patch)
+            if created:
+                quoted = " ".join(shlex.quote(f) for f in created)
+                gone = box.run(f'for f in {quoted}; do if [ -e "$f" ] || [ -L "$f" ]; then '
+                               f'rm -rf -- "$f" && printf "%s\\n" "$f"; fi; done',
+                               timeout=120, limit=20000)
+                metrics["test_files_replaced"] = gone["output"].split()
         box.write_file("/eval.sh", spec.eval_script.encode(), mode=0o755)
         res = box.run(f"/bin/bash /eval.sh > {LOG_PATH} 2>&1", timeout=timeout, limit=4000)
         metrics["tests_timed_out"] = res["timed_out"]

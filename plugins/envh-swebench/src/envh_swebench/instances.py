@@ -62,6 +62,17 @@ def patched_files(test_patch: str) -> list[str]:
     return list(seen)
 
 
+def created_files(test_patch: str) -> list[str]:
+    """Paths the test patch creates (``new file mode``): the eval script's ``git checkout``
+    of the test files cannot reset those to the base commit, since they are not in it."""
+    out: dict[str, None] = {}
+    for block in re.split(r"^(?=diff --git )", test_patch, flags=re.M):
+        head = re.match(r"diff --git a/(\S+) b/(\S+)\n(?:(?!--- |diff --git ).*\n)*?new file mode ", block)
+        if head:
+            out[head.group(2)] = None
+    return list(out)
+
+
 def activation_lines(eval_script: str) -> list[str]:
     """The environment set-up an eval script does before its first other command
     (``source /opt/miniconda3/bin/activate``, ``conda activate testbed``, exports):
@@ -227,13 +238,17 @@ class Instance:
         the markers, reset the test files."""
         if self.grading == "dataset":
             return str(self.raw["eval_script"])
-        files = " ".join(shlex.quote(f) for f in patched_files(self.test_patch))
+        touched = patched_files(self.test_patch)
+        files = " ".join(shlex.quote(f) for f in touched)
+        # Only files the base commit has: one path git does not know fails the whole checkout.
+        new = set(created_files(self.test_patch))
+        existing = " ".join(shlex.quote(f) for f in touched if f not in new)
         delim = f"EOF_{uuid.uuid5(uuid.NAMESPACE_URL, self.test_patch).hex}"
         lines = ["#!/bin/bash", "set -uxo pipefail", *self.activation, f"cd {self.workdir}",
-                 f"git checkout {self.base_commit} {files}",
+                 *([f"git checkout {self.base_commit} {existing}"] if existing else []),
                  f"git apply -v - <<'{delim}'\n{self.test_patch.rstrip(chr(10))}\n{delim}",
                  f": '{START}'", f"{self.test_cmd} {files}", f": '{END}'",
-                 f"git checkout {self.base_commit} {files}"]
+                 *([f"git checkout {self.base_commit} {existing}"] if existing else [])]
         return "\n".join(lines) + "\n"
 
     def command_prefix(self) -> str:
