@@ -260,3 +260,16 @@ def test_the_verdict_grades_the_checked_answer_not_a_cut_copy(officeqa_dirs, str
         right = step(env, "answer", text="x" * 4000 + " <FINAL_ANSWER>2,417 million</FINAL_ANSWER>")
         assert right.terminated and right.reward == 1.0
         assert len(env.get_env_state()["answer"]) == 4000
+
+
+def test_megabyte_globs_are_refused_before_any_work(qa_env):
+    """'[' and '{' each scan ahead for their closing bracket: a pattern of them at the
+    largest argument the core lets through took over a second per call, each call, before
+    the length check ran."""
+    qa_env.reset(task=T1, seed=0)
+    for pattern in ("[" * 199_999, "{" * 199_999):
+        t0 = time.perf_counter()
+        glob = step(qa_env, "glob", pattern=pattern)
+        grep = step(qa_env, "grep", pattern="x", path_glob=pattern)
+        assert time.perf_counter() - t0 < 0.5
+        assert "longer than 1000" in glob.observation.text and "longer than 1000" in grep.observation.text

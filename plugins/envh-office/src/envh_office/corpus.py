@@ -64,6 +64,8 @@ def page_of_file(rel: str) -> int | None:
 
 def glob_regex(pattern: str) -> re2._Regexp:
     """Translate a glob (``*``, ``?``, ``[...]``, ``**``, ``{a,b}``) over '/'-paths."""
+    if len(pattern) > 1000:  # before translating: '[' and '{' each scan ahead (quadratic)
+        raise CorpusError("The glob pattern is longer than 1000 characters.")
     out, i = [], 0
     while i < len(pattern):
         ch = pattern[i]
@@ -98,8 +100,6 @@ def glob_regex(pattern: str) -> re2._Regexp:
         else:
             out.append(re.escape(ch))
         i += 1
-    if len(pattern) > 1000:
-        raise CorpusError("The glob pattern is longer than 1000 characters.")
     options = re2.Options()
     options.max_mem = RE2_MAX_MEM
     options.log_errors = False
