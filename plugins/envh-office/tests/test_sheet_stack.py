@@ -91,3 +91,33 @@ def test_reveal_range_and_prefill_headers(sheet_data, soffice, docker_ready):
         env.step(Action(tool="write_range", args={"range": "Data!E2:E5", "font_color": "FF0000",
                                                   "values": ["=D2*1.1", "=D3*1.1", "=D4*1.1", "=D5*1.1"]}))
         assert env.evaluate().success
+
+
+def test_prefill_headers_never_writes_answers(tmp_path):
+    """The golden 'header' used to be any text in the range's first row: a one-cell text
+    answer was written in whole by the scaffold, and so was a first row that differs
+    between test cases (data, not a header)."""
+    import types
+
+    import openpyxl
+    from envh_office.sheet_design import header_writes
+
+    def case(k, top, first):
+        paths = {}
+        for kind, filled in (("input", False), ("answer", True)):
+            wb = openpyxl.Workbook()
+            ws = wb.active
+            ws.title = "Data"
+            ws["A1"] = top if filled else None
+            ws["A2"], ws["A3"] = (first, "x") if filled else (None, None)
+            ws["C5"] = f"verdict {k}" if filled else None
+            paths[kind] = str(tmp_path / f"{k}_{kind}.xlsx")
+            wb.save(paths[kind])
+        return types.SimpleNamespace(input=paths["input"], answer=paths["answer"])
+
+    cases = [case(1, "Name", "alpha"), case(2, "Name", "beta")]
+    single = types.SimpleNamespace(cases=cases, answer_position="Data!C5", answer_sheet=None)
+    assert header_writes(single) == []
+    # A2 differs between the cases: the header is the row above, the same in both
+    column = types.SimpleNamespace(cases=cases, answer_position="Data!A2:A3", answer_sheet=None)
+    assert header_writes(column) == [{"tool": "write_range", "args": {"range": "'Data'!A1:A1", "values": [["Name"]]}}]

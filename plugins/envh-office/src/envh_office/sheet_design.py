@@ -60,11 +60,17 @@ class RevealRange:
 
 def header_writes(t: Any) -> list[dict[str, Any]]:
     """write_range actions that put the golden header row of each answer range (its first
-    row, or the row above it) into case 1's input, where the input differs."""
+    row, or the row above it) into case 1's input, where the input differs.
+
+    A header is text that is the same in every test case's golden workbook, and the first
+    row of a range counts only when rows follow it: otherwise a one-row range of text
+    answers (a single graded cell above all) would be written in, answer and all, and
+    replayed onto the other cases."""
     import openpyxl
 
     gold = openpyxl.load_workbook(t.cases[0].answer)
     given = openpyxl.load_workbook(t.cases[0].input)
+    others = [openpyxl.load_workbook(c.answer) for c in t.cases[1:]]
     actions = []
     try:
         for rng in parse_answer_position(t.answer_position):
@@ -72,10 +78,13 @@ def header_writes(t: Any) -> list[dict[str, Any]]:
             if sheet not in gold.sheetnames or sheet not in given.sheetnames:
                 continue
             for row in (rng.min_row, rng.min_row - 1):
-                if row < 1:
+                if row < 1 or (row == rng.min_row and rng.max_row == rng.min_row):
                     continue
                 cols = range(rng.min_col, rng.max_col + 1)
                 want = [gold[sheet].cell(row=row, column=c).value for c in cols]
+                if any(sheet not in o.sheetnames or [o[sheet].cell(row=row, column=c).value for c in cols] != want
+                       for o in others):
+                    continue  # differs between cases: data, not a header
                 have = [given[sheet].cell(row=row, column=c).value for c in cols]
                 if all(isinstance(v, str) and v and not v.startswith("=") for v in want) and want != have:
                     ref = CellRange(sheet, rng.min_col, row, rng.max_col, row)
@@ -84,8 +93,8 @@ def header_writes(t: Any) -> list[dict[str, Any]]:
                         "values": [want]}})
                     break
     finally:
-        gold.close()
-        given.close()
+        for book in (gold, given, *others):
+            book.close()
     return actions
 
 
