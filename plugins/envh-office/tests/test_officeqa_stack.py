@@ -81,6 +81,10 @@ def test_citation_must_come_from_a_read_line(officeqa_dirs):
             "text": '"| Total budget receipts | 2417 |" <FINAL_ANSWER>2417</FINAL_ANSWER>'}))
         assert made_up.info["error"]["type"] == "blocked"
         env.step(Action(tool="read", args={"path": "transformed/treasury_bulletin_1941_01.txt"}))
+        # what the environment wrapped around the lines is not a citation
+        footer = env.step(Action(tool="answer", args={
+            "text": '"of transformed/treasury_bulletin_1941_01.txt; end of file" <FINAL_ANSWER>2417</FINAL_ANSWER>'}))
+        assert footer.info["error"]["type"] == "blocked"
         ok = env.step(Action(tool="answer", args={
             "text": '"| Total budget receipts | 2417 |" <FINAL_ANSWER>2417</FINAL_ANSWER>'}))
         assert ok.terminated and env.evaluate().success

@@ -59,7 +59,10 @@ MESSAGE = ("Before answering, quote (in double quotes) a line of at least " + st
 
 def modify_transition(action, response, state, memo):
     if action.tool == "read" and not response.info.get("error"):
-        memo["seen"] = (memo.get("seen", "") + "\\n" + response.observation.text)[-LIMIT:]
+        # only the document's lines count (not the line numbers or the '[lines 1-200 of ...]'
+        # footer the environment adds, which any policy could quote without reading)
+        lines = re.findall("(?m)^ *[0-9]+\\t(.*)$", response.observation.text)
+        memo["seen"] = (memo.get("seen", "") + "\\n" + "\\n".join(lines))[-LIMIT:]
     return None
 
 
