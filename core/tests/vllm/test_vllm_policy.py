@@ -135,8 +135,10 @@ def assert_token_faithful(steps: tuple[StepRecord, ...], tokenizer: Any) -> None
         assert step.usage["prompt_tokens"] == len(prompt)
         assert step.usage["completion_tokens"] == len(turn.completion_token_ids)
         written = tokenizer.decode(turn.completion_token_ids, skip_special_tokens=True)
-        if not turn.tool_calls:  # the hermes parser moves <tool_call> text into tool_calls
-            assert written.strip() == (turn.text or "").strip()
+        if not turn.tool_calls:
+            assert written.strip() == (turn.text or "").strip() and turn.written is None
+        else:  # the hermes parser moved the <tool_call> text out; the turn keeps it as written
+            assert turn.written is not None and written.strip() == turn.written.strip()
 
 
 def test_native_tool_format_records_token_ids_and_logprobs(server, tokenizer):
