@@ -248,7 +248,7 @@ class RayExecutor:
         cls = self.actor_class
         if self.env_vars:  # the secret the policy names, for these actors only
             cls = cls.options(runtime_env={"env_vars": dict(self.env_vars)})
-        keep = True if self.pass_env is True else [*self.pass_env, *self.env_vars]
+        keep: list[str] | bool = True if isinstance(self.pass_env, bool) else [*self.pass_env, *self.env_vars]
         actor = cls.remote(self.config, keep, self.isolation)
         self.actors.append(actor)
         return actor
