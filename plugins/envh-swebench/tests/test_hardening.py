@@ -146,6 +146,21 @@ def test_evaluate_after_close_grades_the_captured_diff(make_env, fix_action):
     assert verdict.success and verdict.metrics["submitted"] is False
 
 
+def test_nothing_a_command_starts_outlives_its_step(env):
+    """Each call starts a fresh shell and its process group is killed after it; a process
+    that left the group (setsid) lived on, e.g. to swap a link while the editor checks a
+    path, or to write between steps. Now every process the runner did not find at start
+    is killed after each request."""
+    count = ("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done "
+             "| grep -c '^sleep 3[01]7 $'")
+    started = bash(env, "setsid sleep 317 >/dev/null 2>&1 < /dev/null & "
+                        "nohup setsid bash -c 'sleep 307' >/dev/null 2>&1 < /dev/null & sleep 0.3; " + count)
+    assert started.observation.text.strip().endswith("2"), started.observation.text  # both ran
+    after = bash(env, count)
+    assert after.observation.text.split()[0] == "0", after.observation.text
+    assert bash(env, "echo alive").observation.text.strip() == "alive"  # the runner lives on
+
+
 def test_evaluation_container_matches_run_instance(instances_path, docker_client, mathx_row, monkeypatch):
     """As run_instance: root, no cpu/memory limits; but no network, a pids bound and no
     SYS_ADMIN (the patch under test is the policy's code)."""

@@ -99,7 +99,30 @@ def run(req):
     return reply
 
 
+def _pids():
+    return set(int(d) for d in os.listdir("/proc") if d.isdigit())
+
+
+def sweep(keep):
+    """Kill every process that was not there when the runner started: what a command left
+    behind outside its process group (``setsid``, ``nohup ... &`` in a new session) would
+    otherwise outlive the step, racing the editor or filling the disk between steps.
+    Stopped first, so a forking stray cannot outrun the kills."""
+    for _ in range(20):
+        strays = _pids() - keep - {os.getpid()}
+        if not strays:
+            return
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in strays:
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+        time.sleep(0.01)
+
+
 def main():
+    keep = _pids()  # the container's own processes (its init and main command)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.stdout.write(json.dumps({"ready": True}) + "\n")
     sys.stdout.flush()
@@ -108,6 +131,7 @@ def main():
             continue
         try:
             reply = run(json.loads(line))
+            sweep(keep)
         except Exception as exc:  # a runner bug must answer, not hang the host
             reply = {"exit_code": -1, "output": "", "timed_out": False, "dropped": 0,
                      "runner_error": repr(exc)}
