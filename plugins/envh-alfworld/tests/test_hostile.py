@@ -176,3 +176,22 @@ def test_a_room_cannot_replace_another_game(tmp_path):
     with pytest.raises(BuildError, match="inside the existing game 'pantry'"):
         build_games([room_from_dict({**SIMPLE, "name": "pantry/shelf"})], tmp_path)
     assert (base / "kitchen" / "inner" / "game.tw-pddl").read_text() == "{}", "nothing was replaced"
+
+
+def test_a_key_given_twice_in_a_room_file_is_refused(tmp_path):
+    """Two "Mug 1" objects (or receptacles) in one room file: json kept the last and the
+    room was built without the first, unseen; "appears twice" could never fire for them."""
+    out = tmp_path / "out"
+    text = json.dumps(SIMPLE)
+    for dup, key in ((text.replace('"Mug 1": "CounterTop 1"', '"Mug 1": "CounterTop 1", "Mug 1": "Shelf 1"'), "Mug 1"),
+                     (text.replace('"Desk 1": {}', '"Desk 1": {}, "Desk 1": {"closed": true}'), "Desk 1")):
+        assert dup != text
+        path = tmp_path / "dup.json"
+        path.write_text(dup)
+        result = CliRunner().invoke(alfworld, ["make-games", "--out", str(out), "--room", str(path)])
+        assert result.exit_code == 1 and f"key '{key}' appears twice" in result.output, result.output
+        assert not out.exists()
+    bom = tmp_path / "bom.json"  # a byte-order mark is read, not a JSON error
+    bom.write_text("\ufeff" + json.dumps({**SIMPLE, "name": "../x"}), encoding="utf-8")
+    result = CliRunner().invoke(alfworld, ["make-games", "--out", str(out), "--room", str(bom)])
+    assert result.exit_code == 1 and "Room name '../x'" in result.output, result.output

@@ -10,6 +10,17 @@ import click
 from envh_alfworld.catalogue import TASK_TYPES
 
 
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """json keeps the last of two equal keys: a second "Mug 1" or "Drawer 1" in a room
+    file would silently replace the first. Refuse it instead."""
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
 @click.group(name="alfworld")
 def alfworld() -> None:
     """ALFWorld games: find them (check) and make new ones (make-games)."""
@@ -65,7 +76,8 @@ def make_games(out: str, split: str, seed: int, count: int, task_types: tuple[st
             rooms = []
             for path in room_files:
                 try:
-                    loaded = json.loads(Path(path).read_text())
+                    loaded = json.loads(Path(path).read_text(encoding="utf-8-sig"),
+                                        object_pairs_hook=_unique_keys)
                     entries = loaded if isinstance(loaded, list) else [loaded]
                     for i, entry in enumerate(entries):
                         try:
