@@ -191,3 +191,34 @@ def test_garbage_on_the_protocol_pipe_costs_the_worker_not_the_parent(registry, 
     for key, why in (("deep", "malformed frame"), ("bad", "unreadable trajectory")):
         assert finals[key].error_class == "infra_error" and why in finals[key].error, finals[key].error
         assert [t.attempt for t in out if t.key == key] == [0, 1]
+
+
+def test_a_component_cannot_overwrite_where_the_base_verdict_is_kept(registry):
+    """The base's own evaluate() was kept on the env instance under a fixed name; a
+    component that claims success without asking its inner env and overwrites that name
+    got its success recorded as the base verdict."""
+    spec = {"bridge": "toy24", "layers": [{"kind": "forge_hook"}]}
+    data = envh.spec_to_data(envh.parse_spec(spec, registry), registry)
+    task = envh.TaskRef(suite="toy24", split="hard", instance_id="1,5,5,5")
+    t = run_episode(EpisodeRequest(key="hook", spec=data, spec_id=envh.spec_id(spec, registry), task=task,
+                                   policy="hostile:none@0"), registry=registry)
+    assert t.error_class is None
+    assert t.verdict.success is False and t.outer_verdict.success is True and t.success is False
+
+
+def test_a_component_patching_the_base_class_at_build_is_reported(registry):
+    """A component that replaces the base bridge's class evaluate() before the runner taps
+    it: in-process this cannot be undone, but the trajectory names it."""
+    from envh.bridges.toy24 import Toy24Env
+
+    original = Toy24Env.__dict__["evaluate"]
+    spec = {"bridge": "toy24", "layers": [{"kind": "forge_class"}]}
+    try:
+        data = envh.spec_to_data(envh.parse_spec(spec, registry), registry)
+        task = envh.TaskRef(suite="toy24", split="hard", instance_id="1,5,5,5")
+        t = run_episode(EpisodeRequest(key="cls", spec=data, spec_id=envh.spec_id(spec, registry), task=task,
+                                       policy="hostile:none@0"), registry=registry)
+    finally:
+        Toy24Env.evaluate = original
+    assert t.error_class is None
+    assert any("Toy24Env.evaluate() of the base env was replaced" in f and "_always_won" in f for f in t.audit)

@@ -64,6 +64,23 @@ class _ChainView:
         self.legs, self.started = legs, started
 
 
+def _replaced(base: Any) -> list[str]:
+    """Findings for a base env whose class's ``step``/``evaluate`` is no longer the one its
+    class body (or module) defined: code patched the class at run time (e.g. a component
+    at build), and the tap, installed after the build, reads the patched method."""
+    out = []
+    for name in ("step", "evaluate"):
+        for owner in type(base).__mro__:
+            if name in vars(owner):
+                fn = vars(owner)[name]
+                if getattr(fn, "__module__", None) != owner.__module__ and \
+                        getattr(fn, "__qualname__", None) != f"{owner.__qualname__}.{name}":
+                    out.append(f"{owner.__qualname__}.{name}() of the base env was replaced at run time by "
+                               f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}")
+                break
+    return out
+
+
 class BaseTap:
     """Taps on the base envs of one stack; ``active`` is False when one could not be
     installed (then the runner falls back to the stack's own answers)."""
@@ -73,6 +90,9 @@ class BaseTap:
         self.rewards: list[Any] = []
         self.seen: dict[int, Any] = {}
         self.active = True
+        # the bases' own evaluate(), kept here, not on the instance, where a component
+        # could overwrite it by name
+        self._evaluate: dict[int, Callable[[], Any]] = {}
         for base in _bases(self.root):
             try:
                 self._install(base)
@@ -98,14 +118,14 @@ class BaseTap:
 
         setattr(tapped_step, _TAPPED, self)
         base.step, base.evaluate = tapped_step, tapped_evaluate
-        base.__dict__["_envh_base_evaluate"] = evaluate
+        self._evaluate[id(base)] = evaluate
 
     @staticmethod
     def audit(env: Any) -> list[str]:
         """What in the stack could change verdict or reward, now (a layer may swap its
         ``inner`` at reset)."""
         try:
-            return audit_stack(env)
+            return audit_stack(env) + [f for base in _bases(_tree(env)) for f in _replaced(base)]
         except Exception as exc:  # noqa: BLE001 - an audit that fails is itself a finding
             return [f"the stack could not be audited: {type(exc).__name__}"]
 
@@ -143,7 +163,7 @@ class BaseTap:
             env = node[1]
             seen = self.seen.get(id(env))
             if seen is None:
-                seen = env.__dict__["_envh_base_evaluate"]()
+                seen = self._evaluate[id(env)]()
             return check(seen, f"{type(env).__name__}.evaluate()")
         chain = node[1]
         view = _ChainView([_Leg(self, child, check) for child in node[2]], list(chain.started))
