@@ -195,3 +195,29 @@ def test_a_key_given_twice_in_a_room_file_is_refused(tmp_path):
     bom.write_text("\ufeff" + json.dumps({**SIMPLE, "name": "../x"}), encoding="utf-8")
     result = CliRunner().invoke(alfworld, ["make-games", "--out", str(out), "--room", str(bom)])
     assert result.exit_code == 1 and "Room name '../x'" in result.output, result.output
+
+
+def test_game_files_of_the_wrong_shape_are_skipped_not_a_crash(tmp_path, games_root):
+    """A traj_data.json that is a list (or whose task_type is not a string) raised
+    TypeError out of list_tasks, so one bad folder broke every task of the split."""
+    from envh_alfworld.bridge import AlfworldEnv
+    from envh_alfworld.data import discover
+
+    source = discover(games_root, "train")[0]
+    base = tmp_path / "json_2.1.1" / "train"
+    good = shutil.copytree(source.game_file.rsplit("/", 1)[0], base / "ok" / "trial_1")
+    bad = {"traj_list/trial_1": ("traj_data.json", "[]"),
+           "traj_type/trial_1": ("traj_data.json", '{"task_type": {"a": 1}}'),
+           "game_list/trial_1": ("game.tw-pddl", "[1]"),
+           "traj_bytes/trial_1": ("traj_data.json", b"\xff\xfe{")}
+    for name, (file, content) in bad.items():
+        folder = shutil.copytree(good, base / name)
+        if isinstance(content, bytes):
+            (folder / file).write_bytes(content)
+        else:
+            (folder / file).write_text(content)
+    with AlfworldEnv(data_path=str(tmp_path)) as env:
+        assert [t.instance_id for t in env.list_tasks()] == ["ok/trial_1"]
+        for name in bad:
+            with pytest.raises(errors.EnvhError):
+                env.reset(task=TaskRef(suite="alfworld", split="train", instance_id=name))

@@ -64,10 +64,14 @@ def discover(root: Path, split: str) -> list[GameInfo]:
             continue
         folder = Path(dirpath)
         try:
-            task_type = json.loads((folder / "traj_data.json").read_text())["task_type"]
-            solvable = json.loads((folder / GAME_FILE).read_text()).get("solvable")
-        except (OSError, ValueError, KeyError):
+            traj = json.loads((folder / "traj_data.json").read_text())
+            game = json.loads((folder / GAME_FILE).read_text())
+        except (OSError, ValueError, RecursionError):
             continue
+        # A game whose files are not the objects ALFWorld writes is skipped like an unreadable one.
+        if not isinstance(traj, dict) or not isinstance(game, dict) or not isinstance(traj.get("task_type"), str):
+            continue
+        task_type, solvable = traj["task_type"], game.get("solvable")
         if not solvable:
             continue
         instance = folder.relative_to(base).as_posix()
