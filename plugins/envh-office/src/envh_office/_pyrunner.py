@@ -153,8 +153,19 @@ def run(req):
             "workbook": book, "workbook_problem": problem}
 
 
+def _private():
+    """Make this process non-dumpable: the code runs as the same user, and could otherwise
+    open /proc/<runner>/fd/1 and write lines of its own into the reply stream (a forged
+    'runner_error' reads as an infrastructure failure, and every later reply is off by one)."""
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE, 0
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+
+
 def main():
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    _private()
     sys.stdout.write(json.dumps({"ready": True}) + "\n")
     sys.stdout.flush()
     for line in sys.stdin:
@@ -164,6 +175,10 @@ def main():
             reply = run(json.loads(line))
         except Exception as exc:  # a runner failure must answer, not hang the host
             reply = {"runner_error": repr(exc)}
+        try:  # the host matches each reply to its request by this token
+            reply["nonce"] = json.loads(line).get("nonce")
+        except ValueError:
+            pass
         sys.stdout.write(json.dumps(reply) + "\n")
         sys.stdout.flush()
 

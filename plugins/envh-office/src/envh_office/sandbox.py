@@ -195,15 +195,26 @@ class Sandbox:
         code killed it, or ran it out of memory) is restarted once per call."""
         import docker
 
+        nonce = uuid.uuid4().hex  # a reply without it did not come from the runner for this call
         req = json.dumps({"code": code, "workbook": base64.b64encode(workbook).decode(), "timeout": timeout,
-                          "limit": limit, "memory": _bytes(self.limits.memory) * 3 // 4}).encode() + b"\n"
+                          "limit": limit, "memory": _bytes(self.limits.memory) * 3 // 4,
+                          "nonce": nonce}).encode() + b"\n"
         for attempt in (0, 1):
             try:
                 if self.sock is None:
                     self._open_session()
                 self.sock.settimeout(timeout + 30)
                 self.sock.sendall(req)
-                reply = json.loads(self._line())
+                for _ in range(1000):  # lines that are not this call's reply are dropped
+                    line = self._line()
+                    try:
+                        reply = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(reply, dict) and reply.get("nonce") == nonce:
+                        break
+                else:
+                    raise ValueError("no reply from the runner for this call")
                 break
             except (OSError, EOFError, ValueError, docker.errors.DockerException) as exc:
                 self._close_session()
