@@ -150,6 +150,13 @@ class Flaky(Solver):
         return super().act(observation, tools)
 
 
+def _fd_target(fd):
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return "gone"
+
+
 class Snoop:
     """Tries to read what a worker must not: the parent's environment through /proc, a
     secret file, a variable. ``api_key_env`` is read like an LLM policy would."""
@@ -179,7 +186,8 @@ class Snoop:
             "pid1_environ": attempt("/proc/1/environ"),
             "secret_file": attempt(self.secret_file) if self.secret_file else None,
             "api_key": os.environ.get(self.key_name), "uid": os.getuid(), "root_home": root_home,
-            "others": sorted(n for n in os.environ if n.endswith("_API_KEY"))})
+            "others": sorted(n for n in os.environ if n.endswith("_API_KEY")), "environ": dict(os.environ),
+            "fds": sorted(_fd_target(fd) for fd in os.listdir("/proc/self/fd"))})
 
     def close(self):
         pass

@@ -82,6 +82,34 @@ def test_user_workers_read_neither_the_parent_nor_root_files(secret_file):
     assert raw["api_key"] == "sk-for-the-policy" and raw["others"] == ["SNOOP_API_KEY"]
 
 
+# secrets as they are commonly named, none of them ``*_API_KEY`` or ``AWS_*``
+COMMON = {"API_KEY": "plain-api-key", "SECRET_KEY": "django-secret", "PGPASSWORD": "pg-password",
+          "MYSQL_PWD": "mysql-password", "DATABASE_URL": "postgres://app:db-password@db/app",
+          "SENTRY_DSN": "https://sentry-key@sentry.example/1", "STRIPE_KEY": "stripe-live-key",
+          "SSH_PRIVATE_KEY": "-----BEGIN KEY-----", "GITHUB_PAT": "github-pat", "SMTP_PASS": "smtp-password",
+          "ANTHROPIC_AUTH_TOKEN_FILE_CONTENTS": "auth-token-contents", "OPENAI_API_KEY_2": "second-openai-key",
+          "GOOGLE_CREDENTIALS_JSON": "google-credentials"}
+
+
+def test_commonly_named_secrets_do_not_reach_a_worker(secret_file, monkeypatch):
+    """The scrub is a deny-list; it let through secrets not shaped like ``*_API_KEY``."""
+    for name, value in COMMON.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")  # not a secret: it must still pass
+    raw = snoop("namespace", secret_file)
+    leaked = {k: v for k, v in raw["environ"].items() if v in COMMON.values()}
+    assert leaked == {}
+    assert raw["environ"].get("TOKENIZERS_PARALLELISM") == "false"
+    assert raw["api_key"] == "sk-for-the-policy"
+
+
+def test_a_worker_inherits_no_descriptor_of_the_parent(secret_file):
+    """Only its own protocol pipes and /dev/null-like standard streams: no socket, no
+    store, no file of the parent's."""
+    raw = snoop("user", secret_file)
+    assert [t for t in raw["fds"] if not t.startswith(("pipe:", "/dev/null", "/proc/", "gone"))] == [], raw["fds"]
+
+
 def test_a_policy_names_its_own_key(secret_file):
     raw = snoop("namespace", secret_file, api_key_env="OTHER_API_KEY")
     assert raw["api_key"] == "sk-other" and raw["others"] == ["OTHER_API_KEY"]

@@ -23,7 +23,11 @@ from ..runner import infra_failure, next_attempt
 from ..trajectory import EpisodeRequest, Trajectory
 
 SECRET_PATTERNS = (
-    "*_API_KEY", "*_APIKEY", "*_TOKEN", "*_SECRET", "*_SECRET_KEY", "*_PASSWORD", "*_ACCESS_KEY*",
+    # by what the name says, wherever it says it (``API_KEY``, ``PGPASSWORD``, ``SECRET_KEY``);
+    # ``*TOKEN`` and ``*_TOKEN_*``, not ``*TOKEN*``: TOKENIZERS_PARALLELISM is not a secret
+    "*API_KEY*", "*APIKEY*", "*TOKEN", "*_TOKEN_*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*_PWD", "*_PASS",
+    "*ACCESS_KEY*", "*PRIVATE_KEY*", "*_KEY", "*CREDENTIAL*", "*_PAT", "*_DSN", "DATABASE_URL", "*_DATABASE_URL",
+    "*CONNECTION_STRING*", "KUBECONFIG", "DOCKER_AUTH_CONFIG",
     "AWS_*", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_*", "GCLOUD_*", "GCP_*",
     "CLOUDSDK_*", "AZURE_*", "ARM_CLIENT_SECRET", "ARM_ACCESS_KEY", "HF_TOKEN",
     "HUGGING_FACE_HUB_TOKEN", "GITHUB_TOKEN", "GH_TOKEN", "NETRC", "SSH_AUTH_SOCK",
