@@ -121,8 +121,14 @@ def test_files_and_the_writable_layer_are_bounded(env):
     assert "error" not in big.info
     full = bash(env, "for i in 1 2; do head -c 7000000 /dev/zero > /tmp/f$i.bin; done; true")
     assert full.info["error"]["type"] == "disk_limit" and "over the 8m" in full.observation.text
+    # Over the bound, nothing may grow (before, each step could add up to `disk` per file).
+    more = bash(env, "head -c 3000000 /dev/zero > /tmp/g.bin; stat -c size=%s /tmp/g.bin")
+    assert "File too large" in more.observation.text and "size=1\n" in more.observation.text
+    assert more.info["error"]["type"] == "disk_limit"
     bash(env, "rm -f /tmp/*.bin")
     assert "error" not in bash(env, "true").info
+    again = bash(env, "head -c 3000000 /dev/zero > /tmp/g.bin; stat -c size=%s /tmp/g.bin; rm /tmp/g.bin")
+    assert "size=3000000\n" in again.observation.text
 
 
 def test_files_touched_and_state_stay_bounded(make_env):

@@ -111,6 +111,7 @@ class SWEBenchEnv(Bridge):
         self.max_snapshots, self.keep_snapshots = max_snapshots, keep_snapshots
         self._snapshots: list[str] = []
         self._tree: str | None = None
+        self._over_disk = False  # the last step left the writable layer over `disk`
         self.command_timeout, self.eval_timeout, self.output_limit = command_timeout, eval_timeout, output_limit
         self.reward_on_submit, self.snapshot, self.track_files = reward_on_submit, snapshot, track_files
         self.command_prefix_config = command_prefix
@@ -151,6 +152,7 @@ class SWEBenchEnv(Bridge):
             self._disposing.append(runtime.dispose(self.box))
             self.box = None
         inst = self.inst = self._instance(task)
+        self._over_disk = False
         client = runtime.client(self.docker_url)
         restore, self._restore = self._restore, None
         t0 = time.perf_counter()
@@ -217,8 +219,10 @@ class SWEBenchEnv(Bridge):
         return self._submit(box, state, inst)
 
     def _bash(self, box: runtime.Sandbox, state: EpisodeState, inst: Instance, command: str) -> EnvResponse:
+        # Over the disk bound, a command may shrink files and delete them but grow none
+        # (a file of at most one byte): the bound is kept, not only reported.
         res = box.run(f"{self.command_prefix}{command}", timeout=self.command_timeout, limit=self.output_limit,
-                      post=TRACK if self.track_files else None)
+                      post=TRACK if self.track_files else None, fsize=1 if self._over_disk else None)
         code, text = res["exit_code"], res["output"] or "(no output)\n"
         if res["timed_out"]:
             text += f"\n[command timed out after {self.command_timeout:g} s and was killed]"
@@ -239,9 +243,11 @@ class SWEBenchEnv(Bridge):
             error = {"type": "timeout", "message": f"command timed out after {self.command_timeout:g} s"}
         elif code in (126, 127):
             error = {"type": "command_not_runnable", "message": f"exit code {code}: command not found or not executable"}
-        if self.limits.disk_bytes and (used := box.disk_used()) and used > self.limits.disk_bytes:
+        used = box.disk_used() if self.limits.disk_bytes else None
+        self._over_disk = bool(used and self.limits.disk_bytes and used > self.limits.disk_bytes)
+        if self._over_disk:
             text += (f"\n[disk limit: the container's files grew by {used} bytes, over the {self.limits.disk} "
-                     "allowed; delete what you do not need]")
+                     "allowed; no file can grow until you delete what you do not need]")
             error = {"type": "disk_limit", "message": f"the container's writable layer holds {used} bytes, "
                                                       f"over the {self.limits.disk} limit"}
         state.record("bash", command=command, exit_code=code, output=text,

@@ -236,11 +236,12 @@ class Sandbox:
 
     # -- commands ---------------------------------------------------------------------
     def run(self, command: str, *, timeout: float, limit: int, env: dict[str, str] | None = None,
-            cwd: str | None = None, post: str | None = None) -> dict[str, Any]:
+            cwd: str | None = None, post: str | None = None, fsize: int | None = None) -> dict[str, Any]:
         """Run ``bash -c command``; returns exit_code, output, timed_out, dropped, and
-        post_output: the output of ``post`` run right after (None if it failed)."""
+        post_output: the output of ``post`` run right after (None if it failed).
+        ``fsize``: the largest file the command may write, if tighter than ``file_limit``."""
         request = {"cmd": command, "cwd": cwd or self.workdir, "timeout": timeout,
-                   "limit": limit, "env": env or {}, "post": post, "fsize": self.file_limit}
+                   "limit": limit, "env": env or {}, "post": post, "fsize": fsize or self.file_limit}
         try:
             if self.session is None and not self.no_runner:
                 self.session = RunnerSession.open(self.client, self.container.id)
