@@ -114,11 +114,33 @@ def _error(exc: BaseException) -> JSONResponse:
     return JSONResponse({"error": f"{type(exc).__name__}: {exc}"})
 
 
-def create_app(dirs: Sequence[str | Path], *, token: str | None = None) -> Starlette:
-    """The app over ``dirs``; ``app.state.token`` is the access token."""
+#: Host headers the app answers: a page another site's name resolves to 127.0.0.1 (DNS
+#: rebinding) carries that name, and gets nothing
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+#: the largest page number honoured (an OFFSET beyond SQLite's 64-bit integers is a crash)
+MAX_PAGE = 10**9
+
+
+def _same(given: str, token: str) -> bool:
+    """Constant-time comparison that also takes non-ASCII text (str compare_digest raises)."""
+    return secrets.compare_digest(given.encode("utf-8", "surrogatepass"), token.encode())
+
+
+def _host_name(host: str) -> str:
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: str | None = None) -> Starlette:
+    """The app over ``dirs``; ``app.state.token`` is the access token. Only requests whose
+    Host header names a loopback address (or ``host``, the address it was bound to) are
+    answered, and a POST must come from the app's own origin as JSON."""
     runs = RunDirs(dirs)
     play = Playground()
     token = token or secrets.token_urlsafe(18)
+    hosts = LOCAL_HOSTS | ({_host_name(host)} if host and host not in ("0.0.0.0", "::") else set())
 
     def _dir_of(raw: str) -> int:
         index = int(raw)
@@ -140,7 +162,7 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None) -> Starl
         index, run_id = _dir(request), request.path_params["run_id"]
         q = request.query_params
         filters = {k: q[k] for k in ("outcome", "task", "spec") if q.get(k)}
-        page = max(int(q.get("page", "0") or 0), 0)
+        page = min(max(int(q.get("page", "0") or 0), 0), MAX_PAGE)
         rows, total = runs.episodes(index, run_id, page=page, **filters)
         return HTMLResponse(pages.episodes_page(index, run_id, rows, total, page, PAGE, filters))
 
@@ -191,15 +213,21 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None) -> Starl
             spec = yaml.safe_dump(json.loads(text), sort_keys=False)
         return HTMLResponse(pages.playground_page(sorted(get_registry().bridges()), spec))
 
-    async def play_new(request: Request) -> Response:
+    async def _body(request: Request) -> dict[str, Any]:
         body = await request.json()
+        if not isinstance(body, dict):
+            raise ValueError("the request body must be a JSON object")
+        return body
+
+    async def play_new(request: Request) -> Response:
+        body = await _body(request)
         try:
             return JSONResponse(play.new(str(body.get("spec", "")), str(body.get("task") or "")))
         except (errors.EnvhError, ValueError, TypeError, LookupError) as exc:
             return _error(exc)
 
     async def play_step(request: Request) -> Response:
-        body = await request.json()
+        body = await _body(request)
         try:
             return JSONResponse(play.step(request.path_params["sid"], str(body.get("action", ""))))
         except errors.EnvhError as exc:
@@ -208,7 +236,7 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None) -> Starl
     async def spec_check(request: Request) -> Response:
         from ..spec import parse_spec, spec_id
 
-        body = await request.json()
+        body = await _body(request)
         try:
             parsed = parse_spec(str(body.get("spec", "")))
             play._make(str(body.get("spec", ""))).close()  # builds every layer: contract code is checked too
@@ -230,13 +258,29 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None) -> Starl
         play.close()
 
     async def guard(request: Request, call_next: Any) -> Response:
+        response = await _guarded(request, call_next)
+        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["X-Frame-Options"] = "DENY"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        return response
+
+    async def _guarded(request: Request, call_next: Any) -> Response:
+        if _host_name(request.headers.get("host", "")) not in hosts:
+            return PlainTextResponse("envh ui answers only on its loopback address.", 403)
+        if request.method not in ("GET", "HEAD"):
+            # SameSite does not separate ports: another local site is "same-site", so the
+            # origin is checked, and JSON is required (a cross-origin form cannot send it)
+            origin = request.headers.get("origin")
+            if origin is not None and origin != f"{request.url.scheme}://{request.headers.get('host', '')}":
+                return PlainTextResponse("envh ui: cross-origin request refused.", 403)
+            if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+                return PlainTextResponse("envh ui: the API takes application/json.", 415)
         given = request.query_params.get("token")
-        if given is not None and secrets.compare_digest(given, token):
+        if given is not None and _same(given, token):
             response: Response = RedirectResponse(request.url.remove_query_params("token"), status_code=303)
             response.set_cookie(COOKIE, token, httponly=True, samesite="strict")
             return response
-        cookie = request.cookies.get(COOKIE, "")
-        if not secrets.compare_digest(cookie, token):
+        if not _same(request.cookies.get(COOKIE, ""), token):
             return PlainTextResponse("envh ui: open the URL with the access token that `envh ui` printed.", 403)
         try:
             return await call_next(request)  # type: ignore[no-any-return]
@@ -257,7 +301,7 @@ def serve(dirs: list[str], *, host: str = "127.0.0.1", port: int = 0) -> None:
     for d in dirs:
         if not Path(d).is_dir():
             raise errors.EnvhError(f"Run directory {d!r} does not exist.")
-    app = create_app(dirs)
+    app = create_app(dirs, host=host)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))

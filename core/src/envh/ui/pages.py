@@ -185,7 +185,7 @@ def _sparkline(values: list[float], width: int = 320, height: int = 80) -> str:
 def training_page(rows: list[dict[str, Any]]) -> str:
     keys = sorted({k for r in rows for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
     charts = "".join(
-        f"<div class='metric-chart'><b>{escape(k)}</b> <span class='muted'>last {rows[-1].get(k, '')}</span><br>"
+        f"<div class='metric-chart'><b>{escape(k)}</b> <span class='muted'>last {escape(str(rows[-1].get(k, '')))}</span><br>"
         + _sparkline([float(r[k]) for r in rows if isinstance(r.get(k), (int, float))]) + "</div>"
         for k in keys if k != "step" and (k.startswith(("reward", "success", "loss", "kl")) or len(keys) <= 9))
     head = "".join(f"<th>{escape(k)}</th>" for k in keys)
