@@ -103,6 +103,8 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
         return self._jailed(hook, [wire.encode(first)])
 
     def _jailed(self, hook: str, args: list[Any]) -> Any:
+        if self._program is None:
+            raise errors.ContractCodeError("the contract was closed; build the env again", hook=hook)
         state = _state_data(self.inner) if self._reads_state.get(hook) else None
         out, memo = self._jail.call(self._program, hook, args, state, self.memo, self.time_limit)
         self.memo = memo
