@@ -165,3 +165,52 @@ def test_meta_tools_cannot_shadow_the_inner_envs_tools() -> None:
     inner = {"bridge": "toy24", "layers": [{"kind": "workspace"}]}
     with pytest.raises(errors.SpecError, match="already has tools named"):
         envh.make({**inner, "layers": [{"kind": "workspace"}, {"kind": "workspace"}]})
+
+
+def test_two_consolidations_at_once_lose_nothing(tmp_path: Path) -> None:
+    import threading
+
+    for i in range(40):
+        write_note(tmp_path, f"ep{i}", {"text": f"alpha{i} bravo{i} charlie{i} delta{i}"})
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            consolidate(tmp_path)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not failures
+    lib = Library(tmp_path)
+    assert lib.version == 2 and sum(len(v) for v in lib.entries.values()) == 40
+    log = [json.loads(line) for line in (tmp_path / "consolidations.jsonl").read_text().splitlines()]
+    assert sorted(len(r["decisions"]) for r in log) == [0, 40]
+
+
+def test_hostile_notes_and_decisions_are_refused_not_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "x.jsonl").write_text('[1, 2]\n"text"\n{"text": {"a": 1}}\n{"text": "open the drawer before looking inside it"}\n')
+    decisions = consolidate(tmp_path)
+    assert [d["op"] for d in decisions] == ["ADD"]
+    lib = Library(tmp_path)
+    for bad in ({"op": "UPDATE", "category": lib_cat(lib), "index": "0", "text": "a longer text for it"},
+                {"op": "REMOVE", "category": lib_cat(lib), "index": True},
+                {"op": "ADD", "category": "general", "text": {"not": "text"}},
+                {"op": "DROP"}):
+        with pytest.raises(errors.StateError):
+            lib.apply(bad)
+    # a hand-edited library fails on load, not in the middle of an episode's recall
+    data = json.loads((tmp_path / "library.json").read_text())
+    data["entries"][lib_cat(lib)][0].pop("count")
+    (tmp_path / "library.json").write_text(json.dumps(data))
+    with pytest.raises(errors.StateError, match="integer count"):
+        Library(tmp_path)
+
+
+def lib_cat(lib: Library) -> str:
+    return next(c for c, v in lib.entries.items() if v)

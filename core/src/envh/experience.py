@@ -13,6 +13,7 @@ OpenAI-compatible endpoint.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -67,7 +68,11 @@ class Library:
                 self.version = int(data["version"])
                 for c in CATEGORIES:
                     self.entries[c] = [dict(e) for e in data["entries"].get(c, [])]
-            except (ValueError, KeyError, TypeError) as exc:
+                    for e in self.entries[c]:  # a hand-edited entry fails here, not mid-episode in recall
+                        if not isinstance(e.get("text"), str) or type(e.get("count")) is not int:
+                            raise ValueError(f"entry {e!r} needs a text string and an integer count")
+                        e.setdefault("added", 0.0)
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise errors.StateError(f"{path} is not an Experience library: {exc}") from exc
 
     # -- reading (what episodes do) -----------------------------------------------------
@@ -88,9 +93,10 @@ class Library:
 
     # -- writing (between rollouts) -----------------------------------------------------
     def apply(self, decision: dict[str, Any]) -> None:
-        op, category = decision["op"], decision.get("category", "general")
+        op, category = decision.get("op"), decision.get("category", "general")
         if category not in CATEGORIES:
             raise errors.StateError(f"Unknown Experience category {category!r}. Choose one of: {', '.join(CATEGORIES)}")
+        _check(self, {**decision, "category": category})
         items = self.entries[category]
         if op == "ADD":
             if len(items) >= self.capacity:  # LFU: the least used (oldest on ties) makes room
@@ -120,9 +126,11 @@ class Library:
         for path in sorted((self.root / "notes").glob("*.jsonl")):
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
-                    out.append((path, json.loads(line)))
+                    note = json.loads(line)
                 except json.JSONDecodeError:
                     continue  # a line torn by a killed worker
+                if isinstance(note, dict) and isinstance(note.get("text", ""), str):
+                    out.append((path, note))
         return out
 
 
@@ -204,15 +212,25 @@ def _check(library: Library, d: dict[str, Any]) -> None:
         return
     if d.get("category") not in CATEGORIES:
         raise errors.StateError("bad category")
-    if d["op"] in ("UPDATE", "REMOVE") and not 0 <= int(d.get("index", -1)) < len(library.entries[d["category"]]):
-        raise errors.StateError("bad index")
-    if d["op"] in ("ADD", "UPDATE") and not str(d.get("text", "")).strip():
-        raise errors.StateError("empty text")
+    index = d.get("index", -1)
+    if d["op"] in ("UPDATE", "REMOVE") and (type(index) is not int or not 0 <= index < len(library.entries[d["category"]])):
+        raise errors.StateError(f"bad index {index!r}")
+    if d["op"] in ("ADD", "UPDATE") and not (isinstance(d.get("text"), str) and d["text"].strip()):
+        raise errors.StateError("the entry text must be a non-empty string")
 
 
 def consolidate(root: str | Path, consolidator: Consolidator = rule_consolidator) -> list[dict[str, Any]]:
     """Fold every pending note into the library (one new version) and file the notes
-    under ``notes/done/``. Run it between parallel rollouts, never during them."""
+    under ``notes/done/``. Run it between parallel rollouts, never during them. Two
+    consolidations of one library run one after the other (a lock file), so neither
+    loses the other's version nor files notes the other already moved."""
+    Path(root).mkdir(parents=True, exist_ok=True)
+    with open(Path(root) / ".consolidate.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _consolidate(root, consolidator)
+
+
+def _consolidate(root: str | Path, consolidator: Consolidator) -> list[dict[str, Any]]:
     library = Library(root)
     pending = library.pending_notes()
     decisions = []
