@@ -64,7 +64,9 @@ def dry_run(config: Any, world: int) -> dict[str, Any]:
     try:  # a planning machine may lack the benchmark's data; say so instead of failing the estimate
         report["sources"] = [{"name": s.name, "tasks": len(s.tasks), "weight": s.weight}
                              for s in data.resolve(config.envs)]
-    except Exception as exc:  # noqa: BLE001 - any failure to build an env is reported
+    except errors.UnknownNameError:  # a misspelt bridge, split or kind is the user's mistake
+        raise
+    except Exception as exc:  # noqa: BLE001 - a benchmark without its data here is reported
         report["sources"] = f"not available on this machine: {exc}"
     return report
 

@@ -146,9 +146,18 @@ def from_data(data: dict[str, Any]) -> TrainConfig:
     try:
         return _converter.structure(data, TrainConfig)
     except Exception as exc:  # noqa: BLE001 - cattrs' grouped errors become one message with paths
-        problems = cattrs.transform_error(exc, path="$") if isinstance(exc, cattrs.BaseValidationError) \
-            else [repr(exc)]
+        problems = cattrs.transform_error(exc, path="$", format_exception=_describe) \
+            if isinstance(exc, cattrs.BaseValidationError) else [repr(exc)]
         raise errors.SpecError("Invalid training config: " + "; ".join(problems), problems) from exc
+
+
+def _describe(exc: BaseException, type_: Any) -> str:
+    """cattrs' wording, or a record's own validation message (``reward.t_max must be > 0``)."""
+    from cattrs.v import format_exception
+
+    if type(exc) is ValueError and str(exc):
+        return str(exc)
+    return format_exception(exc, type_)
 
 
 def to_data(config: TrainConfig) -> dict[str, Any]:
