@@ -179,6 +179,21 @@ def test_code_cannot_forge_runner_replies(env):
     assert verdict.metrics["test_case_results"] == [0]
 
 
+@pytest.mark.parametrize("code", [
+    "import os\nos.remove('/tmp/envh_step.py')\nos.mkdir('/tmp/envh_step.py')",
+    "import os\nos.remove('/work/workbook.xlsx')\nos.makedirs('/work/workbook.xlsx/x')\nos.chmod('/work/workbook.xlsx', 0)",
+    "import os\nos.makedirs('/work/sub/deep')\nos.chmod('/work/sub', 0)",
+])
+def test_code_that_sabotages_the_runners_files_fails_only_itself(env, code):
+    """The runner writes the code to /tmp and the workbook to /work; a directory left at
+    either path (locked with chmod 0) made the next call a 'sandbox runner error', an
+    InfraError, for the policy's own doing (in grading replays too)."""
+    env.reset(task=T1, seed=0)
+    step(env, "run_python", code=code)
+    nxt = step(env, "run_python", code="import os\nprint('next ok', sorted(os.listdir('/work')))")
+    assert "next ok ['workbook.xlsx']" in nxt.observation.text and not nxt.info
+
+
 def test_fork_bomb_is_bounded(env):
     env.reset(task=T1, seed=0)
     code = "import os\nfor _ in range(10000):\n    try:\n        os.fork()\n    except OSError:\n        break\n"
