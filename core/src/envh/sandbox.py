@@ -3,7 +3,7 @@
 Code is parsed and checked before it runs: imports only of the capability namespaces in
 ``envh.capabilities``, no names or attributes that reach interpreter internals (dunders,
 frames, ``str.format``), no attribute assignment, no ``global``, no classes, no
-``return``/``break``/``continue`` in ``finally`` (which would swallow the time limit). It
+``return``/``break``/``continue``/``yield`` in ``finally`` (which would swallow the time limit). It
 then runs against an allow-list namespace (functions and immutable values only), with
 cheap deadline checks at the top of every function and loop iteration, so a hook that
 loops forever stops at its limit. Single huge operations are capped (``range``, ``*``,
@@ -109,8 +109,9 @@ class _Checker(ast.NodeVisitor):
     def visit_Try(self, node: ast.Try) -> None:
         for stmt in node.finalbody:  # a jump out of 'finally' discards the time-limit exception
             for sub in ast.walk(stmt):
-                if isinstance(sub, (ast.Return, ast.Break, ast.Continue)) and _jumps_out(stmt, sub):
-                    raise _fail(sub, "'return', 'break' or 'continue' inside 'finally' is not allowed")
+                if isinstance(sub, _FINALLY_JUMPS) and _jumps_out(stmt, sub):
+                    raise _fail(sub, "'return', 'break', 'continue' or 'yield' inside 'finally' "
+                                     "is not allowed")
         self.generic_visit(node)
 
     visit_TryStar = visit_Try  # type: ignore[assignment]
@@ -212,6 +213,11 @@ class _Instrument(ast.NodeTransformer):
         return ast.copy_location(ast.Assign([node.target], value), node)
 
 
+# a 'yield' in 'finally' suspends the generator while the time-limit exception is in flight:
+# the caller gets a value as if nothing happened and simply drops the generator
+_FINALLY_JUMPS = (ast.Return, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom)
+
+
 def _jumps_out(final_stmt: ast.stmt, jump: ast.AST) -> bool:
     """Does ``jump`` (in a finally block) leave the block, rather than a loop or function
     nested inside the block?"""
@@ -219,7 +225,7 @@ def _jumps_out(final_stmt: ast.stmt, jump: ast.AST) -> bool:
         if node is jump:
             continue
         inner = isinstance(node, (ast.FunctionDef, ast.Lambda)) or (
-            isinstance(node, (ast.For, ast.While)) and not isinstance(jump, ast.Return))
+            isinstance(node, (ast.For, ast.While)) and isinstance(jump, (ast.Break, ast.Continue)))
         if inner and any(n is jump for n in ast.walk(node)):
             return False
     return True

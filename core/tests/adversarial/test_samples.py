@@ -69,6 +69,16 @@ SAMPLES = [
      "        return None\n", BOTH, "refused"),
     ("finally_break", HOOK + "    while True:\n        try:\n            while True:\n                pass\n"
      "        finally:\n            break\n", BOTH, "refused"),
+    # a generator suspended in 'finally' hands the caller a value while the time-limit
+    # exception waits inside it; dropping the generator discards the exception for good
+    ("finally_yield", "def w(i):\n    try:\n        while True:\n            pass\n    finally:\n"
+     "        yield i\n" + HOOK + "    for _ in map(next, map(w, range(10**7))):\n        pass\n",
+     BOTH, "refused"),
+    ("finally_yield_from", "def w(i):\n    try:\n        while True:\n            pass\n    finally:\n"
+     "        for _ in range(1):\n            yield from [i]\n" + HOOK + "    return None\n", BOTH, "refused"),
+    ("finally_nested_generator", "def w(i):\n    try:\n        return i\n    finally:\n"
+     "        g = (x for x in [i])\n        def h():\n            yield i\n" + HOOK +
+     "    memo['w'] = w(1)\n", BOTH, "contained"),
     ("except_everything_loop", HOOK + "    while True:\n        try:\n            x = 1\n"
      "        except Exception:\n            pass\n", BOTH, "contained"),
     ("recursion_caught", "def r(n):\n    return r(n + 1)\n" + HOOK + "    while True:\n        try:\n"
