@@ -154,3 +154,35 @@ def test_a_bridge_without_tunable_parameters_is_refused() -> None:
     with pytest.raises(errors.SpecError, match="declares no tunable parameters"):
         build(CurriculumSpec(params={"size": {}}, training=True), Plain(),
               BuildContext(registry=reg, index=0, make=lambda s: envh.make(s, registry=reg)))
+
+
+@pytest.mark.parametrize("layer", [
+    {"policy": {"window": 2.5}}, {"policy": {"window": True}}, {"policy": {"floor": "0.5"}},
+    {"policy": {"floor": float("nan")}}, {"policy": {"ceiling": float("inf")}}, {"anchor": float("nan")},
+    {"anchor": 1.5}, {"params": {"size": {"init": 4.5}}}, {"params": {"size": {"range": [3, 4, 5]}}},
+    {"params": {"size": 4}}, {"params": {"size": {"range": ["3", 5]}}}, {"params": {"size": {"stpe": 2}}},
+])
+def test_mistyped_curriculum_values_are_refused_not_rounded_or_crashed_on(layer) -> None:
+    with pytest.raises(errors.SpecError):
+        envh.make(spec(**layer))
+
+
+@pytest.mark.parametrize("line", ['[1]', '5', '{"type": "episode", "success": "false"}'])
+def test_a_tampered_audit_log_is_refused_on_resume(tmp_path: Path, line: str) -> None:
+    audit = tmp_path / "audit.jsonl"
+    audit.write_text(line + "\n" + json.dumps({"type": "episode", "success": True}) + "\n")
+    with pytest.raises(errors.StateError):
+        envh.make(spec(audit=str(audit)))
+
+
+def test_a_saved_state_must_name_exactly_the_planned_parameters() -> None:
+    with envh.make(spec()) as env:
+        env.reset(seed=0)
+        layer = layer_of(env)
+        saved = layer.layer_state()
+        for values in ({}, {"size": 4, "max_number": 9}, {"size": 9}, {"size": 4.0}):
+            bad = {**saved, "curriculum": {**saved["curriculum"], "values": values}}
+            with pytest.raises(errors.StateError):
+                layer.load_layer_state(bad)
+        layer.load_layer_state(saved)
+        assert layer.curriculum.values == saved["curriculum"]["values"]

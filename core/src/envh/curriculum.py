@@ -77,6 +77,13 @@ class ParamPlan:
         return min(max(self.bounds.default, self.low), self.high)
 
 
+def _int(value: Any, what: str) -> int:
+    """A spec's integer as written: 4.5, "4" or true is refused, not rounded or crashed on."""
+    if type(value) is not int:
+        raise errors.SpecError(f"Curriculum {what} must be an integer, got {value!r}")
+    return value
+
+
 def plan_params(declared: Mapping[str, ParamBounds], requested: Mapping[str, Mapping[str, Any]]) -> dict[str, ParamPlan]:
     """Check a spec's ``params`` against what the bridge declares; 1 to 5 of them."""
     if not 1 <= len(requested) <= 5:
@@ -86,9 +93,19 @@ def plan_params(declared: Mapping[str, ParamBounds], requested: Mapping[str, Map
         if name not in declared:
             raise errors.UnknownNameError("tunable parameter", name, list(declared))
         bounds = declared[name]
-        lo, hi = raw.get("range", (bounds.low, bounds.high))
-        plans[name] = ParamPlan(bounds=bounds, low=int(lo), high=int(hi), init=int(raw.get("init", bounds.default)),
-                                step=int(raw.get("step", 1)))
+        if not isinstance(raw, Mapping):
+            raise errors.SpecError(f"Curriculum parameter {name!r} takes a mapping (range, init, step), got {raw!r}")
+        unknown = set(raw) - {"range", "init", "step"}
+        if unknown:
+            raise errors.SpecError(f"Curriculum parameter {name!r}: unknown keys {sorted(unknown)}; "
+                                   "choose from range, init, step")
+        span = raw.get("range", (bounds.low, bounds.high))
+        if not isinstance(span, (list, tuple)) or len(span) != 2:
+            raise errors.SpecError(f"Curriculum range for {name!r} is [low, high], got {span!r}")
+        plans[name] = ParamPlan(bounds=bounds, low=_int(span[0], f"range of {name!r}"),
+                                high=_int(span[1], f"range of {name!r}"),
+                                init=_int(raw.get("init", bounds.default), f"init of {name!r}"),
+                                step=_int(raw.get("step", 1), f"step of {name!r}"))
     return plans
 
 
@@ -109,6 +126,11 @@ class Curriculum:
     episodes: int = 0
 
     def __attrs_post_init__(self) -> None:
+        _int(self.window, "window")
+        _int(self.breaker, "breaker")
+        for name in ("floor", "ceiling"):
+            if type(getattr(self, name)) not in (int, float):
+                raise errors.SpecError(f"Curriculum {name} must be a number in [0, 1], got {getattr(self, name)!r}")
         if self.window < 1 or not 0 <= self.floor <= self.ceiling <= 1 or self.breaker < 1:
             raise errors.SpecError("Curriculum policy needs window ≥ 1, 0 ≤ floor ≤ ceiling ≤ 1, breaker ≥ 1")
         if not self.values:
@@ -165,7 +187,11 @@ class Curriculum:
                 "episodes": self.episodes}
 
     def load(self, state: Mapping[str, Any]) -> None:
-        values = {k: int(v) for k, v in state["values"].items()}
+        values = dict(state["values"])
+        if any(type(v) is not int for v in values.values()):
+            raise errors.StateError(f"Saved curriculum values {values!r} are not all integers")
+        if set(values) != set(self.plans):
+            raise errors.StateError(f"Saved curriculum values name {sorted(values)}, the plan {sorted(self.plans)}")
         for name, value in values.items():
             plan = self.plans.get(name)
             if plan is None or not plan.low <= value <= plan.high:
@@ -176,5 +202,9 @@ class Curriculum:
     def replay(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Rebuild the state from audit records (``episode`` lines carry the outcome)."""
         for record in records:
+            if not isinstance(record, Mapping):
+                raise errors.StateError(f"Curriculum audit record {record!r} is not an object")
             if record.get("type") == "episode" and record.get("success") is not None:
+                if not isinstance(record["success"], bool):
+                    raise errors.StateError(f"Curriculum audit record has success={record['success']!r}, not a bool")
                 self.end_episode(bool(record["success"]))
