@@ -193,8 +193,36 @@ class Snoop:
         pass
 
 
+class GcSnoop(Snoop):
+    """Reads the parent's environ from a thread of its own process that kept the
+    capabilities its task thread gave up (Ray's PythonGCThread runs a replaceable
+    function on request)."""
+
+    def act(self, observation, tools):
+        import threading
+
+        got, done = {}, threading.Event()
+
+        def read():
+            try:
+                got["parent_environ"] = Path(f"/proc/{self.parent_pid}/environ").read_bytes().decode(errors="replace")
+            except OSError as exc:
+                got["parent_environ"] = f"{type(exc).__name__}: {exc.strerror}"
+            done.set()
+            return 0
+
+        thread = next((t for t in threading.enumerate() if t.name == "PythonGCThread"), None)
+        if thread is None:
+            got["parent_environ"] = "no such thread"
+        else:
+            thread._gc_collect_func = read
+            thread.trigger_gc()
+            done.wait(10)
+        return PolicyStep(action=Action(tool="stop"), raw=got)
+
+
 @envh.hookimpl
 def envh_policies():
     return [envh.PolicyInfo(name=name, factory=cls) for name, cls in
             (("solver", Solver), ("fuzz", Fuzz), ("sleepy", Sleepy), ("envprobe", Env), ("flaky", Flaky),
-             ("snoop", Snoop))]
+             ("snoop", Snoop), ("gcsnoop", GcSnoop))]
