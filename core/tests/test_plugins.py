@@ -232,3 +232,36 @@ def test_registries_are_independent() -> None:
     a = envh.make_plugin_manager(entry_points=False)
     b = envh.make_plugin_manager(entry_points=False, builtins=False)
     assert "toy24" in a.bridges() and b.bridges() == {}
+
+
+@pytest.mark.parametrize("value", [" ", ",", " , ,, "])
+def test_a_plugin_variable_of_only_spaces_and_commas_is_a_failure(
+        site: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    install(site, "envh-fake-good", "1.2.3", "fake_good", GOOD)
+    monkeypatch.setenv("ENVH_PLUGINS", value)
+    reg = envh.make_plugin_manager()
+    assert "fakebridge" not in reg.bridges() and "toy24" in reg.bridges()
+    assert any("names no plugin" in str(f) for f in reg.failures)
+    monkeypatch.setenv("ENVH_PLUGINS", "")  # explicitly empty: built-ins only, no failure
+    reg = envh.make_plugin_manager()
+    assert "fakebridge" not in reg.bridges() and not any("names no plugin" in str(f) for f in reg.failures)
+
+
+def test_a_hook_generator_raising_midway_contributes_nothing_and_is_reported(
+        site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    install(site, "envh-fake-gen", "0.1", "fake_gen", '''
+from envh import hookimpl
+from envh.plugins.records import BridgeInfo
+
+
+@hookimpl
+def envh_bridges():
+    yield BridgeInfo(name="halfbridge", factory="envh.bridges.toy24:Toy24Bridge")
+    raise RuntimeError("broke after one")
+''')
+    install(site, "envh-fake-good", "1.2.3", "fake_good", GOOD)
+    allow(monkeypatch, "envh-fake-gen", "envh-fake-good")
+    reg = envh.make_plugin_manager()
+    bridges = reg.bridges()
+    assert "halfbridge" not in bridges and "fakebridge" in bridges and "toy24" in bridges
+    assert any("envh-fake-gen 0.1" in str(f) and "broke after one" in str(f) for f in reg.failures)

@@ -118,6 +118,14 @@ class Registry:
         allow, deny = _names("ENVH_PLUGINS"), _names("ENVH_DISABLE_PLUGINS") or set()
         eps = sorted(metadata.entry_points(group=GROUP), key=lambda e: e.name)
         known = {ep.name for ep in eps} | {ep.dist.name for ep in eps if ep.dist is not None} | {"envh"}
+        for var in ("ENVH_PLUGINS", "ENVH_DISABLE_PLUGINS"):
+            raw = os.environ.get(var, "")
+            if raw != "" and not _names(var):  # " , ": a list that lost its names, not a choice
+                self.failures.append(PluginFailure(
+                    entry_point=var, distribution="(environment)", version="",
+                    error=f"{var}={raw!r} names no plugin (only spaces and commas). Set it to plugin names, "
+                          "to an empty string for built-ins only, or unset it."))
+                log.warning("%s", self.failures[-1])
         for var, names in (("ENVH_PLUGINS", allow or set()), ("ENVH_DISABLE_PLUGINS", deny)):
             for unknown in sorted(names - known):
                 self.failures.append(PluginFailure(
