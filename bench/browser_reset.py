@@ -125,8 +125,7 @@ def baseline_figures(task: str, episodes: int) -> dict[str, float]:
             browser = pw.chromium.launch(executable_path=chromium_path(), args=list(CHROMIUM_ARGS))
             page = browser.new_page()
             page.goto(url, wait_until="load")
-            page.add_style_tag(content=_HIDE_CSS)
-            page.evaluate(_START_JS, seed)
+            page.evaluate(_START_JS, [seed, _HIDE_CSS])
             page.evaluate("() => core.getUtterance()")
             snapshot(page, page.context.new_cdp_session(page), max_chars=6000)
             elapsed = time.perf_counter() - start

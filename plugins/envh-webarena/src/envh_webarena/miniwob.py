@@ -23,11 +23,14 @@ from envh_webarena.httpserve import LocalServer, serve_directory
 
 SUITE = "miniwob"
 SPLIT = "default"
-_START_JS = """(seed) => {
+_START_JS = """([seed, css]) => {
+  const style = document.createElement('style');
+  style.textContent = css;
+  document.head.appendChild(style);
   if (seed !== null) Math.seedrandom(seed);
   core.EPISODE_MAX_TIME = 2147483647;
   core.startEpisodeReal();
-  return true;
+  return !!WOB_TASK_READY;
 }"""
 _STATUS_JS = """() => ({done: !!WOB_DONE_GLOBAL, raw: Number(WOB_RAW_REWARD_GLOBAL) || 0,
   reward: Number(WOB_REWARD_GLOBAL) || 0, reason: (typeof WOB_REWARD_REASON === 'undefined' ? null
@@ -118,10 +121,9 @@ class MiniwobEnv(BrowserBridge):
         page = self.session.page
         self._task_page = page
         page.goto(f"{task_server().url}/{path}", wait_until="load")
-        page.add_style_tag(content=_HIDE_CSS)
-        page.evaluate(_START_JS, seed)
+        ready = page.evaluate(_START_JS, [seed, _HIDE_CSS])  # one round trip: style, seed, start
         deadline = time.monotonic() + 5
-        while not page.evaluate("() => !!WOB_TASK_READY"):
+        while not ready and not page.evaluate("() => !!WOB_TASK_READY"):
             if time.monotonic() > deadline:
                 raise errors.EnvError(f"miniwob task {task.instance_id} did not become ready within 5 s")
             page.wait_for_timeout(20)
