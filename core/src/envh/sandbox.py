@@ -18,6 +18,7 @@ with hard resource limits and a wall-clock kill.
 from __future__ import annotations
 
 import ast
+import collections
 import time
 import types
 from collections.abc import Callable, Iterable, Iterator
@@ -316,7 +317,13 @@ class Sandbox:
                 raise typed from (None if isinstance(exc, _Timeout) else exc)
 
         self.call_function, self.call3 = call, call3
+        preset = dict(self.namespace)
         call(lambda: exec(code, self.namespace), "<module>")
+        provided = {id(v) for v in preset.values()} | {id(v) for v in self.namespace["__builtins__"].values()}
+        provided |= {id(v) for ns in modules.values() for v in object.__getattribute__(ns, "_members").values()}
+        for key, value in list(self.namespace.items()):
+            if key not in preset or preset[key] is not value:
+                self.namespace[key] = _constant(value, key, seen=provided)
 
     def function(self, name: str) -> Callable[..., Any] | None:
         fn = self.namespace.get(name)
@@ -339,6 +346,60 @@ class Sandbox:
         if isinstance(exc, (Exception, RecursionError)):
             return ContractCodeError(f"{type(exc).__name__}: {str(exc)[:2000]}", lineno=_code_line(exc), hook=hook)
         return exc  # KeyboardInterrupt, SystemExit: not the code's business to swallow
+
+
+_IMMUTABLE = (str, int, float, complex, bool, bytes, range, type(None), type, caps.Namespace)
+
+
+def _constant(value: Any, where: str, depth: int = 0, seen: set[int] | None = None) -> Any:
+    """A top-level value made read-only. Hooks must answer from their arguments and memo
+    alone: a module-level list or a mutable default argument would carry data from one
+    episode (or env) to the next, invisibly to save/restore and replay."""
+    if depth > 64:
+        raise ContractCodeError(f"top-level value {where!r} is nested too deeply")
+    seen = set() if seen is None else seen  # ids left as they are: envh's own, or done
+    if id(value) in seen:
+        return value
+    from .types import Action, Block, EnvResponse, FrozenList, Observation  # frozen records
+
+    if isinstance(value, types.BuiltinFunctionType):  # '[].append' carries its list along
+        owner = value.__self__
+        if owner is None or isinstance(owner, (types.ModuleType, str, bytes, int, float)):
+            return value
+        raise ContractCodeError(f"top-level {where!r} is a method of a {type(owner).__name__}: "
+                                "top-level values must be constants; keep per-episode data in memo")
+    if isinstance(value, _IMMUTABLE) or type(value) in (Action, Block, EnvResponse, Observation) \
+            or type(value).__name__ == "_Regexp":
+        return value
+    if isinstance(value, types.FunctionType) and value.__code__.co_filename == FILENAME:
+        seen.add(id(value))
+        for cell in value.__closure__ or ():  # a function made by a function at top level
+            try:
+                contents = cell.cell_contents
+            except ValueError:  # not bound yet
+                continue
+            cell.cell_contents = _constant(contents, where, depth + 1, seen)
+        if value.__defaults__:
+            value.__defaults__ = tuple(_constant(v, f"{where} default", depth + 1, seen) for v in value.__defaults__)
+        if value.__kwdefaults__:
+            value.__kwdefaults__ = {k: _constant(v, f"{where} default", depth + 1, seen)
+                                    for k, v in value.__kwdefaults__.items()}
+        return value
+    if isinstance(value, dict):
+        return types.MappingProxyType({k: _constant(v, where, depth + 1, seen) for k, v in value.items()})
+    if isinstance(value, (list, collections.deque)):  # still == the list it was made from
+        return FrozenList(_constant(v, where, depth + 1, seen) for v in value)
+    if isinstance(value, tuple):
+        return type(value)(_constant(v, where, depth + 1, seen) for v in value) if type(value) in (
+            tuple, FrozenList) else tuple(_constant(v, where, depth + 1, seen) for v in value)
+    if isinstance(value, (set, frozenset)):
+        return frozenset(value)
+    if isinstance(value, types.MappingProxyType):
+        return value
+    raise ContractCodeError(
+        f"top-level {where!r} is a {type(value).__name__}: top-level values must be constants "
+        "(numbers, strings, tuples, lists, dicts, sets, compiled patterns, functions); keep "
+        "per-episode data in memo")
 
 
 def _code_line(exc: BaseException) -> int | None:

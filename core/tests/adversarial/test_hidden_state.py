@@ -1,0 +1,75 @@
+"""Hooks answer from their arguments and memo alone. Module-level lists, mutable default
+arguments, closures made at top level and bound methods would carry data from one episode
+(or env) to the next, out of reach of save/restore and replay: top-level values are frozen
+after the code's top level runs, and stateful ones are refused."""
+
+from __future__ import annotations
+
+import pytest
+
+import envh
+from envh import Action
+from envh.errors import ContractCodeError
+
+ADD = Action(tool="combine", args={"i": 0, "j": 1, "op": "add"})
+HOOK = "def filter_action(action, state, memo):\n"
+AGAIN = "        return Block(reason='seen in an earlier episode')\n"
+
+CARRIERS = {
+    "module_list": "SEEN = []\n" + HOOK + "    SEEN.append(1)\n    if len(SEEN) > 1:\n" + AGAIN,
+    "module_dict": "SEEN = {}\n" + HOOK + "    n = SEEN.get('n', 0) + 1\n    SEEN.update(n=n)\n"
+                   "    if n > 1:\n" + AGAIN,
+    "default_list": "def filter_action(action, state, memo, hits=[]):\n    hits.append(1)\n"
+                    "    if len(hits) > 1:\n" + AGAIN,
+    "kwonly_default": "def filter_action(action, state, memo, *, hits=[]):\n    hits.append(1)\n"
+                      "    if len(hits) > 1:\n" + AGAIN,
+    "bound_method": "L = []\nPUSH = L.append\nCOUNT = L.count\n" + HOOK + "    PUSH(1)\n"
+                    "    if COUNT(1) > 1:\n" + AGAIN,
+    "closure": "def mk():\n    acc = []\n    return lambda: acc.append(1) or len(acc)\nTICK = mk()\n"
+               + HOOK + "    if TICK() > 1:\n" + AGAIN,
+    "iterator": "IT = iter(range(100))\n" + HOOK + "    if next(IT) > 0:\n" + AGAIN,
+    "counter": "import collections\nC = collections.Counter()\n" + HOOK + "    C['x'] += 1\n"
+               "    if C['x'] > 1:\n" + AGAIN,
+    "deque": "import collections\nD = collections.deque()\n" + HOOK + "    D.append(1)\n"
+             "    if len(D) > 1:\n" + AGAIN,
+    "nested_in_tuple": "T = ([],)\n" + HOOK + "    T[0].append(1)\n    if len(T[0]) > 1:\n" + AGAIN,
+}
+
+
+def _two_episodes(code: str, trust: str) -> list[str]:
+    env = envh.make({"bridge": "toy24", "layers": [{"kind": "contract", "code": code}]}, trust=trust)
+    texts = []
+    try:
+        for _ in range(2):
+            env.reset(task=None, seed=0)
+            try:
+                texts.append(env.step(ADD).observation.text)
+            except ContractCodeError:
+                texts.append("error")
+    finally:
+        env.close()
+    return texts
+
+
+@pytest.mark.parametrize("trust", ["trusted", "untrusted"])
+@pytest.mark.parametrize("name", sorted(CARRIERS))
+def test_no_state_survives_from_one_episode_to_the_next(name: str, trust: str) -> None:
+    try:
+        first, second = _two_episodes(CARRIERS[name], trust)
+    except ContractCodeError:
+        return  # refused at build: fine
+    assert "earlier episode" not in second
+    assert first == second
+
+
+@pytest.mark.parametrize("trust", ["trusted", "untrusted"])
+def test_constant_tables_still_read_like_the_literals(trust: str) -> None:
+    code = ("import re, json\nP = re.compile('a')\nC = re.compile\nT = {'a': [1, (2, 3)], 's': {1, 2}}\n"
+            "PLAN = json.loads('[{\"args\": {\"x\": [1]}}]')\nF = lambda x, d={'k': 1}: d['k'] + x\n"
+            "def g():\n    return T['a']\nG = g\n" + HOOK +
+            "    ok = (T['a'] == [1, (2, 3)] and 2 in T['s'] and F(1) == 2 and G() == [1, (2, 3)]\n"
+            "          and PLAN[0]['args'] == {'x': [1]} and json.dumps(T['a']) == '[1, [2, 3]]'\n"
+            "          and C('b').search('ab') is not None and P.search('a') is not None)\n"
+            "    if not ok:\n        return Block(reason='constants changed meaning')\n")
+    first, second = _two_episodes(code, trust)
+    assert "constants changed meaning" not in first and first == second
