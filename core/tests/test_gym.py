@@ -9,7 +9,9 @@ import sys
 import envh
 import envh.gym
 import gymnasium
+import numpy as np
 import pytest
+from envh import errors
 from envh.gym import EnvhGymEnv, register_envs
 from gymnasium.utils.env_checker import check_env
 
@@ -155,3 +157,23 @@ def test_an_unknown_split_or_task_is_refused_by_name() -> None:
     env = EnvhGymEnv({"bridge": "toy24"})
     with pytest.raises(envh.errors.UnknownNameError, match="Unknown toy24 split 'hardest'"):
         env.reset(options={"task": "hardest/1,2,3,4"})
+
+
+def test_a_tool_index_outside_the_space_is_an_error_observation_not_another_tool() -> None:
+    env = EnvhGymEnv({"bridge": "toy24"}, task="easy/2,3,4")
+    env.reset(seed=0)
+    for index in (-1, len(env._codec.names), 10**6):
+        obs, _, terminated, truncated, info = env.step({"tool": np.int64(index), "args": {}})
+        assert info["error"]["type"] == "invalid_action" and "outside" in obs
+        assert not terminated and not truncated  # -1 used to pick the last tool, ``stop``, and end the episode
+    env.close()
+
+
+@pytest.mark.parametrize("schema", [{"type": "integer", "minimum": 3, "maximum": 1},
+                                    {"type": "number", "minimum": 2.0, "maximum": 1.0}])
+def test_a_tool_schema_with_reversed_bounds_is_a_typed_error(schema) -> None:
+    from envh import ToolSpec
+    from envh.gym import ToolActionSpace
+
+    with pytest.raises(errors.SpecError, match="maximum < minimum"):
+        ToolActionSpace([ToolSpec(name="t", description="", parameters={"type": "object", "properties": {"x": schema}})])

@@ -41,6 +41,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
+from . import errors
 from .env import ActionableEnv
 from .spec import EnvSpec, make
 from .types import Action, EnvResponse, Observation, TaskRef, ToolSpec
@@ -74,12 +75,16 @@ def _param_space(schema: Mapping[str, Any]) -> tuple[spaces.Space[Any], Callable
     if kind == "integer":
         lo, hi = schema.get("minimum"), schema.get("maximum")
         if lo is not None and hi is not None:
+            if int(hi) < int(lo):
+                raise errors.SpecError(f"Tool parameter schema {dict(schema)} has maximum < minimum: no action fits it")
             return spaces.Discrete(int(hi) - int(lo) + 1, start=int(lo)), int
         lo = int(lo) if lo is not None else min(_FREE_INT[0], int(hi) if hi is not None else 0)
         hi = int(hi) if hi is not None else max(_FREE_INT[1], lo)
         return spaces.Discrete(hi - lo + 1, start=lo), int
     if kind == "number":
         lo, hi = schema.get("minimum", -1e6), schema.get("maximum", 1e6)
+        if hi < lo:
+            raise errors.SpecError(f"Tool parameter schema {dict(schema)} has maximum < minimum: no action fits it")
         return spaces.Box(low=lo, high=hi, shape=(), dtype=np.float64), lambda x: float(x)
     if kind == "string":
         return UnicodeText(int(schema.get("maxLength", 1024))), str
@@ -104,7 +109,10 @@ class ToolActionSpace:
         self.space = spaces.Dict({"tool": spaces.Discrete(len(tools)), "args": spaces.Dict(per_tool)})
 
     def decode(self, sample: Mapping[str, Any]) -> Action:
-        tool = self.names[int(sample["tool"])]
+        index = int(sample["tool"])
+        if not 0 <= index < len(self.names):  # -1 would silently pick the last tool
+            raise IndexError(f"tool index {index} is outside 0..{len(self.names) - 1}")
+        tool = self.names[index]
         given = (sample.get("args") or {}).get(tool)
         given = given if isinstance(given, Mapping) else {}
         return Action(tool=tool, args={k: dec(given[k]) for k, dec in self.decoders[tool].items() if k in given})
