@@ -73,3 +73,20 @@ def test_constant_tables_still_read_like_the_literals(trust: str) -> None:
             "    if not ok:\n        return Block(reason='constants changed meaning')\n")
     first, second = _two_episodes(code, trust)
     assert "constants changed meaning" not in first and first == second
+
+
+@pytest.mark.parametrize("trust", ["trusted", "untrusted"])
+def test_a_snapshot_restores_the_same_memo_however_often_it_is_loaded(trust: str) -> None:
+    """Hooks change memo in place: a restored memo must not share lists with the snapshot."""
+    code = (HOOK + "    h = memo.setdefault('h', [])\n    h.append(1)\n"
+            "    return Block(reason='seen ' + str(len(h)))\n")
+    env = envh.make({"bridge": "toy24", "layers": [{"kind": "contract", "code": code}]}, trust=trust)
+    env.reset(task=None, seed=0)
+    env.step(ADD)
+    snap = env.save_state()
+    texts = []
+    for _ in range(3):
+        env.from_state(snap)
+        texts.append(env.step(ADD).observation.text)
+    env.close()
+    assert texts == ["Action blocked: seen 2"] * 3

@@ -214,7 +214,9 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
                 f"contract {self.layer_id!r}: memo is not JSON data and cannot be saved: {exc}") from exc
 
     def load_layer_state(self, data: Any) -> None:
-        self.memo = dict(data or {})
+        # a deep copy: hooks change memo in place, and the snapshot must restore the same
+        # memo however often it is loaded
+        self.memo = json.loads(json.dumps(dict(data or {}), default=_plain))
 
     def close(self) -> None:
         if self._program is not None:
