@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import collections
 import os
+import shlex
+import shutil
+import sys
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -246,8 +249,17 @@ class RayExecutor:
 
     def _spawn(self) -> Any:
         cls = self.actor_class
+        runtime_env: dict[str, Any] = {}
         if self.env_vars:  # the secret the policy names, for these actors only
-            cls = cls.options(runtime_env={"env_vars": dict(self.env_vars)})
+            runtime_env["env_vars"] = dict(self.env_vars)
+        if self.isolation != "none" and shutil.which("setpriv"):
+            # capabilities are per thread: dropped only on the task thread, Ray's other
+            # threads in the actor's process keep them (its GC thread runs a replaceable
+            # function on request), so the whole process starts without any
+            runtime_env["py_executable"] = " ".join(shlex.quote(a) for a in (
+                "setpriv", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--", sys.executable))
+        if runtime_env:
+            cls = cls.options(runtime_env=runtime_env)
         keep: list[str] | bool = True if isinstance(self.pass_env, bool) else [*self.pass_env, *self.env_vars]
         actor = cls.remote(self.config, keep, self.isolation)
         self.actors.append(actor)
