@@ -105,3 +105,11 @@ def test_a_json_body_that_is_not_an_object_is_an_answer_not_a_crash(client: Test
         assert r.status_code in (200, 404) and r.status_code != 500
         r = client.post(path, content=b"{not json", headers={"content-type": "application/json"})
         assert r.status_code != 500
+
+
+def test_episode_numbers_past_sqlite_integers_are_not_found(client: TestClient) -> None:
+    big = 2**80
+    for path in (f"/traj/0/{big}", f"/compare/0/1/{big}", f"/compare/0/{big}/1", f"/run/{big}/x", f"/rig/{big}",
+                 "/traj/0/999999"):
+        assert client.get(path).status_code == 404, path
+    assert client.get("/playground", params={"d": str(big), "spec": "abcdef12"}).status_code == 404

@@ -284,7 +284,7 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
             return PlainTextResponse("envh ui: open the URL with the access token that `envh ui` printed.", 403)
         try:
             return await call_next(request)  # type: ignore[no-any-return]
-        except (LookupError, FileNotFoundError, ValueError) as exc:
+        except (LookupError, FileNotFoundError, ValueError, OverflowError) as exc:  # 2**80 overflows SQLite
             return PlainTextResponse(f"not found: {exc}", 404)
 
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(BaseHTTPMiddleware, dispatch=guard)])
