@@ -277,3 +277,32 @@ def test_an_env_that_cannot_be_built_fails_the_command_before_the_first_episode(
                 check=False)
     assert proc.returncode == 2 and "The env cannot be built" in proc.stderr and "plain failure" in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_resume_refuses_a_spec_file_edited_in_place(tmp_path, cli_env):
+    """Same path, other content: the spec is part of the run's identity, not its file name."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    out = tmp_path / "run"
+    base = ["--split", "easy", "--tasks", "2", "--policy", "solver", "--executor", "inline"]
+    envh(*run_args(spec, out, *base), env=cli_env)
+    spec.write_text(SPEC.replace("max_steps: 10", "max_steps: 3"))
+    edited = envh(*run_args(spec, out, *base, "--resume"), env=cli_env, check=False)
+    assert edited.returncode == 2 and "max_steps" in edited.stderr, edited.stderr
+
+
+def test_resume_refuses_a_scripted_file_edited_in_place(tmp_path, cli_env):
+    """``scripted:FILE`` with other content is another policy under the same name."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"tool": "stop"}]))
+    script.chmod(0o644)
+    tmp_path.chmod(0o755)
+    out = tmp_path / "run"
+    base = ["--split", "easy", "--tasks", "2", "--policy", f"scripted:{script}", "--executor", "inline"]
+    envh(*run_args(spec, out, *base), env=cli_env)
+    envh(*run_args(spec, out, *base, "--resume"), env=cli_env)  # unchanged: resumes
+    script.write_text(json.dumps(["combine(0, 1, add)", {"tool": "stop"}]))
+    edited = envh(*run_args(spec, out, *base, "--resume"), env=cli_env, check=False)
+    assert edited.returncode == 2 and "policy_file_sha256" in edited.stderr, edited.stderr

@@ -48,6 +48,17 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
+def _policy_file_digest(policy: str) -> str | None:
+    """SHA-256 of the file a ``NAME:FILE`` policy names, when ARG is a readable file."""
+    import hashlib
+
+    arg = policy.partition(":")[2]
+    try:
+        return hashlib.sha256(Path(arg).read_bytes()).hexdigest() if arg and Path(arg).is_file() else None
+    except OSError:
+        return None
+
+
 @click.command("run")
 @click.argument("spec")
 @click.option("--task", "task_ids", multiple=True, help="Task instance id (ID or SPLIT/ID); repeatable.")
@@ -134,6 +145,9 @@ def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: st
               "executor": executor, "workers": workers, "retries": retries, "memory_mb": memory_mb,
               "cpu_s": cpu_s, "isolation": isolation, "plugins": sorted(plugins),
               "tasks": [None if t is None else str(t) for t in tasks], "keys": sorted(r.key for r in requests)}
+    policy_file = _policy_file_digest(policy)
+    if policy_file:  # scripted:FILE edited in place is another policy under the same name
+        config["policy_file_sha256"] = policy_file
     versions = package_versions(reg)
     if run_dir_exists(out):
         with TrajectoryStore(Path(out) / "trajectories.sqlite") as store:
