@@ -124,11 +124,14 @@ class Jail:
                     raise errors.ContractCodeError(
                         f"ran longer than its wall-clock limit of {wall * 1000:.0f} ms; the jail "
                         "process was killed and restarted", hook=hook)
-                return wire.recv(out_fd)
+                return wire.recv(out_fd, max_items=wire.MAX_ITEMS)
         except (OSError, EOFError, ValueError, RecursionError) as exc:  # a dead or lying jail
             code = proc.poll()
             self._kill(failed=True)
             why = {-9: "killed (CPU or memory limit)", -24: "killed at its CPU limit"}.get(code or 0, "died")
+            if isinstance(exc, wire.TooBig):
+                raise errors.ContractCodeError(f"{exc}; the jail process was restarted: keep memo and "
+                                               "results small", hook=hook) from None
             raise errors.ContractCodeError(
                 f"the jail process {why} while running this code ({type(exc).__name__}); it was "
                 "restarted: avoid heavy work and huge allocations in hooks", hook=hook) from None

@@ -12,6 +12,13 @@ from typing import Any
 from ..types import Action, Block, EnvResponse, Observation, thaw
 
 MAX_MESSAGE = 32 << 20  # bytes; a bigger answer from the jail is an error, not a read
+# JSON values in one answer from the jail: 24 MB of '[],' decode to 450 MB of lists in the
+# host. Counted as ',' '[' '{' bytes (an over-count when strings hold them), before decoding.
+MAX_ITEMS = 500_000
+
+
+class TooBig(ValueError):
+    """A message over ``MAX_MESSAGE`` bytes or ``MAX_ITEMS`` values; never decoded."""
 _HEADER = struct.Struct(">I")
 
 
@@ -47,11 +54,14 @@ def read_exact(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def recv(fd: int) -> Any:
+def recv(fd: int, *, max_items: int | None = None) -> Any:
     (size,) = _HEADER.unpack(read_exact(fd, _HEADER.size))
     if size > MAX_MESSAGE:
-        raise ValueError(f"message of {size:,} bytes exceeds the {MAX_MESSAGE:,} byte limit")
-    return json.loads(read_exact(fd, size))
+        raise TooBig(f"an answer of {size:,} bytes exceeds the {MAX_MESSAGE:,} byte limit")
+    body = read_exact(fd, size)
+    if max_items is not None and body.count(b",") + body.count(b"[") + body.count(b"{") > max_items:
+        raise TooBig(f"an answer with more than {max_items:,} JSON values (memo and results together)")
+    return json.loads(body)
 
 
 def encode(value: Any) -> Any:
