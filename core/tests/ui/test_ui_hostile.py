@@ -113,3 +113,39 @@ def test_episode_numbers_past_sqlite_integers_are_not_found(client: TestClient) 
                  "/traj/0/999999"):
         assert client.get(path).status_code == 404, path
     assert client.get("/playground", params={"d": str(big), "spec": "abcdef12"}).status_code == 404
+
+
+def test_a_run_being_written_is_browsable_meanwhile(run_dir: Path, tmp_path: Path) -> None:
+    """WAL store: the read-only app keeps answering while a writer appends episodes."""
+    import shutil
+    import threading
+
+    import attrs
+    from envh.rollout.store import TrajectoryStore
+
+    run_dir = Path(shutil.copytree(run_dir, tmp_path / "live"))
+    client = TestClient(create_app([run_dir], token=TOKEN), base_url="http://127.0.0.1:8765")
+    client.cookies.set(COOKIE, TOKEN)
+    stop = threading.Event()
+    wrote: list[int] = []
+    with TrajectoryStore(run_dir) as store:
+        run_id = store.runs()[0]
+        template = next(iter(store.query(run_id=run_id)))
+
+    def writer() -> None:
+        with TrajectoryStore(run_dir) as w:
+            i = 0
+            while not stop.is_set() and i < 400:
+                w.append(attrs.evolve(template, key=f"{template.key}-live{i}"))
+                wrote.append(i)
+                i += 1
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        statuses = [client.get(path).status_code
+                    for _ in range(15) for path in ("/", f"/run/0/{run_id}", f"/run/0/{run_id}?page=3")]
+    finally:
+        stop.set()
+        t.join(60)
+    assert wrote and set(statuses) == {200}
