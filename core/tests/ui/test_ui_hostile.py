@@ -149,3 +149,24 @@ def test_a_run_being_written_is_browsable_meanwhile(run_dir: Path, tmp_path: Pat
         stop.set()
         t.join(60)
     assert wrote and set(statuses) == {200}
+
+
+def test_sessions_evicted_while_others_step_answer_gone_never_a_server_error(client: TestClient) -> None:
+    import threading
+
+    first = client.post("/api/play/new", json={"spec": "bridge: toy24\nlayers: []\n", "task": "easy/2,3,4"}).json()
+    statuses: list[int] = []
+
+    def stepper() -> None:
+        for _ in range(20):
+            r = client.post(f"/api/play/{first['session']}/step", json={"action": "combine(0, 1, mul)"})
+            statuses.append(r.status_code)
+
+    t = threading.Thread(target=stepper)
+    t.start()
+    for _ in range(10):  # more than the 8 live sessions: the first is evicted while it is being stepped
+        assert client.post("/api/play/new", json={"spec": "bridge: toy24\nlayers: []\n"}).status_code == 200
+    t.join(60)
+    assert set(statuses) == {200}
+    gone = client.post(f"/api/play/{first['session']}/step", json={"action": "stop()"}).json()
+    assert "gone" in gone["error"]

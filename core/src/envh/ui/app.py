@@ -81,14 +81,14 @@ class Playground:
     def step(self, sid: str, line: str) -> dict[str, Any]:
         from ..play import parse_action
 
-        env = self.envs.get(sid)
-        if env is None:
-            return {"error": "This playground session is gone (closed or evicted); press Reset."}
         try:
             action = parse_action(line)
         except (ValueError, json.JSONDecodeError) as exc:
             return {"error": f"Could not read the action: {exc}"}
-        with self.lock:
+        with self.lock:  # looked up under the lock: an eviction cannot close it mid-step
+            env = self.envs.get(sid)
+            if env is None:
+                return {"error": "This playground session is gone (closed or evicted); press Reset."}
             resp = env.step(action)
             out = self._view(env, resp.observation, resp)
         out.update(action=f"{action.tool} {json.dumps(dict(action.args))}", reward=resp.reward,
