@@ -153,3 +153,25 @@ def test_tree_ignores_page_written_bids_and_never_loops() -> None:
            "children": [{"backendNodeId": 5, "attributes": ["bid", "x'); evil"]}]}
     text, bids = render(nodes, dom, max_chars=500)
     assert text == "RootWebArea 't'\n\tbutton 'x'" and bids == []
+
+
+def test_miniwob_other_task_on_the_task_tab_is_not_a_success() -> None:
+    """Navigating the task's tab to an easier task on the same server, starting it from its
+    START cover and solving it must not count for the task that was set."""
+    import re
+
+    from envh_webarena.axtree import find_bid
+    from envh_webarena.miniwob import MiniwobEnv
+
+    e = MiniwobEnv(tasks=["enter-password"], max_steps=None)
+    try:
+        e.reset(task=TaskRef(suite="miniwob", instance_id="enter-password"), seed=3)
+        url = e.get_env_state()["url"]
+        text = e.step(A("goto", url=re.sub(r"[^/]+\.html.*$", "click-button.html", url))).observation.text
+        text = e.step(A("click", bid=find_bid(text, "StaticText", "START"))).observation.text
+        word = re.findall(r'Click on the "([^"]+)" button', text)[0]
+        resp = e.step(A("click", bid=find_bid(text, "button", word)))
+        assert e.get_env_state()["url"].endswith("click-button.html")  # the swap did happen
+        assert not resp.reward > 0 and not e.evaluate().success
+    finally:
+        e.close()

@@ -12,6 +12,7 @@ task's utterance. Reward and success come from the task's own JavaScript: the ra
 from __future__ import annotations
 
 import functools
+import secrets
 import threading
 import time
 from typing import Any
@@ -23,7 +24,8 @@ from envh_webarena.httpserve import LocalServer, serve_directory
 
 SUITE = "miniwob"
 SPLIT = "default"
-_START_JS = """([seed, css]) => {
+_START_JS = """([seed, css, nonce]) => {
+  window.__envhEpisode = nonce;
   const style = document.createElement('style');
   style.textContent = css;
   document.head.appendChild(style);
@@ -32,7 +34,10 @@ _START_JS = """([seed, css]) => {
   core.startEpisodeReal();
   return !!WOB_TASK_READY;
 }"""
-_STATUS_JS = """() => ({done: !!WOB_DONE_GLOBAL, raw: Number(WOB_RAW_REWARD_GLOBAL) || 0,
+# The nonce is written into the task page at start and checked on every read: a page the
+# policy loaded into the task's tab (another task from the same server, a reload for a
+# fresh draw) has none, so what it reports is not this episode's result.
+_STATUS_JS = """(nonce) => window.__envhEpisode !== nonce ? null : ({done: !!WOB_DONE_GLOBAL, raw: Number(WOB_RAW_REWARD_GLOBAL) || 0,
   reward: Number(WOB_REWARD_GLOBAL) || 0, reason: (typeof WOB_REWARD_REASON === 'undefined' ? null
   : (WOB_REWARD_REASON === null ? null : String(WOB_REWARD_REASON))), ready: !!WOB_TASK_READY})"""
 # The score board (last reward, time left) is the harness's, not the task's: its clock would
@@ -107,6 +112,7 @@ class MiniwobEnv(BrowserBridge):
         self.task_names = list(tasks) if tasks else list(known)
         self.status: dict[str, Any] = {"done": False, "raw": 0.0, "reward": 0.0, "reason": None}
         self._task_page: Any = None
+        self._nonce = ""
 
     def list_tasks(self, split: str | None = None) -> list[TaskRef]:
         if split not in (None, SPLIT):
@@ -121,7 +127,8 @@ class MiniwobEnv(BrowserBridge):
         page = self.session.page
         self._task_page = page
         page.goto(f"{task_server().url}/{path}", wait_until="load")
-        ready = page.evaluate(_START_JS, [seed, _HIDE_CSS])  # one round trip: style, seed, start
+        self._nonce = secrets.token_hex(16)
+        ready = page.evaluate(_START_JS, [seed, _HIDE_CSS, self._nonce])  # one round trip: style, seed, start
         deadline = time.monotonic() + 5
         while not ready and not page.evaluate("() => !!WOB_TASK_READY"):
             if time.monotonic() > deadline:
@@ -141,11 +148,13 @@ class MiniwobEnv(BrowserBridge):
         if page is None or page.is_closed():
             return self.status  # the task's tab is gone: nothing can complete it any more
         try:
-            return dict(page.evaluate(_STATUS_JS))
+            status = page.evaluate(_STATUS_JS, self._nonce)
         except Error:
             if self.session is not None:
                 self.session.check_alive()
             return self.status  # the task page navigated away: its globals are gone
+        # another page in the task's tab: the episode's task is gone and cannot complete
+        return self.status if status is None else dict(status)
 
     def _after_action(self, tool: str, outcome: dict[str, Any]) -> tuple[float, bool]:
         if self.status["done"]:
