@@ -256,6 +256,7 @@ class Sandbox:
         self.time_limit, self.max_ops = time_limit, max_ops
         self._deadline = [float("inf")]
         fuel = [max_ops]
+        tripped: list[bool | None] = [None]  # set once a limit is hit in the current call
         tree = parse_and_check(source)
         if allowed_functions is not None:
             check_top_level(tree, set(allowed_functions))
@@ -266,18 +267,26 @@ class Sandbox:
         def over_limit(n: int) -> bool:
             # every 256 points: the operation count, then the wall clock, whose deadline is
             # set on the first check so calls without loops never read the clock at all
-            if n < 0:
-                return True
-            now = monotonic()
-            if deadline[0] == 0.0:
-                deadline[0] = now + limit
-                return False
-            return now > deadline[0]
+            if n >= 0:
+                now = monotonic()
+                if deadline[0] == 0.0:
+                    deadline[0] = now + limit
+                    return False
+                if now <= deadline[0]:
+                    return False
+            # from here on every check fails, not every 256th: code run by a finalizer (a
+            # dropped generator's 'finally') swallows the exception and carries on
+            tripped[0] = n < 0
+            self.namespace[_TICK] = stopped
+            return True
 
         def tick() -> None:
             n = fuel[0] = fuel[0] - 1
             if not n & 255 and over_limit(n):
                 raise _Timeout(n < 0)
+
+        def stopped() -> None:
+            raise _Timeout(tripped[0])
 
         def guarded(it: Any) -> Iterator[Any]:
             for item in it:
@@ -295,8 +304,12 @@ class Sandbox:
         def call(fn: Callable[..., Any], hook: str, *args: Any) -> Any:
             fuel[0] = max_ops
             deadline[0] = 0.0
+            if tripped[0] is not None:
+                tripped[0], self.namespace[_TICK] = None, tick
             try:
                 out = fn(*args)
+                if tripped[0] is not None:  # the limit was hit and the exception swallowed
+                    raise _Timeout(tripped[0])
             except BaseException as exc:  # noqa: BLE001 - translated into a typed error
                 typed = self._translate(exc, hook)
                 if typed is exc:
@@ -308,8 +321,13 @@ class Sandbox:
             # call() for the three-argument hooks, without packing arguments (hot path)
             fuel[0] = max_ops
             deadline[0] = 0.0
+            if tripped[0] is not None:
+                tripped[0], self.namespace[_TICK] = None, tick
             try:
-                return fn(a, b, c)
+                out = fn(a, b, c)
+                if tripped[0] is not None:  # the limit was hit and the exception swallowed
+                    raise _Timeout(tripped[0])
+                return out
             except BaseException as exc:  # noqa: BLE001 - translated into a typed error
                 typed = self._translate(exc, hook)
                 if typed is exc:
