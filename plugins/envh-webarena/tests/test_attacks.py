@@ -175,3 +175,30 @@ def test_miniwob_other_task_on_the_task_tab_is_not_a_success() -> None:
         assert not resp.reward > 0 and not e.evaluate().success
     finally:
         e.close()
+
+
+def test_page_webrtc_sends_no_udp_past_the_proxy() -> None:
+    """WebRTC's STUN/ICE traffic is UDP and ignores the HTTP proxy that keeps the browser on
+    loopback: a page could send packets to any address. A STUN server named on 127.0.0.1
+    stands in for an outside host (no traffic leaves the machine): nothing may reach it."""
+    from envh_webarena.runtime import shared_runtime
+
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    udp.settimeout(2.5)
+    ctx = shared_runtime().new_context()
+    try:
+        page = ctx.new_page()
+        candidates = page.evaluate("""async (port) => {
+          const pc = new RTCPeerConnection({iceServers: [{urls: 'stun:127.0.0.1:' + port}]});
+          pc.createDataChannel('x');
+          await pc.setLocalDescription(await pc.createOffer());
+          await new Promise(r => setTimeout(r, 1000));
+          return pc.localDescription.sdp.split('\\n').filter(l => l.startsWith('a=candidate'));
+        }""", udp.getsockname()[1])
+        with pytest.raises(socket.timeout):
+            udp.recvfrom(2048)
+        assert candidates == []
+    finally:
+        ctx.close()
+        udp.close()

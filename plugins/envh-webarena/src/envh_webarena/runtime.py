@@ -34,6 +34,9 @@ CHROMIUM_ARGS = (
     "--disable-dev-shm-usage", "--no-default-browser-check", "--mute-audio",
     # back/forward reload the page: a bfcache restore fires no load event, so waits would stall
     "--disable-features=BackForwardCache",
+    # WebRTC sends UDP (STUN/ICE) straight to any address a page names, past the proxy that
+    # pins everything else to loopback: allow only proxied WebRTC traffic, i.e. none
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
 )
 # A port nothing listens on: traffic that is not bypassed fails at once.
 DEAD_PROXY = "http://127.0.0.1:9"
