@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import sys
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -221,8 +222,30 @@ class GcSnoop(Snoop):
         return PolicyStep(action=Action(tool="stop"), raw=got)
 
 
+class Forker:
+    """Leaves a child process behind (sleeping forever) and writes its pid to ``pid_file``."""
+
+    policy_id = "test-forker"
+
+    def __init__(self, arg=None, pid_file="", **options):
+        self.pid_file = pid_file
+
+    def start(self, *, task, tools, observation, seed=None):
+        pass
+
+    def act(self, observation, tools):
+        import subprocess
+
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        Path(self.pid_file).write_text(str(child.pid))
+        return PolicyStep(action=Action(tool="stop"))
+
+    def close(self):
+        pass
+
+
 @envh.hookimpl
 def envh_policies():
     return [envh.PolicyInfo(name=name, factory=cls) for name, cls in
             (("solver", Solver), ("fuzz", Fuzz), ("sleepy", Sleepy), ("envprobe", Env), ("flaky", Flaky),
-             ("snoop", Snoop), ("gcsnoop", GcSnoop))]
+             ("snoop", Snoop), ("gcsnoop", GcSnoop), ("forker", Forker))]

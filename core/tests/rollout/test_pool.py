@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import envh
 import pytest
@@ -152,3 +153,25 @@ def test_stopping_early_leaves_no_stale_episode_behind(registry, worker_env):
 def test_a_negative_worker_count_is_refused_not_a_silent_hang(worker_env):
     with pytest.raises(ValueError, match="cannot be negative"):
         PoolExecutor(-1, **worker_env)
+
+
+def test_what_a_worker_started_goes_with_it(registry, worker_env, tmp_path):
+    """Without namespaces (the default when not root) a child a policy or bridge started
+    outlived the pool: only the worker itself was killed, not its process group."""
+    pid_file = tmp_path / "child.pid"
+    with PoolExecutor(1, isolation="none", **worker_env) as pool:
+        (t,) = pool.run([req(registry, "forker", "forker", policy_options={"pid_file": str(pid_file)})])
+        assert t.error_class is None, t.error
+        child = int(pid_file.read_text())
+        os.kill(child, 0)  # alive while the worker is
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:  # gone, or a zombie nobody reaps (PID 1 of a container may not)
+            if Path(f"/proc/{child}/stat").read_text().rpartition(")")[2].split()[0] == "Z":
+                break
+        except FileNotFoundError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the worker's child outlived the pool")

@@ -21,6 +21,7 @@ import collections
 import os
 import selectors
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -95,6 +96,10 @@ class _Worker:
                 pass
         if self.proc.poll() is None:
             self.proc.kill()
+        try:  # and what it started (its own session: the worker leads the group)
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
         code = self.proc.wait()
         for stream in (self.stdin, self.stdout, self.stderr):
             try:
