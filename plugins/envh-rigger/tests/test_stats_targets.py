@@ -105,3 +105,19 @@ def test_targets_reduce_to_bands(text, band, direction):
 def test_bad_targets_say_what_is_valid(bad):
     with pytest.raises(errors.EnvhError, match="sr:LO-HI"):
         parse_target(bad)
+
+
+@pytest.mark.parametrize("band", [(0.3, 0.5), (0.35, 0.45), (0.55, 0.65)])
+def test_p_0_and_1_settle_in_five_wherever_the_guarantee_allows_it(band):
+    """A run of five failures at the centre of [0.3, 0.5] is 8 % likely: deciding on it still
+    leaves P(in | centre) >= 0.85 reachable, so p = 0 and p = 1 are settled in 5 rollouts
+    (9-11 when the run rule was kept to bands where such a run is under 5 %)."""
+    d = design(band)
+    c = d.characteristic
+    assert d.guaranteed, c
+    assert c["p=0"]["rollouts"] <= 5 and c["p=1"]["rollouts"] <= 5, c
+    rng = np.random.default_rng(11)
+    v = SequentialValidator()
+    for p in (0.0, 1.0):
+        runs = [v.run(lambda k, p=p: list(rng.random(k) < p), band) for _ in range(20)]
+        assert all(dec != "in" and len(outs) <= 5 for dec, outs in runs), (p, runs[0])
