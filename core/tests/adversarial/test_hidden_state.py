@@ -90,3 +90,12 @@ def test_a_snapshot_restores_the_same_memo_however_often_it_is_loaded(trust: str
         texts.append(env.step(ADD).observation.text)
     env.close()
     assert texts == ["Action blocked: seen 2"] * 3
+
+
+@pytest.mark.parametrize("trust", ["trusted", "untrusted"])
+def test_the_pattern_cache_cannot_be_read(trust: str) -> None:
+    """re.compile.cache_info() counted what earlier episodes compiled."""
+    code = "import re\n" + HOOK + "    re.compile('x' + str(len(memo)))\n" \
+           "    return Block(reason=str(re.compile.cache_info().currsize))\n"
+    first, second = _two_episodes(code, trust)
+    assert first == second == "error"
