@@ -202,3 +202,31 @@ def test_page_webrtc_sends_no_udp_past_the_proxy() -> None:
     finally:
         ctx.close()
         udp.close()
+
+
+def test_page_script_requests_to_other_hosts_go_to_the_dead_proxy() -> None:
+    """fetch, WebSocket and <img> from page JavaScript (not only the policy's goto) are sent
+    to the dead proxy, so they fail in the browser without a connection to the host
+    (192.0.2.1 is TEST-NET-1: even a broken guard sends nothing anywhere that matters)."""
+    from envh_webarena.runtime import shared_runtime
+
+    ctx = shared_runtime().new_context()
+    failed: list[tuple[str, str | None]] = []
+    ctx.on("requestfailed", lambda r: failed.append((r.url, r.failure)))
+    try:
+        page = ctx.new_page()
+        out = page.evaluate("""async () => {
+          const img = new Promise(r => { const i = new Image(); i.onerror = () => r('img failed');
+                                         i.onload = () => r('img loaded'); i.src = 'http://192.0.2.1/i.png'; });
+          const ws = new Promise(r => { const w = new WebSocket('ws://192.0.2.1/');
+                                        w.onerror = () => r('ws failed'); w.onopen = () => r('ws open'); });
+          const f = fetch('http://[::ffff:c000:201]/f', {mode: 'no-cors'}).then(() => 'fetch ok', () => 'fetch failed');
+          return Promise.all([img, ws, f]);
+        }""")
+        assert out == ["img failed", "ws failed", "fetch failed"]
+        page.wait_for_timeout(100)
+        reasons = {u: why for u, why in failed}
+        assert reasons["http://192.0.2.1/i.png"] == "net::ERR_PROXY_CONNECTION_FAILED"
+        assert reasons["http://[::ffff:c000:201]/f"] == "net::ERR_PROXY_CONNECTION_FAILED"
+    finally:
+        ctx.close()
