@@ -49,10 +49,13 @@ def _options(pairs: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _policy_file_digest(policy: str) -> str | None:
-    """SHA-256 of the file a ``NAME:FILE`` policy names, when ARG is a readable file."""
+    """SHA-256 of the script ``scripted:FILE`` plays (other policies' ARG need not be
+    content: a model name, or a file whose presence is the state)."""
     import hashlib
 
-    arg = policy.partition(":")[2]
+    name, _, arg = policy.partition(":")
+    if name != "scripted":
+        return None
     try:
         return hashlib.sha256(Path(arg).read_bytes()).hexdigest() if arg and Path(arg).is_file() else None
     except OSError:
