@@ -230,3 +230,24 @@ def test_page_script_requests_to_other_hosts_go_to_the_dead_proxy() -> None:
         assert reasons["http://[::ffff:c000:201]/f"] == "net::ERR_PROXY_CONNECTION_FAILED"
     finally:
         ctx.close()
+
+
+def test_webshop_done_url_options_must_be_offered(webshop_data) -> None:
+    """A done URL is typed by the policy: an invented option name carrying the wanted value
+    must not turn a wrong-size purchase into a success, nor may an unoffered value count."""
+    from envh_webarena.webshop.bridge import make_webshop
+    from envh_webarena.webshop.site import Route
+
+    env = make_webshop(mode="text", data=webshop_data)
+    try:
+        goals = env.site.catalogue.goals
+        i = next(i for i, g in enumerate(goals) if g["asin"] == "B0TSHIRT01")  # navy blue, large
+        buy = lambda **o: env.site.score(Route(kind="done", session=f"fixed_{i}", asin="B0TSHIRT01",  # noqa: E731
+                                               options=tuple(sorted(o.items()))))["reward"]
+        assert buy(color="navy blue", size="large") == pytest.approx(1.0)
+        near = buy(color="navy blue", size="small")
+        assert near == pytest.approx(4 / 5)
+        assert buy(color="navy blue", size="small", fit="large") == pytest.approx(near)
+        assert buy(color="navy blue", size="xxl large") < 1.0
+    finally:
+        env.close()

@@ -131,7 +131,11 @@ class WebshopSite:
         product = self.catalogue.products.get(route.asin)
         if goal is None or product is None:
             return {"reward": 0.0, "error": "unknown session or product"}
-        return reward.score(product, goal, self.catalogue.prices[route.asin], route.chosen)
+        # a done URL is typed by whoever drives the browser: count only options the product
+        # offers, one value per option name (an invented name would add option credit)
+        offered = {str(k).lower(): {str(v).lower() for v in vs} for k, vs in product.get("options", {}).items()}
+        chosen = {k: v for k, v in route.chosen.items() if str(v).lower() in offered.get(str(k).lower(), ())}
+        return reward.score(product, goal, self.catalogue.prices[route.asin], chosen)
 
     # -- pages -------------------------------------------------------------------------
     def clickables(self, r: Route) -> list[str]:
