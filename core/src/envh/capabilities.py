@@ -119,10 +119,19 @@ def _text_re() -> Namespace:
         inline = "".join(c for bit, c in flag_names.items() if flags & bit)
         return re2.compile(f"(?{inline}){pattern}" if inline else pattern, options)
 
+    regexp = type(cached("", 0))
+    slots = getattr(regexp, "__slots__", ())
+
     def compile(pattern: str, flags: int = 0) -> Any:  # noqa: A001 - re's own name
         # not the cache itself: its cache_info() would let one episode count what earlier
-        # episodes compiled (state that survives reset, save/restore and replay)
-        return cached(pattern, flags)
+        # episodes compiled (state that survives reset, save/restore and replay); and a
+        # new wrapper each time (sharing the compiled program), so 'compile(p) is P' does
+        # not tell whether an earlier episode evicted p from the cache
+        shared = cached(pattern, flags)
+        fresh = object.__new__(regexp)
+        for slot in slots:
+            object.__setattr__(fresh, slot, object.__getattribute__(shared, slot))
+        return fresh
 
     def search(pattern: str, string: str, flags: int = 0) -> Any:
         return compile(pattern, flags).search(string)

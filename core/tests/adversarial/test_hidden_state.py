@@ -99,3 +99,14 @@ def test_the_pattern_cache_cannot_be_read(trust: str) -> None:
            "    return Block(reason=str(re.compile.cache_info().currsize))\n"
     first, second = _two_episodes(code, trust)
     assert first == second == "error"
+
+
+@pytest.mark.parametrize("trust", ["trusted", "untrusted"])
+def test_pattern_identity_does_not_tell_an_earlier_episode_filled_the_cache(trust: str) -> None:
+    """'re.compile(p) is P' turned False once an earlier episode evicted p from the cache."""
+    code = ("import re\nP = re.compile('p')\n" + HOOK +
+            "    a = re.compile('p') is P\n    b = re.search('p', 'p').re is re.search('p', 'p').re\n"
+            "    for i in range(300):\n        re.compile('junk' + str(i))\n"
+            "    return Block(reason=str(a) + ' ' + str(b))\n")
+    first, second = _two_episodes(code, trust)
+    assert first == second == "Action blocked: False False"
