@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# The whole test suite: sets up what it needs (dev/setup.sh), then runs every package's
+# The whole test suite: sets up what it needs (dev/setup.sh), checks lint (ruff over the
+# tree) and types (mypy on core, config in core/pyproject.toml), then runs every package's
 # tests and the cross-package tests in one pytest session. Extra arguments go to pytest.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck disable=SC1091
 source "$ROOT/dev/setup.sh"
 cd "$ROOT"
+echo "envh test: ruff"
+"$ROOT/.venv/bin/ruff" check core/src core/tests plugins bench tests
+echo "envh test: mypy (core)"
+(cd core && "$ROOT/.venv/bin/mypy" src/envh)
 exec "$PY" -m pytest "$@"

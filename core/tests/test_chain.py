@@ -3,9 +3,8 @@ leg even when one fails."""
 
 from __future__ import annotations
 
-import pytest
-
 import envh
+import pytest
 from envh import Action, TaskRef
 from envh.bridges.toy24 import Toy24Env
 from envh.components.chain import Chain

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 
+import envh
 import pytest
 from click.testing import CliRunner
-
-import envh
 from envh.cli import cli
 from envh.plugins import set_registry
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 import envh
+import pytest
 from envh import Action, TaskRef
 from envh.errors import ContractCodeError, SealedVerifierError, SpecError
 

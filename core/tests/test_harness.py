@@ -3,15 +3,14 @@ components do not commute."""
 
 from __future__ import annotations
 
-import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 import envh
+import pytest
 from envh import Action, EnvHarness, EvaluationResult, TaskRef
 from envh.bridges.toy24 import CURATED, Toy24Env
 from envh.components.contract import CodeContract
 from envh.errors import ReplayError, SealedVerifierError
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 TASKS = [TaskRef(suite="toy24", split=s, instance_id=i) for s in ("easy", "medium") for i in CURATED[s][:4]]
 actions = st.one_of(

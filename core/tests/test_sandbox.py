@@ -10,7 +10,6 @@ import sys
 import textwrap
 
 import pytest
-
 from envh.errors import ContractCodeError
 from envh.sandbox import Sandbox
 

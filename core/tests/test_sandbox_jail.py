@@ -8,9 +8,8 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 import envh
+import pytest
 from envh import Action, TaskRef
 from envh.components.contract import CodeContract, check_contract_code
 from envh.errors import ContractCodeError

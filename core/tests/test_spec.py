@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 import envh
+import pytest
 from envh import Action, ActionableEnv, EnvHarness, EvaluationResult, TaskRef
 from envh.bridges.toy24 import CURATED, Toy24Env
 from envh.components.chain import Chain
 from envh.errors import SpecError, StateError, UnknownNameError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 TASKS = [TaskRef(suite="toy24", split=s, instance_id=i) for s in ("easy", "medium") for i in CURATED[s][:3]]
 combine = st.builds(lambda i, j, op: {"tool": "combine", "args": {"i": i, "j": j, "op": op}},

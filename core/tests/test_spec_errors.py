@@ -60,3 +60,16 @@ def test_a_spec_built_from_data_keeps_the_code_line_only() -> None:
     with pytest.raises(errors.ContractCodeError) as info:
         envh.make({"bridge": "toy24", "layers": [{"kind": "contract", "code": "def f(:\n  pass\n"}]})
     assert info.value.lineno == 1 and "layers[" not in str(info.value)
+
+
+def test_spec_check_runs_a_files_code_in_the_jail(tmp_path: Path) -> None:
+    """A spec file may come from anywhere: ``envh spec check`` builds it in the untrusted
+    tier, where a memory bomb is a contained error (in-process it would allocate 600 MB)."""
+    path = tmp_path / "bomb.yaml"
+    path.write_text('bridge: toy24\nlayers:\n  - kind: contract\n    code: |\n'
+                    '      BIG = "x".ljust(6 * 10**8)\n'
+                    '      def filter_observation(observation, state, memo):\n'
+                    '          return observation.text\n')
+    proc = subprocess.run([sys.executable, "-c", "from envh.cli import main; main()", "spec", "check", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "MemoryError" in proc.stderr and f"{path}, line 5" in proc.stderr

@@ -3,17 +3,16 @@ the action and what the env said, and the replay is never charged to a budget.""
 
 from __future__ import annotations
 
-import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 import envh
+import pytest
 from envh import Action, TaskRef
 from envh.bridges.toy24 import CURATED, Toy24Env
 from envh.bridges.toy24_solver import combine
 from envh.components.budget import Budget
 from envh.components.stage import Stage
 from envh.errors import ReplayError
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 TASKS = [TaskRef(suite="toy24", split=s, instance_id=i) for s in ("easy", "medium", "hard") for i in CURATED[s][:3]]
 

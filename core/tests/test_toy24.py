@@ -4,7 +4,6 @@ solvable and the solver's plan wins."""
 from __future__ import annotations
 
 import pytest
-
 from envh import Action, TaskRef
 from envh.bridges.toy24 import Toy24Env
 from envh.errors import EnvhError, UnknownNameError

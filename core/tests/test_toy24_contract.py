@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from envh import Action, TaskRef
 from envh.bridges.toy24 import Toy24Env
 from envh.testing import BridgeContract, ComponentContract

@@ -15,10 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+import envh
 import pytest
 import re2  # noqa: F401  (its first import registers pybind11 state on builtins)
-
-import envh
 from envh import Action, Block, EnvResponse, Observation, errors
 from envh.harness import EnvHarness, base_envs
 

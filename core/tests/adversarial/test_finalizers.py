@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 import envh
+import pytest
 from envh import Action
 from envh.errors import ContractCodeError
 

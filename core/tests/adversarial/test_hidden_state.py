@@ -5,9 +5,8 @@ after the code's top level runs, and stateful ones are refused."""
 
 from __future__ import annotations
 
-import pytest
-
 import envh
+import pytest
 from envh import Action
 from envh.errors import ContractCodeError
 

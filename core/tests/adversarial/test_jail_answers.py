@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import resource
 
-import pytest
-
 import envh
+import pytest
 from envh import Action
 from envh.errors import ContractCodeError
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import time
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 import envh
 from envh import Action
 from envh.errors import ContractCodeError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 TASK = None  # the default task (no task list to build per bridge)
 ACTIONS = [Action(tool="combine", args={"i": 0, "j": 1, "op": "add"})]

@@ -5,9 +5,8 @@ from __future__ import annotations
 import sys
 import time
 
-import pytest
-
 import envh
+import pytest
 from envh import Action, EnvHarness
 from envh.errors import ContractCodeError, SpecError
 

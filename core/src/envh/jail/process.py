@@ -29,6 +29,7 @@ worker.main({memory_mb}, {cpu_total_s})
 
 def _site_dir(module: str) -> str:
     mod = __import__(module)
+    assert mod.__file__ is not None, module
     return os.path.dirname(os.path.dirname(os.path.realpath(mod.__file__)))
 
 

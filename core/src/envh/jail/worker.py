@@ -75,7 +75,9 @@ def main(memory_mb: int, cpu_total_s: int) -> None:
                     state = freeze(state)
                 cpu = int(_cpu_used()) + int(msg["cpu_s"]) + 1
                 _limit(resource.RLIMIT_CPU, cpu, cpu_total_s + 5)
-                out = sb.call_function(fns[hook], hook, *args, state, memo)
+                fn = fns[hook]
+                assert fn is not None, hook
+                out = sb.call_function(fn, hook, *args, state, memo)
                 reply = {"out": wire.encode(out), "memo": memo}
             elif op == "unload":
                 programs.pop(msg["id"], None)
