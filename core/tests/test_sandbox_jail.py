@@ -209,3 +209,19 @@ def _is_python(pid: int) -> bool:
             return b"python" in fh.read().split(b"\0")[0]
     except OSError:
         return False
+
+
+def test_binds_under_tmp_are_not_hidden_by_the_fresh_tmp(tmp_path) -> None:
+    """A checkout or venv living under /tmp (CI clones there) stays visible in the jail:
+    the fresh /tmp is mounted before the binds, which land on top of it."""
+    from envh.jail.bwrap import bwrap_path, sandboxed_command
+
+    if bwrap_path() is None:
+        pytest.fail("bubblewrap is missing (dev/setup.d/jail.sh installs it)")
+    (tmp_path / "marker.txt").write_text("visible")
+    cmd = sandboxed_command(["/bin/cat", str(tmp_path / "marker.txt")], ro_binds=[str(tmp_path)])
+    assert cmd.index("--tmpfs") < cmd.index(str(tmp_path))
+    import subprocess
+
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and out.stdout == "visible", out.stderr

@@ -54,6 +54,9 @@ def sandboxed_command(argv: Sequence[str], *, ro_binds: Iterable[str] = (), rw_b
             cmd += ["--symlink", target, f"/{link}"]
         elif os.path.isdir(f"/{link}"):
             cmd += ["--ro-bind", f"/{link}", f"/{link}"]
+    # the fresh /tmp, /proc and /dev first: binds of paths under /tmp (a checkout or a venv
+    # living there) are mounted on top of the tmpfs, not hidden by it
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     seen: set[str] = set()
     for path in ro_binds:
         if path not in seen and os.path.exists(path):
@@ -61,7 +64,7 @@ def sandboxed_command(argv: Sequence[str], *, ro_binds: Iterable[str] = (), rw_b
             cmd += ["--ro-bind", path, path]
     for path in rw_binds:
         cmd += ["--bind", path, path]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", cwd]
+    cmd += ["--chdir", cwd]
     for key, value in (env or {}).items():
         cmd += ["--setenv", key, value]
     return [*cmd, "--", *argv]
