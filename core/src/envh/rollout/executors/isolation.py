@@ -124,3 +124,27 @@ def describe_status(returncode: int | None, level: str) -> str:
         except ValueError:
             return f"was killed by signal {number}"
     return f"exited with status {returncode}"
+
+
+def readable_by_nobody() -> str | None:
+    """``None`` when a worker running as ``nobody`` can reach this Python installation and
+    envh's code (every directory on the way traversable by others, the files readable);
+    else the first path it could not reach."""
+    import stat
+
+    envh_dir = Path(__file__).resolve().parents[3]
+    home = Path(os.path.expanduser("~")).resolve()
+    wanted = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve(), envh_dir}
+    for target in sorted(wanted):
+        path = target.resolve()
+        if path == home or home in path.parents:
+            continue  # the worker's emptied home gets the Python installation bound back
+        for part in [*reversed(path.parents), path]:
+            try:
+                mode = part.stat().st_mode
+            except OSError:
+                return str(part)
+            need = stat.S_IXOTH if stat.S_ISDIR(mode) else stat.S_IROTH
+            if not mode & need:
+                return str(part)
+    return None
