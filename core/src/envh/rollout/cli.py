@@ -143,11 +143,6 @@ def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: st
         from .executors import isolation as fence
 
         isolation = "user" if fence.resolve("auto") != "none" else "auto"
-        blocked = fence.readable_by_nobody() if isolation == "user" else None
-        if blocked is not None:  # e.g. a checkout under a private (0700) directory
-            click.echo(f"note: workers keep root's uid (--isolation namespace): {blocked} is not readable by "
-                       "the unprivileged user that --isolation user runs them as", err=True)
-            isolation = "namespace"
     config = {"spec": data, "spec_id": requests[0].spec_id if requests else None, "policy": policy,
               "policy_options": options, "k": k, "seed": seed, "max_steps": max_steps, "timeout_s": timeout_s,
               "executor": executor, "workers": workers, "retries": retries, "memory_mb": memory_mb,

@@ -64,10 +64,8 @@ def _namespaces_work() -> bool:
     return probe.returncode == 0
 
 
-def _home_binds() -> list[str]:
-    """Directories under the parent's home that Python needs (interpreter, stdlib, venv,
-    sys.path entries), to bind back over the emptied home."""
-    home = Path(os.path.expanduser("~")).resolve()
+def _needed() -> set[Path]:
+    """What a worker must reach: the interpreter, stdlib, venv and sys.path entries."""
     wanted = {Path(sys.base_prefix), Path(sys.prefix), Path(sys.executable).resolve().parent.parent,
               *(Path(p) for p in sys.path if p)}
     out = set()
@@ -76,10 +74,44 @@ def _home_binds() -> list[str]:
             real = path.resolve()
         except OSError:
             continue
-        if real.is_dir() and home in real.parents:
-            out.add(str(real))
-    # a directory already inside another bound one needs no bind of its own
-    return sorted(p for p in out if not any(p != q and p.startswith(q + os.sep) for q in out))
+        if real.is_dir():
+            out.add(real)
+    return out
+
+
+def _hidden_roots() -> dict[str, list[str]]:
+    """Directories a ``nobody`` worker gets an empty stand-in for, each with the needed
+    directories under it to bind back read-only: the parent's home always, and any other
+    directory on the way to the Python installation or envh's code that others cannot
+    traverse (a checkout in a private 0700 directory)."""
+    import stat
+
+    home = Path(os.path.expanduser("~")).resolve()
+    needed = _needed()
+    roots: set[Path] = {home} if str(home) != "/" else set()
+    for path in needed:
+        for part in [*reversed(path.parents), path][1:]:  # below "/"
+            try:
+                closed = not part.stat().st_mode & stat.S_IXOTH
+            except OSError:
+                break
+            if closed:
+                roots.add(part)
+                break
+    out: dict[str, list[str]] = {}
+    for root in sorted(roots, key=lambda r: len(r.parts)):
+        if any(other in root.parents for other in roots):
+            continue  # inside another stand-in: its binds come from there
+        binds = {str(p) for p in needed if root in p.parents}
+        # a directory already inside another bound one needs no bind of its own
+        out[str(root)] = sorted(p for p in binds if not any(p != q and p.startswith(q + os.sep) for q in binds))
+    return out
+
+
+def _home_binds() -> list[str]:
+    """Directories under the parent's home that Python needs, to bind back over the emptied home."""
+    home = str(Path(os.path.expanduser("~")).resolve())
+    return _hidden_roots().get(home, [])
 
 
 def wrap(argv: list[str], level: str, work_dir: str) -> list[str]:
@@ -90,17 +122,23 @@ def wrap(argv: list[str], level: str, work_dir: str) -> list[str]:
     lines = ["set -e"]
     if level == "user":
         drop[1:1] = [f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-        home = str(Path(os.path.expanduser("~")).resolve())
-        binds = _home_binds()
-        if home != "/":
-            for i, path in enumerate(binds):  # stage each bind outside the home before hiding it
-                lines.append(f"stage{i}=$(mktemp -d /tmp/envh-stage.XXXXXX)")
-                lines.append(f"mount --rbind {shlex.quote(path)} \"$stage{i}\"")
-            lines.append(f"mount -t tmpfs -o mode=0755,size=1m envh-home {shlex.quote(home)}")
-            for i, path in enumerate(binds):
+        n = 0
+        work = str(Path(work_dir).resolve())
+        for root, binds in _hidden_roots().items():
+            staged = []
+            # the worker's own directory comes back writable when it lies under a hidden root
+            wanted = [(p, True) for p in binds] + ([(work, False)] if work.startswith(root + os.sep) else [])
+            for path, read_only in wanted:  # stage each bind outside the root before hiding it
+                lines.append(f"stage{n}=$(mktemp -d /tmp/envh-stage.XXXXXX)")
+                lines.append(f"mount --rbind {shlex.quote(path)} \"$stage{n}\"")
+                staged.append((n, path, read_only))
+                n += 1
+            lines.append(f"mount -t tmpfs -o mode=0755,size=1m envh-hidden {shlex.quote(root)}")
+            for i, path, read_only in staged:
                 lines.append(f"mkdir -p {shlex.quote(path)}")
                 lines.append(f"mount --move \"$stage{i}\" {shlex.quote(path)}")
-                lines.append(f"mount -o remount,bind,ro {shlex.quote(path)} || true")
+                if read_only:
+                    lines.append(f"mount -o remount,bind,ro {shlex.quote(path)} || true")
                 lines.append(f"rmdir \"$stage{i}\"")
     lines.append(f"cd {shlex.quote(work_dir)}")
     # not exec: this shell stays PID 1 of the namespace, so the worker is an ordinary
@@ -124,27 +162,3 @@ def describe_status(returncode: int | None, level: str) -> str:
         except ValueError:
             return f"was killed by signal {number}"
     return f"exited with status {returncode}"
-
-
-def readable_by_nobody() -> str | None:
-    """``None`` when a worker running as ``nobody`` can reach this Python installation and
-    envh's code (every directory on the way traversable by others, the files readable);
-    else the first path it could not reach."""
-    import stat
-
-    envh_dir = Path(__file__).resolve().parents[3]
-    home = Path(os.path.expanduser("~")).resolve()
-    wanted = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve(), envh_dir}
-    for target in sorted(wanted):
-        path = target.resolve()
-        if path == home or home in path.parents:
-            continue  # the worker's emptied home gets the Python installation bound back
-        for part in [*reversed(path.parents), path]:
-            try:
-                mode = part.stat().st_mode
-            except OSError:
-                return str(part)
-            need = stat.S_IXOTH if stat.S_ISDIR(mode) else stat.S_IROTH
-            if not mode & need:
-                return str(part)
-    return None
