@@ -70,10 +70,13 @@ class Bridge(ActionableEnv):
     def check_task(self, task: TaskRef) -> None:
         """Refuse a task this bridge does not offer, before anything starts: an unknown
         split, or (unless ``open_instances``) an instance id ``list_tasks`` does not list.
+        An ``open_instances`` bridge also takes TaskRef's default split (an id with no split).
 
         The error names the valid choices. The task list is read once per bridge and
         read again on a miss, so tasks added while the bridge lives are found.
         """
+        if self.open_instances and task.split == "default":
+            return  # TaskRef's own default: an instance without a split, any id by construction
         for fresh in (False, True):
             if fresh or self._known_tasks is None:
                 known: dict[str, set[str]] = {}
