@@ -29,6 +29,7 @@ from ..experience import Library, write_note
 from ..harness import _VERDICT_COMPOSER, EnvHarness
 from ..spec import BuildContext, LayerSpec
 from ..types import Action, EnvResponse, Observation, ResetResult, ToolSpec
+from ..validation import compile_tools
 
 META = ("track", "commit", "recall", "note")
 STATUSES = ("todo", "tried", "blocked", "done")
@@ -49,6 +50,10 @@ TOOLS = [
              parameters={"type": "object", "properties": {"text": {**_TEXT, "description": "the insight"}},
                          "required": ["text"], "additionalProperties": False}),
 ]
+
+
+#: the meta-actions' argument checks: the same schema checker every bridge uses
+_CHECKS = compile_tools(TOOLS)
 
 
 @attrs.frozen(kw_only=True)
@@ -101,7 +106,7 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
                                                      "action": "passed", "transition": False, "observation": False})
             self._last_obs = resp.observation
             return resp
-        problem = _check(action)
+        problem = _CHECKS[action.tool](dict(action.args), action.tool)
         if problem:
             answer, ok = f"Error: {problem}", False
         else:
@@ -182,23 +187,6 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
         task_words = sorted({w for e in self.seen[:1] for w in e.lower().split()})[:50]
         write_note(self.spec.library, self.episode, {"text": text, "task_words": task_words})
         return "Noted (it joins the experience library at the next consolidation)."
-
-
-def _check(action: Action) -> str | None:
-    spec = next(t for t in TOOLS if t.name == action.tool)
-    props = spec.parameters["properties"]
-    args = dict(action.args)
-    missing = [k for k in spec.parameters["required"] if k not in args]
-    extra = [k for k in args if k not in props]
-    if missing or extra:
-        return f"{action.tool} takes {', '.join(props)}" + (f"; missing {missing}" if missing else "") + \
-            (f"; unknown {extra}" if extra else "")
-    for key, value in args.items():
-        if not isinstance(value, str) or len(value) > 500:
-            return f"{action.tool}: {key} must be a string of at most 500 characters"
-        if "enum" in props[key] and value not in props[key]["enum"]:
-            return f"{action.tool}: {key} must be one of {', '.join(props[key]['enum'])}"
-    return None
 
 
 def build(spec: WorkspaceSpec, inner: ActionableEnv, ctx: BuildContext) -> Workspace:
