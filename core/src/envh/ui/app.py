@@ -75,7 +75,7 @@ class Playground:
             while len(self.envs) > MAX_SESSIONS:
                 _, old = self.envs.popitem(last=False)
                 old.close()
-        return {"session": sid, **self._view(env, result.observation, None),
+        return {"session": sid, **self._view(env, result.observation),
                 "tools": [{"name": t.name, "description": t.description} for t in env.tools()]}
 
     def step(self, sid: str, line: str) -> dict[str, Any]:
@@ -90,7 +90,7 @@ class Playground:
             if env is None:
                 return {"error": "This playground session is gone (closed or evicted); press Reset."}
             resp = env.step(action)
-            out = self._view(env, resp.observation, resp)
+            out = self._view(env, resp.observation)
         out.update(action=f"{action.tool} {json.dumps(dict(action.args))}", reward=resp.reward,
                    done=bool(resp.terminated or resp.truncated), effects=resp.info.get("envh", []))
         if out["done"]:
@@ -99,7 +99,7 @@ class Playground:
         return out
 
     @staticmethod
-    def _view(env: Any, seen: Any, resp: Any) -> dict[str, Any]:
+    def _view(env: Any, seen: Any) -> dict[str, Any]:
         base = env.unwrapped.observe()
         return {"observation": seen.text, "base_observation": None if base.text == seen.text else base.text}
 
