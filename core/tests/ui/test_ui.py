@@ -18,13 +18,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("starlette")
-uvicorn = pytest.importorskip("uvicorn")
-sync_api = pytest.importorskip("playwright.sync_api")
-
-from envh.rollout.store import TrajectoryStore  # noqa: E402
-from envh.ui.app import create_app  # noqa: E402
+import uvicorn  # the ui extra and Playwright are installed by setup: a missing one fails, never skips
+from envh.rollout.store import TrajectoryStore
+from envh.ui.app import create_app
+from playwright import sync_api
 
 ROOT = Path(__file__).resolve().parents[3]
 CHROMIUM = "/usr/bin/chromium"

@@ -10,12 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("starlette")
-pytest.importorskip("httpx")
-
-from envh.ui.app import COOKIE, create_app  # noqa: E402
-from starlette.testclient import TestClient  # noqa: E402
+from envh.ui.app import COOKIE, create_app  # the ui extra is installed by setup: missing fails, never skips
+from starlette.testclient import TestClient
 
 TOKEN = "t0ken-for-tests"
 SCRIPT = {"*": ["combine(0, 1, mul)", "stop()"]}
