@@ -90,8 +90,10 @@ def plugins_cmd(as_json: bool) -> None:
 @click.argument("bridge")
 @click.option("--split", default=None, help="Only this split.")
 @click.option("--config", "config_json", default="{}", help="Bridge config as JSON.")
-def tasks_cmd(bridge: str, split: str | None, config_json: str) -> None:
-    """List the tasks a bridge offers."""
+@click.option("--group", default=None, help="Only tasks of this group (a task type, a repository).")
+def tasks_cmd(bridge: str, split: str | None, config_json: str, group: str | None) -> None:
+    """List the tasks a bridge offers: split, instance id and, where the bridge gives one,
+    the task's group."""
     from .spec import make
 
     try:
@@ -101,8 +103,14 @@ def tasks_cmd(bridge: str, split: str | None, config_json: str) -> None:
     if not isinstance(config, dict):
         raise click.BadParameter("must be a JSON object", param_hint="--config")
     with make({"bridge": bridge, "config": config}) as env:
-        for task in env.list_tasks(split):
-            click.echo(f"{task.split}\t{task.instance_id}")
+        tasks = env.list_tasks(split)
+    chosen = [t for t in tasks if group is None or t.group == group]
+    if group is not None and not chosen:
+        groups = sorted({t.group for t in tasks if t.group is not None})
+        raise click.BadParameter(f"no task is in group {group!r}. Groups: {', '.join(groups) or '(none)'}",
+                                 param_hint="--group")
+    for task in chosen:
+        click.echo(f"{task.split}\t{task.instance_id}" + ("" if task.group is None else f"\t{task.group}"))
 
 
 @cli.command("play")

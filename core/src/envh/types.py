@@ -86,6 +86,10 @@ class TaskRef:
     suite: str
     split: str = "default"
     instance_id: str
+    #: A label to filter and stratify by (ALFWorld's task type, SWE-bench's repository).
+    #: Description, not identity: left out of equality, hashing and ``str()``, and out of
+    #: recorded JSON when None, so refs with and without it name the same task.
+    group: str | None = attrs.field(default=None, eq=False)
 
     def __str__(self) -> str:
         return f"{self.suite}/{self.split}/{self.instance_id}"

@@ -28,6 +28,10 @@ def test_list_tasks_and_filters(make_env, built):
     assert env.list_tasks("valid_seen") == []
     heat = make_env(task_types=["pick_heat_then_place_in_recep"]).list_games()
     assert {g.task_type for g in heat} == {"pick_heat_then_place_in_recep"} and len(heat) == 2
+    # each task carries its type as its group, for filtering and stratifying
+    assert {t.group for t in tasks} == set(TASK_TYPES)
+    assert all(t.group == g.task_type for t, g in zip(tasks, env.list_games(), strict=True))
+    assert [t for t in tasks if t.group == "pick_heat_then_place_in_recep"] == [g.task for g in heat]
     with pytest.raises(errors.EnvhError, match="Unknown ALFWorld split"):
         env.list_tasks("test")
 

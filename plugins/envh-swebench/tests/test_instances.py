@@ -188,3 +188,27 @@ def test_a_byte_order_mark_is_accepted(tmp_path, official_row):
     for name, text in (("bom.json", json.dumps([official_row])), ("bom.jsonl", json.dumps(official_row) + "\n")):
         (tmp_path / name).write_text("\ufeff" + text, encoding="utf-8")
         assert list(load_instances(tmp_path / name)) == [official_row["instance_id"]]
+
+
+def test_tasks_carry_their_repository_and_the_cli_filters_by_it(tmp_path):
+    """Users stratify SWE-bench by repository: list_tasks gives it as the task's group,
+    `envh tasks` prints it and filters on it, and an unknown group lists the real ones."""
+    from pathlib import Path
+
+    from click.testing import CliRunner
+    from envh.cli import cli
+    from envh_swebench.bridge import SWEBenchEnv
+
+    rows = Path(__file__).parent / "data" / "official_rows.json"
+    env = SWEBenchEnv(str(rows))
+    groups = {t.instance_id: t.group for t in env.list_tasks()}
+    assert groups == {"django__django-11099": "django/django", "psf__requests-5414": "psf/requests",
+                      "sympy__sympy-21171": "sympy/sympy", "gin-gonic__gin-3741": "gin-gonic/gin"}
+    config = json.dumps({"instances": str(rows)})
+    out = CliRunner().invoke(cli, ["tasks", "swebench", "--config", config])
+    assert out.exit_code == 0, out.output
+    assert "test\tdjango__django-11099\tdjango/django" in out.output.splitlines()
+    only = CliRunner().invoke(cli, ["tasks", "swebench", "--config", config, "--group", "sympy/sympy"])
+    assert only.exit_code == 0 and only.output.splitlines() == ["test\tsympy__sympy-21171\tsympy/sympy"]
+    typo = CliRunner().invoke(cli, ["tasks", "swebench", "--config", config, "--group", "sympy"])
+    assert typo.exit_code != 0 and "no task is in group 'sympy'" in typo.output and "sympy/sympy" in typo.output

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 import cattrs
+from cattrs.gen import make_dict_unstructure_fn, override
 
 from ..types import Action, EvaluationResult, FrozenList, Observation, TaskRef, thaw
 
@@ -244,6 +245,9 @@ _converter = cattrs.Converter()
 # plain JSON data, not as repr strings
 _converter.register_unstructure_hook_func(
     lambda t: t is MappingProxyType or t is FrozenList, thaw)
+# a task's group is recorded only when set: records of tasks without one stay as they were
+_converter.register_unstructure_hook(TaskRef, make_dict_unstructure_fn(
+    TaskRef, _converter, group=override(omit_if_default=True)))
 
 
 def request_to_data(request: EpisodeRequest) -> dict[str, Any]:

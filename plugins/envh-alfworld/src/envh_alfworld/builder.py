@@ -93,7 +93,7 @@ def _built(folder: Path, traj: dict, game: dict) -> BuiltGame:
     while split_dir.name not in data.SPLITS:
         split_dir = split_dir.parent
     task = TaskRef(suite=data.SUITE, split=split_dir.name,
-                   instance_id=folder.relative_to(split_dir).as_posix())
+                   instance_id=folder.relative_to(split_dir).as_posix(), group=traj["task_type"])
     return BuiltGame(task=task, task_type=traj["task_type"], game_file=str(folder / data.GAME_FILE),
                      walkthrough=tuple(game["walkthrough"]))
 

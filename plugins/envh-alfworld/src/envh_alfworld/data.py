@@ -75,7 +75,7 @@ def discover(root: Path, split: str) -> list[GameInfo]:
         if not solvable:
             continue
         instance = folder.relative_to(base).as_posix()
-        games.append(GameInfo(task=TaskRef(suite=SUITE, split=split, instance_id=instance),
+        games.append(GameInfo(task=TaskRef(suite=SUITE, split=split, instance_id=instance, group=task_type),
                               task_type=task_type, game_file=str(folder / GAME_FILE)))
     games.sort(key=lambda g: g.task.instance_id)
     return games

@@ -135,7 +135,8 @@ class SWEBenchEnv(Bridge):
     def list_tasks(self, split: str | None = None) -> list[TaskRef]:
         if split is not None and split != self.split:
             return []
-        return [TaskRef(suite="swebench", split=self.split, instance_id=i) for i in sorted(self.instances)]
+        return [TaskRef(suite="swebench", split=self.split, instance_id=i, group=self.instances[i].repo)
+                for i in sorted(self.instances)]
 
     def _instance(self, task: TaskRef | None) -> Instance:
         if task is None:
