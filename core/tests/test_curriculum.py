@@ -134,7 +134,9 @@ def test_anchor_episodes_keep_the_requested_task() -> None:
     ({"params": {"size": {"range": [1, 5]}}}, "outside the bridge's bounds"),
     ({"params": {"rooms": {}}}, "Unknown tunable parameter 'rooms'. Choose one of: max_number, size"),
     ({"params": {}}, "1 to 5 parameters"),
-    ({"policy": {"type": "coach"}}, "Unknown curriculum policy type 'coach'"),
+    ({"policy": {"type": "coach"}}, "A coach curriculum policy needs 'code'"),
+    ({"policy": {"type": "teacher"}}, "Unknown curriculum policy type 'teacher'. Choose one of: coach, threshold"),
+    ({"policy": {"code": "def coach(stats): pass"}}, "Unknown curriculum policy options ['code'] for type"),
     ({"policy": {"windwo": 5}}, "Unknown curriculum policy options"),
 ])
 def test_bad_curricula_are_refused_with_the_reason(layer, message) -> None:

@@ -124,6 +124,8 @@ class Curriculum:
     outcomes: list[bool] = attrs.field(factory=list)
     below: int = 0
     episodes: int = 0
+    coach: Any = None  # an ``envh.coach.Coach``: decides in place of the thresholds
+    rates: list[float] = attrs.field(factory=list)  # the last windows' success rates
 
     def __attrs_post_init__(self) -> None:
         _int(self.window, "window")
@@ -140,9 +142,11 @@ class Curriculum:
     def active(self) -> bool:
         return self.adaptive and os.environ.get(FREEZE_VAR, "") not in ("1", "true", "yes")
 
-    def end_episode(self, success: bool) -> dict[str, Any] | None:
+    def end_episode(self, success: bool, recorded: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
         """Record one finished episode; at a window boundary, decide. Returns the
-        decision record (for the audit log) or ``None`` when no decision was due."""
+        decision record (for the audit log) or ``None`` when no decision was due.
+        ``recorded`` (replay only) is the audit's decision for this window: a coach is
+        not run again, its logged answer is checked and applied."""
         self.episodes += 1
         self.outcomes.append(bool(success))
         if len(self.outcomes) < self.window:
@@ -152,16 +156,18 @@ class Curriculum:
         if not self.active:
             self.values = {n: p.safe for n, p in self.plans.items()}
             action, reason = "frozen", "kill switch: parameters held at their safe defaults"
+        elif rate < self.floor and self.below + 1 >= self.breaker:
+            self.values = {n: p.safe for n, p in self.plans.items()}
+            self.below = 0
+            action = "breaker"
+            reason = f"success {rate:.2f} < floor {self.floor} for {self.breaker} windows: safe defaults"
+        elif self.coach is not None:
+            self.below = self.below + 1 if rate < self.floor else 0
+            action, reason = self._ask_coach(rate, recorded)
         elif rate < self.floor:
             self.below += 1
-            if self.below >= self.breaker:
-                self.values = {n: p.safe for n, p in self.plans.items()}
-                self.below = 0
-                action = "breaker"
-                reason = f"success {rate:.2f} < floor {self.floor} for {self.breaker} windows: safe defaults"
-            else:
-                self._move(-1)
-                action, reason = "easier", f"success {rate:.2f} < floor {self.floor}"
+            self._move(-1)
+            action, reason = "easier", f"success {rate:.2f} < floor {self.floor}"
         elif rate > self.ceiling:
             self.below = 0
             self._move(+1)
@@ -174,8 +180,49 @@ class Curriculum:
         record = {"episode": self.episodes, "window": {"episodes": len(self.outcomes), "successes": sum(self.outcomes),
                                                        "rate": rate},
                   "before": before, "after": dict(self.values), "decision": action, "reason": reason}
+        if self.coach is not None:
+            record["coach_memo"] = self.coach.memo
         self.outcomes = []
+        self.rates = [*self.rates, rate][-10:]
         return record
+
+    def stats(self, rate: float) -> dict[str, Any]:
+        """What a coach sees at a window boundary (plain JSON data)."""
+        return {"episode": self.episodes, "rate": rate, "successes": sum(self.outcomes),
+                "window": len(self.outcomes), "recent_rates": list(self.rates), "windows_below": self.below,
+                "floor": self.floor, "ceiling": self.ceiling, "values": dict(self.values),
+                "params": {n: {"low": p.low, "high": p.high, "step": p.step, "init": p.init, "safe": p.safe,
+                               "harder": p.bounds.harder} for n, p in self.plans.items()}}
+
+    def _ask_coach(self, rate: float, recorded: Mapping[str, Any] | None) -> tuple[str, str]:
+        from .coach import check_changes
+
+        if recorded is not None:  # replay: the logged answer, checked like a fresh one
+            after = recorded.get("after")
+            if not isinstance(after, Mapping) or set(after) != set(self.plans):
+                raise errors.StateError(f"Curriculum audit decision {dict(recorded)!r} has no valid 'after'")
+            try:
+                changes = check_changes({n: after[n] - self.values[n] if type(after[n]) is int else after[n]
+                                         for n in after}, self.plans, self.values)
+            except errors.ContractCodeError as exc:
+                raise errors.StateError(f"Curriculum audit decision at episode {self.episodes} is not a "
+                                        f"change the coach may make: {exc.message}") from None
+            memo = recorded.get("coach_memo", {})
+            if type(memo) is not dict:
+                raise errors.StateError("Curriculum audit decision has a coach_memo that is not an object")
+            self.coach.memo = memo
+            decision, reason = str(recorded.get("decision", "coach")), str(recorded.get("reason", ""))
+        else:
+            try:
+                changes = self.coach.propose(self.stats(rate), self.plans, self.values)
+            except errors.ContractCodeError as exc:
+                return "coach-failed", f"coach failed, values held: {exc.message}"[:2000]
+            decision = "coach" if changes else "hold"
+            reason = f"coach at success {rate:.2f}: " + (", ".join(f"{n} {d:+d}" for n, d in changes.items())
+                                                        or "no change")
+        for name, delta in changes.items():
+            self.values[name] += delta
+        return decision, reason
 
     def _move(self, direction: int) -> None:
         for name, plan in self.plans.items():
@@ -184,7 +231,8 @@ class Curriculum:
 
     def state(self) -> dict[str, Any]:
         return {"values": dict(self.values), "outcomes": list(self.outcomes), "below": self.below,
-                "episodes": self.episodes}
+                "episodes": self.episodes, "rates": list(self.rates),
+                "coach_memo": None if self.coach is None else self.coach.memo}
 
     def load(self, state: Mapping[str, Any]) -> None:
         values = dict(state["values"])
@@ -198,13 +246,27 @@ class Curriculum:
                 raise errors.StateError(f"Saved curriculum value {name}={value} is not within the plan")
         self.values, self.outcomes = values, [bool(x) for x in state["outcomes"]]
         self.below, self.episodes = int(state["below"]), int(state["episodes"])
+        self.rates = [float(r) for r in state.get("rates", ())][-10:]
+        if self.coach is not None:
+            memo = state.get("coach_memo") or {}
+            if type(memo) is not dict:
+                raise errors.StateError("Saved coach memo is not an object")
+            self.coach.memo = memo
 
     def replay(self, records: Iterable[Mapping[str, Any]]) -> None:
-        """Rebuild the state from audit records (``episode`` lines carry the outcome)."""
-        for record in records:
+        """Rebuild the state from audit records (``episode`` lines carry the outcome). A
+        coach's decisions are taken from the log, not recomputed (a coach that timed out
+        then must not decide differently now)."""
+        records = list(records)
+        for i, record in enumerate(records):
             if not isinstance(record, Mapping):
                 raise errors.StateError(f"Curriculum audit record {record!r} is not an object")
             if record.get("type") == "episode" and record.get("success") is not None:
                 if not isinstance(record["success"], bool):
                     raise errors.StateError(f"Curriculum audit record has success={record['success']!r}, not a bool")
-                self.end_episode(bool(record["success"]))
+                nxt = records[i + 1] if i + 1 < len(records) else None
+                recorded = nxt if isinstance(nxt, Mapping) and nxt.get("type") == "decision" else None
+                if self.coach is not None and recorded is None and len(self.outcomes) + 1 >= self.window:
+                    raise errors.StateError(f"Curriculum audit log lacks the coach's decision after episode "
+                                            f"{self.episodes + 1}")
+                self.end_episode(bool(record["success"]), recorded if self.coach is not None else None)

@@ -23,17 +23,22 @@ from typing import Any, Literal
 import attrs
 
 from .. import errors
+from ..coach import Coach
 from ..curriculum import Curriculum, ParamBounds, plan_params
 from ..env import ActionableEnv
 from ..harness import EnvHarness
 from ..spec import BuildContext, LayerSpec
 from ..types import ResetResult, TaskRef
 
+_THRESHOLD = {"window", "floor", "ceiling", "breaker"}
+POLICY_OPTIONS = {"threshold": frozenset(_THRESHOLD), "coach": frozenset(_THRESHOLD | {"code", "time_limit_ms"})}
+
 
 @attrs.frozen(kw_only=True)
 class CurriculumSpec(LayerSpec):
     """``params``: name → ``{range: [lo, hi], init, step}`` (1–5 of the bridge's tunable
-    parameters); ``policy``: ``{type: threshold, window, floor, ceiling, breaker}``;
+    parameters); ``policy``: ``{type: threshold, window, floor, ceiling, breaker}`` or
+    ``{type: coach, code, time_limit_ms, window, floor, ceiling, breaker}`` (``envh.coach``);
     ``anchor``: fraction of episodes on the requested task; ``adaptive: false`` freezes
     parameters at their safe defaults; ``audit``: JSONL path; ``training`` must be true."""
 
@@ -62,18 +67,31 @@ class CurriculumLayer(EnvHarness):
         declared = {name: ParamBounds(name=name, **raw) for name, raw in declared_raw.items()}
         policy = dict(spec.policy)
         kind = policy.pop("type", "threshold")
-        if kind != "threshold":
-            raise errors.UnknownNameError("curriculum policy type", str(kind), ["threshold"])
-        unknown = set(policy) - {"window", "floor", "ceiling", "breaker"}
+        if kind not in POLICY_OPTIONS:
+            raise errors.UnknownNameError("curriculum policy type", str(kind), list(POLICY_OPTIONS))
+        unknown = set(policy) - POLICY_OPTIONS[kind]
         if unknown:
-            raise errors.SpecError(f"Unknown curriculum policy options {sorted(unknown)}; "
-                                   "choose from window, floor, ceiling, breaker")
+            raise errors.SpecError(f"Unknown curriculum policy options {sorted(unknown)} for type {kind!r}; "
+                                   f"choose from {', '.join(sorted(POLICY_OPTIONS[kind]))}")
         self.spec = spec
-        self.curriculum = Curriculum(plan_params(declared, spec.params), adaptive=spec.adaptive, **policy)
+        plans = plan_params(declared, spec.params)
+        code, limit_ms = policy.pop("code", None), policy.pop("time_limit_ms", 250.0)
+        self.curriculum = Curriculum(plans, adaptive=spec.adaptive, **policy)
         self.audit = Path(spec.audit) if spec.audit else None
         self.current: dict[str, Any] | None = None  # the episode in progress: params, task, anchored
+        if kind == "coach":
+            if type(code) is not str:
+                raise errors.SpecError("A coach curriculum policy needs 'code': source defining coach(stats)")
+            if type(limit_ms) not in (int, float):
+                raise errors.SpecError(f"Coach time_limit_ms must be a number, got {limit_ms!r}")
+            self.curriculum.coach = Coach(code, time_limit=limit_ms / 1000)  # checked and loaded in the jail
         if self.audit is not None and self.audit.exists():
-            self._resume()
+            try:
+                self._resume()
+            except BaseException:
+                if self.curriculum.coach is not None:
+                    self.curriculum.coach.close()
+                raise
 
     # -- audit ------------------------------------------------------------------------
     def _log(self, record: dict[str, Any]) -> None:
@@ -137,7 +155,11 @@ class CurriculumLayer(EnvHarness):
         try:
             self._finish_episode()
         finally:
-            super().close()
+            try:
+                if self.curriculum.coach is not None:
+                    self.curriculum.coach.close()
+            finally:
+                super().close()
 
     def layer_state(self) -> Any:
         return {"curriculum": self.curriculum.state(), "current": self.current}
