@@ -120,3 +120,8 @@ class EndpointError(PolicyError):
 
 class JailError(EnvhError):
     """The jail for untrusted code cannot run here (bubblewrap missing as root, no process)."""
+
+
+class CurriculumEvaluationError(SpecError):
+    """An evaluation would play through a curriculum layer, which adapts the task
+    distribution: evaluation sets stay fixed, so only a run declared as training may."""
