@@ -188,3 +188,29 @@ def test_a_saved_state_must_name_exactly_the_planned_parameters() -> None:
                 layer.load_layer_state(bad)
         layer.load_layer_state(saved)
         assert layer.curriculum.values == saved["curriculum"]["values"]
+
+
+def test_the_runner_refuses_to_evaluate_through_a_curriculum_unless_told_it_trains(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from envh.rollout.store import TrajectoryStore
+
+    def envh_cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", "from envh.cli import main; main()", *args],
+                              capture_output=True, text=True, timeout=180)
+
+    nested = {"bridge": "toy24", "layers": [{"kind": "budget", "max_steps": 10}, {"kind": "chain", "legs": [
+        spec(anchor=0.0)]}]}
+    for data, where in ((spec(), "$.layers[0]"), (nested, "$.layers[1].legs[0].layers[0]")):
+        path = tmp_path / "spec.json"
+        path.write_text(json.dumps(data))
+        out = tmp_path / "eval"
+        args = ["run", str(path), "--policy", "random", "-k", "3", "--max-steps", "3", "--executor", "inline", "--out"]
+        refused = envh_cli(*args, str(out))
+        assert refused.returncode != 0 and not out.exists()
+        assert f"curriculum layer at {where}" in refused.stderr, refused.stderr
+    trained = envh_cli(*args, str(tmp_path / "train"), "--training")
+    assert trained.returncode == 0, trained.stderr
+    with TrajectoryStore(tmp_path / "train" / "trajectories.sqlite") as store:
+        assert len(list(store.rows())) == 3

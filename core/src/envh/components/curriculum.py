@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -169,9 +170,42 @@ class CurriculumLayer(EnvHarness):
         self.current = data.get("current")
 
 
+def curriculum_layers(spec: Any) -> list[str]:
+    """Where spec data (``spec_to_data``'s form) holds curriculum layers, chain legs included."""
+    found: list[str] = []
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, Mapping):
+            if isinstance(node.get("layers"), (list, tuple)):
+                for i, layer in enumerate(node["layers"]):
+                    if isinstance(layer, Mapping) and layer.get("kind") == "curriculum":
+                        found.append(f"{where}.layers[{i}]")
+                    walk(layer, f"{where}.layers[{i}]")
+            else:
+                for key, value in node.items():
+                    walk(value, f"{where}.{key}")
+        elif isinstance(node, (list, tuple)):
+            for i, value in enumerate(node):
+                walk(value, f"{where}[{i}]")
+
+    walk(spec, "$")
+    return found
+
+
+def refuse_evaluation(spec: Any) -> None:
+    """The runner's guard: a run not declared as training must not play through a
+    curriculum layer (it would adapt the tasks a fixed evaluation set is scored on)."""
+    found = curriculum_layers(spec)
+    if found:
+        raise errors.CurriculumEvaluationError(
+            f"The spec has a curriculum layer at {', '.join(found)}, which adapts the task distribution; an "
+            "evaluation run must play the fixed task set. Evaluate on the spec without that layer, or pass "
+            "--training if this run is training.")
+
+
 def build(spec: CurriculumSpec, inner: ActionableEnv, ctx: BuildContext) -> CurriculumLayer:
     if not spec.training:
-        raise errors.SpecError(
+        raise errors.CurriculumEvaluationError(
             "A curriculum layer adapts the task distribution, so it must not stand between a policy and a "
             "fixed evaluation set. For a training run set `training: true` on the layer; evaluate on a spec "
             "without it.")

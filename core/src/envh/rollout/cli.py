@@ -94,11 +94,12 @@ def _policy_file_digest(policy: str) -> str | None:
 @click.option("--pass-env", multiple=True, help="Secret variable the workers may see besides the policy's "
               "api_key_env (e.g. HF_TOKEN).")
 @click.option("--plugin", "plugins", multiple=True, help="Extra plugin module for the workers to register.")
+@click.option("--training", is_flag=True, help="A training run: the spec may adapt its tasks (curriculum layers).")
 def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: str | None, policy: str,
             policy_options: tuple[str, ...], k: int, seed: int, workers: int | None, executor: str | None, out: str,
             resume: bool, retry: str | None, max_steps: int, timeout_s: float, retries: int,
             max_endpoint_failures: int, memory_mb: int | None, cpu_s: float | None, isolation: str | None,
-            pass_env: tuple[str, ...], plugins: tuple[str, ...]) -> None:
+            pass_env: tuple[str, ...], plugins: tuple[str, ...], training: bool = False) -> None:
     """Play episodes of SPEC with a policy into the run directory --out.
 
     Everything is checked before anything is written: names (spec, tasks, policy,
@@ -136,6 +137,10 @@ def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: st
     options = planning.check_options(_options(policy_options))
     parsed = parse_spec(spec, reg)
     data = spec_to_data(parsed, reg)
+    if not training:  # an evaluation's task set stays fixed
+        from ..components.curriculum import refuse_evaluation
+
+        refuse_evaluation(data)
     tasks = planning.select_tasks(data, reg, task_ids=task_ids, n_tasks=n_tasks, split=split)
     requests = planning.build_plan(parsed, policy=policy, k=k, tasks=tasks, seed=seed, max_steps=max_steps,
                                    timeout_s=timeout_s, policy_options=options, registry=reg)
