@@ -246,6 +246,36 @@ def test_image_without_python_falls_back_to_exec(nopython_image, mathx_row, fix_
         env.close()
 
 
+def test_nothing_a_command_starts_outlives_its_step_without_python(nopython_image, mathx_row):
+    """The one-exec-per-command fallback kills what a command leaves behind too: a
+    background job, a setsid'd daemon and a forking one are gone by the next step, the
+    container's own processes stay, and the tracking after each step still works."""
+    from envh_swebench.bridge import SWEBenchEnv
+
+    env = SWEBenchEnv([{**mathx_row, "image": nopython_image}], command_timeout=10, reward_on_submit=False)
+    count = ("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done "
+             "| grep -c '^sleep 3[012]7 $'")
+    try:
+        env.reset()
+        assert env.box.no_runner
+        started = bash(env, "sleep 327 & setsid sleep 317 >/dev/null 2>&1 < /dev/null & "
+                            "nohup setsid bash -c 'while :; do sleep 307; done' >/dev/null 2>&1 < /dev/null & "
+                            "sleep 0.3; " + count)
+        assert started.observation.text.strip().endswith("3"), started.observation.text  # all ran
+        after = bash(env, count)
+        assert after.observation.text.split()[0] == "0", after.observation.text
+        writer = bash(env, "setsid bash -c 'while :; do date >> late.txt; sleep 0.05; done' "
+                           ">/dev/null 2>&1 < /dev/null & sleep 0.3")
+        assert "exit code" not in writer.observation.text
+        size = bash(env, "wc -c < late.txt").observation.text.split()[0]
+        assert bash(env, "sleep 0.5; wc -c < late.txt").observation.text.split()[0] == size  # nobody writes
+        assert env.get_env_state()["files_touched"] == ["late.txt"]
+        init = env.box.container.exec_run(["sh", "-c", "cat /proc/1/cmdline"]).output
+        assert env.box.status()["Status"] == "running" and init  # the container's init lives
+    finally:
+        env.close()
+
+
 def test_snapshot_images_are_collected(make_env, docker_client):
     import docker.errors
 

@@ -133,6 +133,19 @@ class FileTooLargeError(OSError):
         self.path, self.size, self.limit = path, size, limit
 
 
+# The python-less fallback's sweep, in POSIX sh builtins only (a command it started would
+# show up among the processes it kills): stop, then kill, every process but those in
+# $KEEP (the container's own, found before the first command) and itself, until none is
+# left; zombies are skipped (their parent, the container's init, reaps them).
+_SH_PIDS = 'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = "$$" ] || printf "%s " "$p"; done'
+_SH_SWEEP = (
+    'strays() { out=""; for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = "$$" ] && continue; '
+    'case " $KEEP " in *" $p "*) continue ;; esac; read -r st 2>/dev/null < "$d/stat" || continue; '
+    'st=${st##*\\) }; case "$st" in Z*|X*) continue ;; esac; out="$out $p"; done; }; '
+    'i=0; while [ $i -lt 50 ]; do strays; [ -z "$out" ] && break; '
+    'for p in $out; do kill -STOP "$p" 2>/dev/null; done; for p in $out; do kill -KILL "$p" 2>/dev/null; done; '
+    'i=$((i + 1)); done')
+
 _STORAGE_OPT: dict[int, bool] = {}
 
 
@@ -187,6 +200,7 @@ class Sandbox:
     session: RunnerSession | None = None
     file_limit: int | None = None
     no_runner: bool = False  # the image cannot run the runner: one exec per command
+    keep_pids: str | None = None  # the fallback's sweep spares these: the container's own
 
     @classmethod
     def start(cls, client: docker.DockerClient, image: str, *, workdir: str, limits: Limits,
@@ -257,7 +271,14 @@ class Sandbox:
 
     def _exec_fallback(self, req: dict[str, Any]) -> dict[str, Any]:
         """No usable Python in the image: one runtime exec per command; ``timeout -s KILL``
-        ends it, ``ulimit -f`` bounds files, output is streamed and cut to head and tail."""
+        ends it, ``ulimit -f`` bounds files, output is streamed and cut to head and tail.
+        After it, as the runner does, every process it left behind is killed (the sweep
+        runs in the exec that runs ``post``, so it costs no extra exec)."""
+        if self.keep_pids is None:
+            found = self.container.exec_run(["sh", "-c", _SH_PIDS])
+            if found.exit_code != 0:
+                raise OSError(f"cannot list the container's processes: {found.output[-300:]!r}")
+            self.keep_pids = (found.output or b"").decode().strip()
         cmd = req["cmd"]
         if req.get("fsize"):  # ulimit -f counts 1024-byte blocks
             cmd = f"trap '' XFSZ; ulimit -f {max(1, req['fsize'] // 1024)}; {cmd}"
@@ -291,10 +312,13 @@ class Sandbox:
         out += tail.decode("utf-8", "replace")
         reply = {"exit_code": code, "output": out, "timed_out": code == 137,
                  "dropped": dropped, "post_output": None}
-        if req.get("post"):
-            after = self.container.exec_run(["bash", "-c", req["post"]], workdir=req["cwd"])
-            if after.exit_code == 0:
-                reply["post_output"] = (after.output or b"").decode("utf-8", "replace")
+        # sweep, then post: `exec` keeps post's exit status; nothing is left to race it
+        after = self.container.exec_run(
+            ["sh", "-c", "{ " + _SH_SWEEP + '; } 2>/dev/null' + ('; exec bash -c "$0"' if req.get("post") else ""),
+             req.get("post") or ""],
+            workdir=req["cwd"], environment={"KEEP": self.keep_pids})
+        if req.get("post") and after.exit_code == 0:
+            reply["post_output"] = (after.output or b"").decode("utf-8", "replace")
         return reply
 
     # -- files (archives, no exec) ----------------------------------------------------
