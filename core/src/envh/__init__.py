@@ -20,6 +20,7 @@ from .plugins import (
                       Registry,
                       TemplateInfo,
                       TrainerInfo,
+                      WeaknessInfo,
                       get_registry,
                       hookimpl,
                       make_plugin_manager,
@@ -34,6 +35,6 @@ __all__ = [
     "Action", "ActionableEnv", "Block", "Bridge", "BridgeInfo", "BuildContext", "ComponentKind",
     "DesignerInfo", "DiagnoserInfo", "EnvHarness", "EnvResponse", "EnvSpec", "EvaluationResult",
     "ExecutorInfo", "LayerSpec", "Observation", "PolicyInfo", "Registry", "ResetResult", "TaskRef",
-    "TemplateInfo", "ToolSpec", "TrainerInfo", "compile_tools", "errors", "get_registry", "hookimpl", "iter_layers",
+    "TemplateInfo", "ToolSpec", "TrainerInfo", "WeaknessInfo", "compile_tools", "errors", "get_registry", "hookimpl", "iter_layers",
     "make", "make_plugin_manager", "parse_spec", "spec_id", "spec_to_data", "__version__",
 ]

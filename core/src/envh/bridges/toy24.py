@@ -197,6 +197,10 @@ class Toy24Env(Bridge):
                 return TaskRef(suite="toy24", split="generated", instance_id=",".join(map(str, nums)))
         raise errors.EnvError(f"No solvable Toy24 puzzle with size={size}, max_number={top} after 10,000 draws")
 
+    def error_kinds(self) -> dict[str, str]:
+        """Toy24's refusals are the policy's action errors (axis A)."""
+        return {**super().error_kinds(), "bad_position": "A", "division_by_zero": "A"}
+
     def solve(self) -> list[Action] | None:
         """The solver's plan from the current numbers, as actions ending with stop()."""
         plan = solver.solve(self.numbers, self.target)

@@ -12,11 +12,12 @@ from .records import (
                       PolicyInfo,
                       TemplateInfo,
                       TrainerInfo,
+                      WeaknessInfo,
                       resolve,
 )
 
 __all__ = [
     "BridgeInfo", "ComponentKind", "Contribution", "DesignerInfo", "DiagnoserInfo", "ExecutorInfo",
-    "PluginFailure", "PolicyInfo", "Registry", "TemplateInfo", "TrainerInfo", "get_registry",
+    "PluginFailure", "PolicyInfo", "Registry", "TemplateInfo", "TrainerInfo", "WeaknessInfo", "get_registry",
     "hookimpl", "hookspec", "make_plugin_manager", "resolve", "set_registry",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .hookspecs import hookimpl
-from .records import BridgeInfo, ComponentKind, ExecutorInfo, PolicyInfo, TemplateInfo
+from .records import BridgeInfo, ComponentKind, ExecutorInfo, PolicyInfo, TemplateInfo, WeaknessInfo
 
 
 @hookimpl
@@ -77,4 +77,17 @@ def envh_templates() -> list[TemplateInfo]:
                      description="Contract: hide n numbers from the observation (pressure)"),
         TemplateInfo(name="toy24.block-operator", factory=f"{t}:BlockOperator", bridge="toy24",
                      description="Contract: block operators the solution does not need (pressure)"),
+    ]
+
+
+@hookimpl
+def envh_weakness_predicates() -> list[WeaknessInfo]:
+    w = "envh.bridges.toy24_weakness"
+    return [
+        WeaknessInfo(name="toy24.bad-position", factory=f"{w}:bad_position", bridge="toy24",
+                     focus={"tools": ["combine"]}, keywords=("position",),
+                     description="toy24.bad-position[:N]: names a position that does not exist, N times"),
+        WeaknessInfo(name="toy24.revisits", factory=f"{w}:revisits", bridge="toy24",
+                     focus={"tools": ["reset"]}, keywords=("revisit",),
+                     description="toy24.revisits[:N]: the numbers return to an earlier state, N times"),
     ]

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         PolicyInfo,
         TemplateInfo,
         TrainerInfo,
+        WeaknessInfo,
     )
 
 hookspec = pluggy.HookspecMarker("envh")
@@ -122,3 +123,12 @@ def envh_configure_converter(converter: Any) -> None:
 
     :param converter: the ``cattrs.Converter`` from ``envh.serialization``.
     """
+
+
+@hookspec
+def envh_weakness_predicates() -> list[WeaknessInfo]:
+    """Contribute weakness predicates over trajectories (a bridge's own failure patterns).
+
+    :return: ``WeaknessInfo`` records; ``bridge`` restricts a predicate to one bridge.
+    """
+    raise NotImplementedError

@@ -32,6 +32,7 @@ from .records import (
     PolicyInfo,
     TemplateInfo,
     TrainerInfo,
+    WeaknessInfo,
 )
 
 log = logging.getLogger("envh.plugins")
@@ -239,6 +240,9 @@ class Registry:
     def templates(self) -> dict[str, TemplateInfo]:
         return self._collect("envh_templates", TemplateInfo)
 
+    def weakness_predicates(self) -> dict[str, WeaknessInfo]:
+        return self._collect("envh_weakness_predicates", WeaknessInfo)
+
     def _call_each(self, hook_name: str, **kwargs: Any) -> None:
         """Call every implementation of a side-effect hook; one that raises is recorded
         as a failure of its plugin and the others still run."""
@@ -259,6 +263,7 @@ _RECORDS: dict[str, type[Any]] = {
     "envh_bridges": BridgeInfo, "envh_component_kinds": ComponentKind, "envh_policies": PolicyInfo,
     "envh_executors": ExecutorInfo, "envh_designers": DesignerInfo, "envh_diagnosers": DiagnoserInfo,
     "envh_trainers": TrainerInfo, "envh_templates": TemplateInfo,
+    "envh_weakness_predicates": WeaknessInfo,
 }
 
 

@@ -100,3 +100,19 @@ class TemplateInfo(Contribution):
     """
 
     bridge: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class WeaknessInfo(Contribution):
+    """A weakness predicate over trajectories, for weakness targets and guidance.
+
+    ``factory`` returns ``fn(trajectory, *args) -> bool`` (``args`` are the strings after
+    the name in ``NAME:ARG:...``); ``bridge`` restricts it to one bridge (``None``: any);
+    ``focus`` says where it acts, for templates that concentrate there (``{"tools": [...],
+    "pattern": REGEX, "repeats": bool}``; ``None``: anywhere); ``keywords`` are plain
+    words that name it (all must appear).
+    """
+
+    bridge: str | None = None
+    focus: dict[str, Any] | None = None
+    keywords: tuple[str, ...] = ()
