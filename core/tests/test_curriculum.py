@@ -12,7 +12,7 @@ import envh
 import pytest
 from envh import Action, errors
 from envh.components.curriculum import CurriculumLayer
-from envh.curriculum import Curriculum
+from envh.curriculum import Curriculum, ParamBounds, ParamPlan
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -48,12 +48,15 @@ def test_a_policy_is_driven_into_the_band_and_held_there(tmp_path: Path) -> None
     # about 1 time in 12 (and comes back after one window); 20 would wobble twice as often
     with envh.make(spec(audit=str(tmp_path / "audit.jsonl"), policy={"window": 40})) as env:
         sizes = play(env, 400, random.Random(0))
-    assert sizes[:40] == [3] * 40  # never changes inside a window
+    # 11 straight wins weigh as much as 35 of 40 (the weakest full window above 0.85), so
+    # the first window closes early
+    assert sizes[:12] == [3] * 11 + [4]
     settled = sizes[120:]
     assert settled.count(4) / len(settled) >= 0.8, settled
     decisions = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()
                  if json.loads(line)["type"] == "decision"]
     assert decisions[0]["decision"] == "harder" and decisions[0]["after"] == {"size": 4}
+    assert "after 11 of 40 episodes" in decisions[0]["reason"] and decisions[0]["window"]["episodes"] == 11
     assert all(abs(d["after"]["size"] - d["before"]["size"]) <= 1 for d in decisions)  # bounded by step
     assert all(d["reason"] for d in decisions)
 
@@ -74,14 +77,45 @@ def test_parameters_never_change_mid_episode(outcomes, window) -> None:
 
 def test_the_breaker_restores_the_safe_default(tmp_path: Path) -> None:
     audit = tmp_path / "audit.jsonl"
-    s = spec(params={"size": {"range": [3, 5], "init": 5}}, policy={"window": 5, "floor": 0.6, "breaker": 2},
-             audit=str(audit))
+    s = spec(params={"size": {"range": [3, 5], "init": 5}},
+             policy={"window": 5, "floor": 0.6, "breaker": 2, "early": False}, audit=str(audit))
     with envh.make(s) as env:
         play(env, 11, random.Random(1), skill={3: 0.0, 4: 0.0, 5: 0.0})
         assert layer_of(env).curriculum.values == {"size": 4}  # Toy24's safe default
     kinds = [json.loads(line)["decision"] for line in audit.read_text().splitlines()
              if json.loads(line)["type"] == "decision"]
     assert kinds == ["easier", "breaker"]
+
+
+def test_early_windows_need_as_much_evidence_as_a_full_one_and_grace_follows_a_harder_move() -> None:
+    bounds = ParamBounds(name="level", low=1, high=10, default=1)
+    cur = Curriculum({"level": ParamPlan(bounds=bounds, low=1, high=10, init=5)}, window=20, floor=0.6,
+                     ceiling=0.85, breaker=3)
+    # 8 straight wins are weaker evidence than 18 of 20 (Wilson lower bounds 0.68 < 0.70); 9 are not
+    assert [cur.end_episode(True) for _ in range(8)] == [None] * 8
+    d = cur.end_episode(True)
+    assert d is not None and d["decision"] == "harder" and d["window"]["episodes"] == 9 and cur.values["level"] == 6
+    # the first window after a harder move: failures do not close it early, and a full
+    # window below the floor holds (and counts toward the breaker)
+    assert [cur.end_episode(False) for _ in range(19)] == [None] * 19
+    d = cur.end_episode(False)
+    assert d is not None and (d["decision"], cur.values["level"], cur.below) == ("hold", 6, 1)
+    assert "first window after a harder move" in d["reason"]
+    # out of grace: 0 of 2 is as conclusive as 11 of 20 below the floor (Wilson upper
+    # bounds 0.66 ≤ 0.74), so it steps back at once; 0 of 1 is not (0.79)
+    assert cur.end_episode(False) is None
+    d = cur.end_episode(False)
+    assert d is not None and (d["decision"], d["window"]["episodes"], cur.values["level"]) == ("easier", 2, 5)
+    # the breaker still trips on consecutive windows below the floor
+    d = next(r for r in (cur.end_episode(False) for _ in range(20)) if r is not None)
+    assert d["decision"] == "breaker" and cur.values["level"] == 1
+    # a window in the band is never closed early, whatever its length so far
+    cur = Curriculum({"level": ParamPlan(bounds=bounds, low=1, high=10, init=5)}, window=20)
+    outcomes = [True, True, True, False] * 5  # 0.75
+    assert [cur.end_episode(x) for x in outcomes[:-1]] == [None] * 19
+    assert cur.end_episode(outcomes[-1])["decision"] == "hold"  # type: ignore[index]
+    classic = Curriculum({"level": ParamPlan(bounds=bounds, low=1, high=10, init=5)}, early=False, grace=False)
+    assert [classic.end_episode(True) for _ in range(19)] == [None] * 19
 
 
 def test_kill_switch_freezes_at_safe_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -138,6 +172,8 @@ def test_anchor_episodes_keep_the_requested_task() -> None:
     ({"policy": {"type": "teacher"}}, "Unknown curriculum policy type 'teacher'. Choose one of: coach, threshold"),
     ({"policy": {"code": "def coach(stats): pass"}}, "Unknown curriculum policy options ['code'] for type"),
     ({"policy": {"windwo": 5}}, "Unknown curriculum policy options"),
+    ({"policy": {"early": "yes"}}, "early must be true or false"),
+    ({"policy": {"type": "coach", "code": "def coach(stats): pass", "grace": True}}, "Unknown curriculum policy"),
 ])
 def test_bad_curricula_are_refused_with_the_reason(layer, message) -> None:
     with pytest.raises(errors.EnvhError, match=message.replace("(", r"\(").replace("[", r"\[")):

@@ -12,6 +12,13 @@ Rules it enforces:
   bounds (an out-of-bounds ``init`` is refused);
 - the circuit breaker puts every parameter back to its safe default when success stays
   below ``floor`` for ``breaker`` consecutive windows;
+- ``early``: a window closes before it is full once its outcomes are at least as
+  conclusive as the weakest full window that would make the same decision (Wilson 95%
+  bounds: 9 straight successes weigh as much as 18 of 20), so a learner that outgrows a
+  level is not held there for the rest of the window;
+- ``grace``: the first window after a harder move does not step back (a dip right after
+  promotion is expected before practice at the new level); it still counts toward the
+  breaker, which is what catches a real collapse;
 - the kill switch (``adaptive=False``, or ``ENVH_CURRICULUM_FREEZE=1``) freezes every
   parameter at its safe default;
 - every decision is a record (episode, window statistics, values before and after, reason)
@@ -124,12 +131,18 @@ class Curriculum:
     outcomes: list[bool] = attrs.field(factory=list)
     below: int = 0
     episodes: int = 0
+    early: bool = True
+    grace: bool = True
     coach: Any = None  # an ``envh.coach.Coach``: decides in place of the thresholds
+    fresh: bool = False  # the last decision made the task harder (grace applies)
     rates: list[float] = attrs.field(factory=list)  # the last windows' success rates
 
     def __attrs_post_init__(self) -> None:
         _int(self.window, "window")
         _int(self.breaker, "breaker")
+        for name in ("early", "grace"):
+            if type(getattr(self, name)) is not bool:
+                raise errors.SpecError(f"Curriculum {name} must be true or false, got {getattr(self, name)!r}")
         for name in ("floor", "ceiling"):
             if type(getattr(self, name)) not in (int, float):
                 raise errors.SpecError(f"Curriculum {name} must be a number in [0, 1], got {getattr(self, name)!r}")
@@ -149,10 +162,12 @@ class Curriculum:
         not run again, its logged answer is checked and applied."""
         self.episodes += 1
         self.outcomes.append(bool(success))
-        if len(self.outcomes) < self.window:
+        early = len(self.outcomes) < self.window and self._conclusive()
+        if len(self.outcomes) < self.window and not early:
             return None
         rate = sum(self.outcomes) / len(self.outcomes)
-        before = dict(self.values)
+        before, fresh = dict(self.values), self.fresh
+        self.fresh = False
         if not self.active:
             self.values = {n: p.safe for n, p in self.plans.items()}
             action, reason = "frozen", "kill switch: parameters held at their safe defaults"
@@ -164,6 +179,9 @@ class Curriculum:
         elif self.coach is not None:
             self.below = self.below + 1 if rate < self.floor else 0
             action, reason = self._ask_coach(rate, recorded)
+        elif rate < self.floor and fresh and self.grace:
+            self.below += 1
+            action, reason = "hold", f"success {rate:.2f} < floor {self.floor}, first window after a harder move"
         elif rate < self.floor:
             self.below += 1
             self._move(-1)
@@ -171,12 +189,15 @@ class Curriculum:
         elif rate > self.ceiling:
             self.below = 0
             self._move(+1)
+            self.fresh = self.values != before
             action, reason = "harder", f"success {rate:.2f} > ceiling {self.ceiling}"
         else:
             self.below = 0
             action, reason = "hold", f"success {rate:.2f} in [{self.floor}, {self.ceiling}]"
         if action in ("easier", "harder") and self.values == before:
             action, reason = "hold", reason + " (already at the bound)"
+        if early:
+            reason += f" (after {len(self.outcomes)} of {self.window} episodes: as conclusive as a full window)"
         record = {"episode": self.episodes, "window": {"episodes": len(self.outcomes), "successes": sum(self.outcomes),
                                                        "rate": rate},
                   "before": before, "after": dict(self.values), "decision": action, "reason": reason}
@@ -185,6 +206,22 @@ class Curriculum:
         self.outcomes = []
         self.rates = [*self.rates, rate][-10:]
         return record
+
+    def _conclusive(self) -> bool:
+        """Is the open window already as conclusive as the weakest full window that
+        would decide the same way? Only for the threshold policy while adapting; not
+        downward in the grace window."""
+        if not self.early or self.coach is not None or not self.active:
+            return False
+        from .rollout import wilson  # the project's one Wilson interval
+
+        n, m, w = len(self.outcomes), sum(self.outcomes), self.window
+        low, high = wilson(m, n)
+        ups = [k for k in range(w + 1) if k / w > self.ceiling]
+        if ups and low >= wilson(ups[0], w)[0]:
+            return True
+        downs = [k for k in range(w + 1) if k / w < self.floor]
+        return bool(downs) and not (self.fresh and self.grace) and high <= wilson(downs[-1], w)[1]
 
     def stats(self, rate: float) -> dict[str, Any]:
         """What a coach sees at a window boundary (plain JSON data)."""
@@ -231,7 +268,7 @@ class Curriculum:
 
     def state(self) -> dict[str, Any]:
         return {"values": dict(self.values), "outcomes": list(self.outcomes), "below": self.below,
-                "episodes": self.episodes, "rates": list(self.rates),
+                "episodes": self.episodes, "rates": list(self.rates), "fresh": self.fresh,
                 "coach_memo": None if self.coach is None else self.coach.memo}
 
     def load(self, state: Mapping[str, Any]) -> None:
@@ -247,6 +284,7 @@ class Curriculum:
         self.values, self.outcomes = values, [bool(x) for x in state["outcomes"]]
         self.below, self.episodes = int(state["below"]), int(state["episodes"])
         self.rates = [float(r) for r in state.get("rates", ())][-10:]
+        self.fresh = state.get("fresh") is True
         if self.coach is not None:
             memo = state.get("coach_memo") or {}
             if type(memo) is not dict:

@@ -31,14 +31,15 @@ from ..harness import EnvHarness
 from ..spec import BuildContext, LayerSpec
 from ..types import ResetResult, TaskRef
 
-_THRESHOLD = {"window", "floor", "ceiling", "breaker"}
-POLICY_OPTIONS = {"threshold": frozenset(_THRESHOLD), "coach": frozenset(_THRESHOLD | {"code", "time_limit_ms"})}
+_COMMON = {"window", "floor", "ceiling", "breaker"}
+POLICY_OPTIONS = {"threshold": frozenset(_COMMON | {"early", "grace"}),
+                  "coach": frozenset(_COMMON | {"code", "time_limit_ms"})}
 
 
 @attrs.frozen(kw_only=True)
 class CurriculumSpec(LayerSpec):
     """``params``: name → ``{range: [lo, hi], init, step}`` (1–5 of the bridge's tunable
-    parameters); ``policy``: ``{type: threshold, window, floor, ceiling, breaker}`` or
+    parameters); ``policy``: ``{type: threshold, window, floor, ceiling, breaker, early, grace}`` or
     ``{type: coach, code, time_limit_ms, window, floor, ceiling, breaker}`` (``envh.coach``);
     ``anchor``: fraction of episodes on the requested task; ``adaptive: false`` freezes
     parameters at their safe defaults; ``audit``: JSONL path; ``training`` must be true."""
