@@ -11,7 +11,6 @@ Each is ``fn(trajectory, *args) -> bool`` over a recorded trajectory.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 
@@ -26,12 +25,16 @@ def _numbers(obs: Any) -> tuple[str, ...] | None:
 
 
 def revisits(t: Any, n: str = "1") -> bool:
-    # the bridge's own observations (before any layer masked them) carry the true numbers
-    seen: Counter[tuple[str, ...]] = Counter()
+    # the bridge's own observations (before any layer masked them) carry the true numbers;
+    # a step that leaves the numbers as they were (stop, a refused action) moves nowhere
     first = t.initial_base_observation or t.initial_observation
-    states = [_numbers(first)] + [_numbers(s.base_observation or s.observation)
-                                  for s in t.steps if s.executed is not None and not s.error]
+    states = [_numbers(first)] + [_numbers(s.base_observation or s.observation) for s in t.steps]
+    seen: set[tuple[str, ...]] = set()
+    previous, found = None, 0
     for state in states:
-        if state is not None:
-            seen[state] += 1
-    return sum(c - 1 for c in seen.values()) >= int(n)
+        if state is None or state == previous:
+            continue
+        found += state in seen
+        seen.add(state)
+        previous = state
+    return found >= int(n)
