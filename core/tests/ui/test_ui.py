@@ -4,29 +4,26 @@ renders. ``ENVH_UI_SCREENSHOTS=DIR`` saves a screenshot of each page (the README
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import threading
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
-import uvicorn  # the ui extra and Playwright are installed by setup: a missing one fails, never skips
 from envh.rollout.store import TrajectoryStore
-from envh.ui.app import create_app
+from envh.ui.app import CSP, create_app
 from playwright import sync_api
+from playwright.sync_api import expect
 
-ROOT = Path(__file__).resolve().parents[3]
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
+#: a run id with every character a URL path or query treats specially
+BIG_RUN = "sweeps/big run?page=7&id=x#frag%2F/../<b>"
 SPEC = """bridge: toy24
 layers:
   - kind: contract
@@ -77,46 +74,29 @@ def run_dirs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
         manifest = source.manifest(run_id)
     with TrajectoryStore(big) as store:
         store.db.execute("PRAGMA synchronous=OFF")  # a fixture of 10,000 rows, not a durability test
-        store.create_run("big", manifest or {})
+        store.create_run(BIG_RUN, manifest or {})
         import attrs
 
         for i in range(10_000):
-            store.append(attrs.evolve(template, run_id="big", key=f"ep-{i:05d}", seed=i))
+            store.append(attrs.evolve(template, run_id=BIG_RUN, key=f"ep-{i:05d}", seed=i))
     return [small, big]
 
 
 @pytest.fixture(scope="module")
-def server(run_dirs: list[Path]):
-    app = create_app(run_dirs, token="t0k3n")
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not srv.started and time.time() < deadline:
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(10)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
+def server(run_dirs: list[Path], serve):
+    with serve(create_app(run_dirs, token="t0k3n")) as url:
+        yield url
 
 
 @pytest.fixture
-def page(browser, server):
+def page(browser, server, watch):
     context = browser.new_context()
     p = context.new_page()
+    problems = watch(p)
     p.goto(f"{server}/?token=t0k3n")
     yield p
     context.close()
+    assert problems == []  # no script error, nothing the Content-Security-Policy had to block
 
 
 def shot(page, name: str) -> None:
@@ -149,12 +129,18 @@ def test_runs_page_summarises_each_run(page) -> None:
 
 
 def test_episode_list_pages_and_filters(page) -> None:
+    assert page.locator("tr.run a").nth(1).inner_text() == BIG_RUN
     page.locator("tr.run a").nth(1).click()
+    assert page.locator("h1").inner_text() == f"Run {BIG_RUN}"  # the id survived the link unchanged
     assert page.locator("tr.episode").count() == 50
     assert "10000 episodes · page 1 of 200" in page.locator("#pager").inner_text()
     page.locator("#next").click()
     assert "page 2 of 200" in page.locator("#pager").inner_text()
     assert page.locator("tr.episode").first.inner_text().split()[0] == "ep-00050"
+    page.select_option("select[name=outcome]", "success")  # the filter form keeps the run
+    page.locator("#filters button").click()
+    assert page.locator("h1").inner_text() == f"Run {BIG_RUN}"
+    assert "10000 episodes" in page.locator("#pager").inner_text()  # every copy of the template succeeded
     page.goto(page.url.split("/run/")[0] + "/")
     page.locator("tr.run a").first.click()
     page.select_option("select[name=outcome]", "success")
@@ -198,7 +184,7 @@ def test_rig_report_and_training_pages(page, server) -> None:
     page.wait_for_url("**/playground?**")
     assert "kind: stage" in page.input_value("#spec")
     page.locator("#start").click()
-    page.wait_for_function("document.getElementById('seen').textContent.length > 0")
+    expect(page.locator("#seen")).not_to_be_empty()
     assert "Numbers: [0] 4, [1] 5." in page.locator("#seen").inner_text()  # the stage combined 2 + 3
     for bad in ("/playground?d=0&spec=..%2f..%2fetc", "/playground?d=9&spec=abc123def4567890",
                 "/playground?d=0&spec=ffffffffffffffff"):
@@ -214,7 +200,7 @@ def test_playground_plays_a_stack_with_untrusted_contract_code(page, server) -> 
     page.goto(f"{server}/playground")
     page.fill("#task", "medium/1,2,6,6")
     page.locator("#start").click()
-    page.wait_for_function("document.getElementById('seen').textContent.length > 0")
+    expect(page.locator("#seen")).not_to_be_empty()
     assert "Numbers: [0] 1, [1] 2, [2] 6, [3] 6" in page.locator("#seen").inner_text()
     assert page.locator("button.tool").count() == 3
     page.locator("button.tool", has_text="combine").click()
@@ -227,15 +213,15 @@ def test_playground_plays_a_stack_with_untrusted_contract_code(page, server) -> 
     for line in ("combine i=0 j=1 op=add", "combine i=2 j=0 op=mul", "combine i=0 j=1 op=add", "stop"):
         page.fill("#action", line)
         page.locator("#step").click()
-    page.wait_for_function("document.getElementById('verdict').textContent.includes('true')")
+    expect(page.locator("#verdict")).to_contain_text("true")
     shot(page, "playground")
     page.fill("#spec", "bridge: toy24\nlayers:\n  - kind: contract\n    code: |\n      def oops(:\n")
     page.locator("#check").click()
-    page.wait_for_function("document.getElementById('error').textContent.length > 0")
+    expect(page.locator("#error")).not_to_be_empty()
     assert "syntax" in page.locator("#error").inner_text().lower()
     page.fill("#spec", "bridge: toy24\nlayers:\n  - kind: stagee\n")
     page.locator("#check").click()
-    page.wait_for_function("document.getElementById('error').textContent.includes('stagee')")
+    expect(page.locator("#error")).to_contain_text("stagee")
 
 
 def test_nothing_outside_the_run_dirs_is_readable_and_runs_stay_unchanged(page, server, run_dirs) -> None:
@@ -244,7 +230,7 @@ def test_nothing_outside_the_run_dirs_is_readable_and_runs_stay_unchanged(page, 
                  "/file/0/trajectories.sqlite", "/file/7/report.md", "/traj/5/1", "/file/0/..%2fbig%2freport.md"):
         response = page.request.get(server + path)
         assert response.status == 404, path
-    page.goto(f"{server}/run/0/{'x' * 10}")
+    page.goto(f"{server}/run/0?id={'x' * 10}")
     assert page.locator("tr.episode").count() == 0
     assert hashlib.sha256((run_dirs[0] / "trajectories.sqlite").read_bytes()).hexdigest() == before
 
@@ -254,3 +240,56 @@ def test_envh_ui_refuses_a_missing_directory(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "does not exist" in proc.stderr
     assert shutil.which("chromium") or Path(CHROMIUM).exists()
+
+
+def test_every_page_sends_the_csp_and_still_works_under_it(page, server) -> None:
+    """Each page loads with its scripts and stylesheet from static files: the page fixture
+    fails the test on any CSP violation or script error, and the styles are applied."""
+    paths = ["/", f"/run/0?id={BIG_RUN.replace('&', '%26').replace('#', '%23').replace('?', '%3F')}",
+             "/traj/0/1", "/compare/0/1/2", "/rig/0", "/training/0", "/playground", "/static/envh.css",
+             "/static/editor.js", "/file/0/report.md", "/no/such/page", "/traj/0/99999999"]
+    for path in paths:
+        response = page.goto(server + path)
+        assert response is not None and response.headers["content-security-policy"] == CSP, path
+    page.goto(server + "/playground")
+    expect(page.locator("nav")).to_have_css("background-color", "rgb(36, 52, 71)")  # envh.css is in force
+    page.wait_for_selector("#gutter div")  # editor.js ran: the gutter has its line numbers
+    for api in ("/api/spec/schema",):
+        assert page.request.get(server + api).headers["content-security-policy"] == CSP
+
+
+def test_an_injected_inline_script_does_not_run(browser, server) -> None:
+    """Markup that slipped into a page (here: added to the served HTML on its way to the
+    browser) cannot run script: the header forbids inline script and handlers. The same
+    injection without the header runs, so the check can see a failure."""
+    payload = ("<script>document.title='pwned'</script>"
+               "<img id='inj' src='/static/envh.css' onerror=\"document.title='pwned-handler'\">")
+
+    def inject(keep_csp: bool):
+        def handler(route) -> None:
+            response = route.fetch()
+            headers = dict(response.headers)
+            if not keep_csp:
+                headers.pop("content-security-policy", None)
+            route.fulfill(response=response, headers=headers,
+                          body=response.text().replace("<main>", "<main>" + payload, 1))
+        return handler
+
+    titles = {}
+    for keep in (True, False):
+        context = browser.new_context()
+        p = context.new_page()
+        p.goto(f"{server}/?token=t0k3n")
+        p.route("**/playground", inject(keep))
+        p.goto(f"{server}/playground")
+        p.wait_for_selector("#inj")
+        p.wait_for_timeout(300)
+        titles[keep] = p.title()
+        if keep:  # a script element added later with inline code is refused as well
+            with contextlib.suppress(sync_api.Error):
+                p.add_script_tag(content="document.title = 'pwned-later'")
+            p.wait_for_timeout(200)
+            assert p.title() == titles[keep]
+        context.close()
+    assert titles[True] == "Playground · envh"
+    assert titles[False].startswith("pwned")

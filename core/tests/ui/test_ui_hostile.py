@@ -4,6 +4,7 @@ app through Starlette's ASGI client (no browser needed for what the server must 
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import sys
@@ -83,11 +84,11 @@ def test_the_token_never_stays_in_a_url_or_a_referer(run_dir: Path) -> None:
 
 def test_page_numbers_past_the_end_negative_or_huge_show_an_empty_page(client: TestClient) -> None:
     home = client.get("/").text
-    run_id = home.split("href='/run/0/")[1].split("'")[0]
+    run_id = html.unescape(home.split("href='/run/0?id=")[1].split("'")[0])
     for page in ("-5", "999999", str(2**80), "-" + str(2**80)):
-        r = client.get(f"/run/0/{run_id}", params={"page": page})
+        r = client.get("/run/0", params={"id": run_id, "page": page})
         assert r.status_code == 200, (page, r.text[:200])
-    assert client.get(f"/run/0/{run_id}", params={"page": "x"}).status_code == 404
+    assert client.get("/run/0", params={"id": run_id, "page": "x"}).status_code == 404
 
 
 def test_metric_values_are_escaped(client: TestClient) -> None:
@@ -105,7 +106,7 @@ def test_a_json_body_that_is_not_an_object_is_an_answer_not_a_crash(client: Test
 
 def test_episode_numbers_past_sqlite_integers_are_not_found(client: TestClient) -> None:
     big = 2**80
-    for path in (f"/traj/0/{big}", f"/compare/0/1/{big}", f"/compare/0/{big}/1", f"/run/{big}/x", f"/rig/{big}",
+    for path in (f"/traj/0/{big}", f"/compare/0/1/{big}", f"/compare/0/{big}/1", f"/run/{big}?id=x", f"/rig/{big}",
                  "/traj/0/999999"):
         assert client.get(path).status_code == 404, path
     assert client.get("/playground", params={"d": str(big), "spec": "abcdef12"}).status_code == 404
@@ -140,7 +141,7 @@ def test_a_run_being_written_is_browsable_meanwhile(run_dir: Path, tmp_path: Pat
     t.start()
     try:
         statuses = [client.get(path).status_code
-                    for _ in range(15) for path in ("/", f"/run/0/{run_id}", f"/run/0/{run_id}?page=3")]
+                    for _ in range(15) for path in ("/", f"/run/0?id={run_id}", f"/run/0?id={run_id}&page=3")]
     finally:
         stop.set()
         t.join(60)

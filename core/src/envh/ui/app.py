@@ -10,11 +10,9 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
-import threading
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -28,90 +26,23 @@ from starlette.responses import (
     RedirectResponse,
     Response,
 )
-from starlette.routing import Route
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 
 from .. import errors
-from . import pages
+from . import editor, pages
+from .playground import DEFAULT_SPEC, Playground
 from .reader import PAGE, RunDirs
 
-DEFAULT_SPEC = """bridge: toy24
-layers:
-  - kind: contract
-    code: |
-      def filter_action(action, state, memo):
-          if action.tool == "combine" and action.args["op"] == "div":
-              return Block(reason="division is disabled in this world")
-  - kind: budget
-    max_steps: 12
-"""
-MAX_SESSIONS = 8
+if TYPE_CHECKING:
+    from ..plugins.manager import Registry
+
 COOKIE = "envh_ui_token"
-
-
-class Playground:
-    """Live envs of the playground, at most ``MAX_SESSIONS`` (the oldest is closed)."""
-
-    def __init__(self) -> None:
-        self.envs: OrderedDict[str, Any] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def _make(self, spec: str) -> Any:
-        from ..spec import make
-
-        return make(spec, trust="untrusted")
-
-    def new(self, spec: str, task: str) -> dict[str, Any]:
-        from ..play import resolve_task
-
-        env = self._make(spec)
-        try:
-            result = env.reset(task=resolve_task(env, task.strip() or None), seed=0)
-        except BaseException:
-            env.close()
-            raise
-        sid = secrets.token_hex(8)
-        with self.lock:
-            self.envs[sid] = env
-            while len(self.envs) > MAX_SESSIONS:
-                _, old = self.envs.popitem(last=False)
-                old.close()
-        return {"session": sid, **self._view(env, result.observation),
-                "tools": [{"name": t.name, "description": t.description} for t in env.tools()]}
-
-    def step(self, sid: str, line: str) -> dict[str, Any]:
-        from ..play import parse_action
-
-        try:
-            action = parse_action(line)
-        except (ValueError, json.JSONDecodeError) as exc:
-            return {"error": f"Could not read the action: {exc}"}
-        with self.lock:  # looked up under the lock: an eviction cannot close it mid-step
-            env = self.envs.get(sid)
-            if env is None:
-                return {"error": "This playground session is gone (closed or evicted); press Reset."}
-            resp = env.step(action)
-            out = self._view(env, resp.observation)
-        out.update(action=f"{action.tool} {json.dumps(dict(action.args))}", reward=resp.reward,
-                   done=bool(resp.terminated or resp.truncated), effects=resp.info.get("envh", []))
-        if out["done"]:
-            verdict = env.evaluate()
-            out["verdict"] = {"success": verdict.success, "score": verdict.score}
-        return out
-
-    @staticmethod
-    def _view(env: Any, seen: Any) -> dict[str, Any]:
-        base = env.unwrapped.observe()
-        return {"observation": seen.text, "base_observation": None if base.text == seen.text else base.text}
-
-    def close(self) -> None:
-        with self.lock:
-            for env in self.envs.values():
-                env.close()
-            self.envs.clear()
-
-
-def _error(exc: BaseException) -> JSONResponse:
-    return JSONResponse({"error": f"{type(exc).__name__}: {exc}"})
+#: every page's Content-Security-Policy: scripts and styles only from the app's own
+#: static files, no inline code, no plugins, not framed, forms only back to the app
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; "
+       "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+STATIC = Path(__file__).parent / "static"
 
 
 #: Host headers the app answers: a page another site's name resolves to 127.0.0.1 (DNS
@@ -133,12 +64,17 @@ def _host_name(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: str | None = None) -> Starlette:
+def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: str | None = None,
+               registry: Registry | None = None) -> Starlette:
     """The app over ``dirs``; ``app.state.token`` is the access token. Only requests whose
     Host header names a loopback address (or ``host``, the address it was bound to) are
-    answered, and a POST must come from the app's own origin as JSON."""
+    answered, and a POST must come from the app's own origin as JSON. ``registry``: the
+    bridges and component kinds the playground offers (default: the installed ones)."""
+    from ..plugins import get_registry
+
     runs = RunDirs(dirs)
-    play = Playground()
+    play = Playground(registry)
+    schema: dict[str, Any] = {}
     token = token or secrets.token_urlsafe(18)
     hosts = LOCAL_HOSTS | ({_host_name(host)} if host and host not in ("0.0.0.0", "::") else set())
 
@@ -159,8 +95,10 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
         return HTMLResponse(pages.runs_page(listed))
 
     async def run(request: Request) -> Response:
-        index, run_id = _dir(request), request.path_params["run_id"]
+        # the run id is a query value, never a path segment: ids with '/', '?', '#', '%'
+        # or '..' survive the round trip through the browser unchanged
         q = request.query_params
+        index, run_id = _dir(request), q.get("id", "")
         filters = {k: q[k] for k in ("outcome", "task", "spec") if q.get(k)}
         page = min(max(int(q.get("page", "0") or 0), 0), MAX_PAGE)
         rows, total = runs.episodes(index, run_id, page=page, **filters)
@@ -201,8 +139,6 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
         return HTMLResponse(pages.training_page(rows))
 
     async def playground(request: Request) -> Response:
-        from ..plugins import get_registry
-
         spec = DEFAULT_SPEC
         if request.query_params.get("spec"):  # an accepted spec from a rig directory's pool
             import yaml
@@ -211,7 +147,7 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
             if text is None:
                 return PlainTextResponse("no such spec in the pool", 404)
             spec = yaml.safe_dump(json.loads(text), sort_keys=False)
-        return HTMLResponse(pages.playground_page(sorted(get_registry().bridges()), spec))
+        return HTMLResponse(pages.playground_page(sorted((registry or get_registry()).bridges()), spec))
 
     async def _body(request: Request) -> dict[str, Any]:
         body = await request.json()
@@ -221,36 +157,42 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
 
     async def play_new(request: Request) -> Response:
         body = await _body(request)
-        try:
-            return JSONResponse(play.new(str(body.get("spec", "")), str(body.get("task") or "")))
-        except (errors.EnvhError, ValueError, TypeError, LookupError) as exc:
-            return _error(exc)
+        return JSONResponse(play.new(str(body.get("spec", "")), str(body.get("task") or "")))
 
     async def play_step(request: Request) -> Response:
         body = await _body(request)
-        try:
-            return JSONResponse(play.step(request.path_params["sid"], str(body.get("action", ""))))
-        except errors.EnvhError as exc:
-            return _error(exc)
+        return JSONResponse(play.step(request.path_params["sid"], str(body.get("action", ""))))
 
     async def spec_check(request: Request) -> Response:
-        from ..spec import parse_spec, spec_id
-
         body = await _body(request)
-        try:
-            parsed = parse_spec(str(body.get("spec", "")))
-            play._make(str(body.get("spec", ""))).close()  # builds every layer: contract code is checked too
-            return JSONResponse({"ok": True, "spec_id": spec_id(parsed)})
-        except (errors.EnvhError, ValueError, TypeError) as exc:
-            return JSONResponse({"ok": False, "error": str(exc)})
+        return JSONResponse(play.check(str(body.get("spec", "")), build=body.get("build", True) is not False))
+
+    def _schema() -> dict[str, Any]:
+        if not schema:
+            from .schema import spec_schema
+
+            schema.update(spec_schema(registry or get_registry()))
+        return schema
+
+    async def spec_schema_route(request: Request) -> Response:
+        return JSONResponse(_schema())
+
+    async def spec_complete(request: Request) -> Response:
+        body = await _body(request)
+        offset = body.get("offset")
+        if not isinstance(offset, int) or isinstance(offset, bool):
+            return JSONResponse({"error": "offset must be an integer"}, 400)
+        return JSONResponse(editor.complete(str(body.get("spec", "")), offset, _schema()))
 
     routes = [
-        Route("/", home), Route("/run/{d:int}/{run_id}", run), Route("/traj/{d:int}/{seq:int}", trajectory),
+        Route("/", home), Route("/run/{d:int}", run), Route("/traj/{d:int}/{seq:int}", trajectory),
         Route("/compare/{d:int}/{a:int}/{b:int}", compare), Route("/file/{d:int}/{name}", file),
         Route("/rig/{d:int}", rig), Route("/training/{d:int}", training), Route("/playground", playground),
         Route("/api/play/new", play_new, methods=["POST"]),
         Route("/api/play/{sid}/step", play_step, methods=["POST"]),
         Route("/api/spec/check", spec_check, methods=["POST"]),
+        Route("/api/spec/complete", spec_complete, methods=["POST"]), Route("/api/spec/schema", spec_schema_route),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -259,6 +201,7 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
 
     async def guard(request: Request, call_next: Any) -> Response:
         response = await _guarded(request, call_next)
+        response.headers["Content-Security-Policy"] = CSP
         response.headers["Referrer-Policy"] = "no-referrer"
         response.headers["X-Frame-Options"] = "DENY"
         response.headers["X-Content-Type-Options"] = "nosniff"

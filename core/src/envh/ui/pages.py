@@ -1,7 +1,8 @@
 """HTML for ``envh ui``: server-rendered pages, every value escaped, no build step.
 
-A page is a function from data to an HTML string; the small client script
-(``PLAYGROUND_JS``) only drives the playground through the JSON API.
+A page is a function from data to an HTML string. Styles and the small client scripts
+(``static/``: the playground and its spec editor, the episodes page's compare button) are
+static files: the Content-Security-Policy allows no inline script or style.
 """
 
 from __future__ import annotations
@@ -13,22 +14,19 @@ from urllib.parse import urlencode
 
 from ..rollout.trajectory import Trajectory, request_messages
 
-STYLE = """
-body{font-family:system-ui,sans-serif;margin:0;color:#222}
-nav{background:#243447;padding:.6em 1em}nav a{color:#fff;margin-right:1.2em;text-decoration:none}
-main{padding:1em 1.5em}table{border-collapse:collapse;margin:.5em 0}
-td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top;font-size:.92em}
-th{background:#f2f4f7}.ok{color:#1a7f37}.bad{color:#b42318}.err{color:#9a6700}
-pre{white-space:pre-wrap;background:#f6f8fa;padding:.5em;margin:.2em 0;max-height:24em;overflow:auto}
-.blocked{background:#fde7e7}.rewritten{background:#fff4d6}.cols{display:flex;gap:1em}.cols>div{flex:1;min-width:0}
-textarea{width:100%;font-family:monospace}.muted{color:#666}.tag{font-size:.8em;padding:0 .3em;border-radius:3px;background:#eee}
-"""
 
-
-def layout(title: str, body: str) -> str:
+def layout(title: str, body: str, scripts: tuple[str, ...] = ()) -> str:
+    """A page: the app's stylesheet and ``scripts``, all static files (the CSP allows
+    no inline script or style)."""
+    tags = "".join(f"<script src='/static/{name}' defer></script>" for name in scripts)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)} · envh</title>"
-            f"<style>{STYLE}</style></head><body><nav><a href='/'>Runs</a><a href='/playground'>Playground</a>"
-            f"</nav><main><h1>{escape(title)}</h1>{body}</main></body></html>")
+            f"<link rel='stylesheet' href='/static/envh.css'>{tags}</head><body><nav><a href='/'>Runs</a>"
+            f"<a href='/playground'>Playground</a></nav><main><h1>{escape(title)}</h1>{body}</main></body></html>")
+
+
+def run_link(index: int, run_id: str, **query: Any) -> str:
+    """The episodes page of a run: the id travels as a query value, whatever it contains."""
+    return escape(f"/run/{index}?{urlencode({'id': run_id, **query})}")
 
 
 def _pct(x: float) -> str:
@@ -41,7 +39,7 @@ def runs_page(dirs: list[tuple[int, str, list[dict[str, Any]], list[str]]]) -> s
         parts.append(f"<h2 class='dir'>{escape(name)}</h2>")
         if runs:
             rows = "".join(
-                f"<tr class='run'><td><a href='/run/{index}/{escape(r['run_id'])}'>{escape(r['run_id'])}</a></td>"
+                f"<tr class='run'><td><a href='{run_link(index, r['run_id'])}'>{escape(r['run_id'])}</a></td>"
                 f"<td>{escape(str(r['policy'] or ''))}</td><td>{r['episodes']}</td>"
                 f"<td>{_pct(r['success_rate'])} <span class='muted'>[{_pct(r['wilson'][0])}, "
                 f"{_pct(r['wilson'][1])}]</span></td><td>{r['mean_steps']:.1f}</td>"
@@ -64,11 +62,11 @@ def runs_page(dirs: list[tuple[int, str, list[dict[str, Any]], list[str]]]) -> s
 def episodes_page(index: int, run_id: str, rows: list[dict[str, Any]], total: int, page: int, page_size: int,
                   filters: dict[str, str]) -> str:
     def link(p: int) -> str:
-        return f"/run/{index}/{escape(run_id)}?{escape(urlencode({**filters, 'page': p}))}"
+        return run_link(index, run_id, **filters, page=p)
 
     options = "".join(f"<option value='{o}'{' selected' if filters.get('outcome') == o else ''}>{o or 'all'}</option>"
                       for o in ("", "success", "failure", "error"))
-    form = (f"<form method='get' id='filters'>outcome <select name='outcome'>{options}</select> "
+    form = (f"<form method='get' id='filters'><input type='hidden' name='id' value='{escape(run_id)}'>outcome <select name='outcome'>{options}</select> "
             f"task <input name='task' value='{escape(filters.get('task', ''))}'> "
             f"spec <input name='spec' value='{escape(filters.get('spec', ''))}' size='10'> "
             f"<button type='submit'>Filter</button></form>")
@@ -83,11 +81,9 @@ def episodes_page(index: int, run_id: str, rows: list[dict[str, Any]], total: in
     pager = (f"<p id='pager'>{total} episodes · page {page + 1} of {last + 1} "
              + (f"<a href='{link(page - 1)}'>previous</a> " if page > 0 else "")
              + (f"<a id='next' href='{link(page + 1)}'>next</a>" if page < last else "") + "</p>")
-    compare = ("<button id='compare' onclick=\"const p=[...document.querySelectorAll('.pick:checked')]"
-               f".map(e=>e.value);if(p.length==2)location='/compare/{index}/'+p[0]+'/'+p[1]\">"
-               "Compare two</button>")
+    compare = f"<button id='compare' data-dir='{index}'>Compare two</button>"
     return layout(f"Run {run_id}", form + pager + "<table><tr><th></th><th>episode</th><th>task</th><th>seed</th>"
-                  "<th>outcome</th><th>steps</th><th>spec</th></tr>" + body + "</table>" + compare)
+                  "<th>outcome</th><th>steps</th><th>spec</th></tr>" + body + "</table>" + compare, ("episodes.js",))
 
 
 def _action(action: Any) -> str:
@@ -157,7 +153,7 @@ def compare_page(a: Trajectory, b: Trajectory) -> str:
 
 
 def text_page(title: str, text: str, images: list[str], index: int, pool: list[dict[str, Any]] | None = None) -> str:
-    imgs = "".join(f"<img alt='{escape(i)}' src='/file/{index}/{escape(i)}' style='max-width:48%'>" for i in images)
+    imgs = "".join(f"<img alt='{escape(i)}' src='/file/{index}/{escape(i)}' class='plot'>" for i in images)
     table = ""
     if pool:
         rows = "".join(
@@ -192,68 +188,26 @@ def training_page(rows: list[dict[str, Any]]) -> str:
     body = "".join("<tr class='metric'>" + "".join(
         f"<td>{r[k]:.4g}</td>" if isinstance(r.get(k), (int, float)) else "<td></td>" for k in keys) + "</tr>"
         for r in rows[-500:])
-    return layout("Training", f"<div class='cols' style='flex-wrap:wrap'>{charts}</div>"
+    return layout("Training", f"<div class='cols wrap'>{charts}</div>"
                               f"<table id='metrics'><tr>{head}</tr>{body}</table>")
-
-
-PLAYGROUND_JS = r"""
-let session = null;
-async function api(path, body) {
-  const r = await fetch(path, {method: 'POST', headers: {'content-type': 'application/json'},
-                                body: JSON.stringify(body)});
-  return r.json();
-}
-function show(out) {
-  document.getElementById('error').textContent = out.error || '';
-  if (out.error) return;
-  document.getElementById('seen').textContent = out.observation;
-  document.getElementById('base').textContent = out.base_observation ?? '(same)';
-  const log = document.getElementById('log');
-  if (out.effects) {
-    const li = document.createElement('li');
-    li.className = 'logline';
-    li.textContent = `${out.action} -> reward ${out.reward}` + (out.done ? ' (done)' : '') + ' ' + JSON.stringify(out.effects);
-    log.appendChild(li);
-  }
-  if (out.tools) {
-    const box = document.getElementById('tools'); box.innerHTML = '';
-    for (const t of out.tools) {
-      const b = document.createElement('button'); b.className = 'tool'; b.textContent = t.name;
-      b.onclick = () => { document.getElementById('action').value = t.name + ' '; };
-      box.appendChild(b);
-    }
-  }
-  if (out.verdict) document.getElementById('verdict').textContent = JSON.stringify(out.verdict);
-}
-async function start() {
-  const out = await api('/api/play/new', {spec: document.getElementById('spec').value,
-                                          task: document.getElementById('task').value});
-  session = out.session || null; document.getElementById('log').innerHTML = ''; show(out);
-}
-async function step() {
-  if (!session) return;
-  show(await api('/api/play/' + session + '/step', {action: document.getElementById('action').value}));
-}
-async function check() {
-  const out = await api('/api/spec/check', {spec: document.getElementById('spec').value});
-  document.getElementById('error').textContent = out.ok ? 'spec ok: ' + out.spec_id : out.error;
-}
-"""
 
 
 def playground_page(bridges: list[str], spec: str) -> str:
     options = " ".join(f"<code>{escape(b)}</code>" for b in bridges)
     return layout("Playground", f"""
-<p>Installed bridges: {options}. Contract code runs in the untrusted tier.</p>
+<p>Installed bridges: {options}. Contract code runs in the untrusted tier.
+<span class='muted'>Ctrl+Space completes keys and values from the layer kinds' schemas.</span></p>
 <div class='cols'><div>
-<textarea id='spec' rows='14'>{escape(spec)}</textarea>
-<p>task <input id='task' placeholder='split/instance_id'> <button id='check' onclick='check()'>Check spec</button>
-<button id='start' onclick='start()'>Reset</button></p>
-<p id='error' class='bad'></p>
+<div class='editor-wrap'><div class='editor' id='editor'><div class='gutter' id='gutter' aria-hidden='true'></div>
+<div class='code'><div class='backdrop' id='backdrop' aria-hidden='true'></div>
+<textarea id='spec' spellcheck='false' autocomplete='off' wrap='off'>{escape(spec)}</textarea></div></div>
+<ul id='completions' class='completions' role='listbox' hidden></ul></div>
+<p>task <input id='task' placeholder='split/instance_id'> <button id='check'>Check spec</button>
+<button id='start'>Reset</button></p>
+<p id='error' class='bad'></p><ul id='problems'></ul>
 </div><div>
 <div id='tools'></div>
-<p><input id='action' size='50' placeholder='tool key=value ... or JSON'
- onkeydown="if(event.key==='Enter')step()"> <button id='step' onclick='step()'>Step</button></p>
+<p><input id='action' size='50' placeholder='tool key=value ... or JSON'> <button id='step'>Step</button></p>
 <div class='cols'><div><b>policy sees</b><pre id='seen'></pre></div><div><b>base observation</b><pre id='base'></pre></div></div>
 <ol id='log'></ol><p>verdict: <span id='verdict'></span></p>
-</div></div><script>{PLAYGROUND_JS}</script>""")
+</div></div>""", ("editor.js", "playground.js"))

@@ -1,0 +1,145 @@
+"""The playground's server side: live env stacks played step by step, and spec checks
+whose problems carry the editor line they belong to.
+
+Every spec is built with ``trust="untrusted"`` (contract code runs in the jail). Whatever
+a bridge or component raises becomes a typed answer for the page: envh errors as they
+are, anything else as an ``EnvError`` naming the original exception, never a 500.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from .. import errors
+from . import editor
+
+if TYPE_CHECKING:
+    from ..plugins.manager import Registry
+
+DEFAULT_SPEC = """bridge: toy24
+layers:
+  - kind: contract
+    code: |
+      def filter_action(action, state, memo):
+          if action.tool == "combine" and action.args["op"] == "div":
+              return Block(reason="division is disabled in this world")
+  - kind: budget
+    max_steps: 12
+"""
+MAX_SESSIONS = 8
+
+
+def spec_text(text: str) -> str:
+    """Editor text as spec text, never a file name: ``load_spec_data`` reads a one-line
+    string naming an existing file, and no file may be read through the app."""
+    return text if "\n" in text else text + "\n"
+
+
+def error_answer(exc: BaseException, doing: str) -> dict[str, Any]:
+    """The page's view of ``exc``: its type and message. An exception that is not an envh
+    error (a bridge's bug: ``RuntimeError``, ``KeyError``...) is reported as the
+    ``EnvError`` it is for the user: the environment failed while ``doing``."""
+    if not isinstance(exc, errors.EnvhError):
+        exc = errors.EnvError(f"The environment failed while {doing}: {type(exc).__name__}: {exc}")
+    return {"error": f"{type(exc).__name__}: {exc}", "error_type": type(exc).__name__}
+
+
+class Playground:
+    """Live envs of the playground, at most ``MAX_SESSIONS`` (the oldest is closed)."""
+
+    def __init__(self, registry: Registry | None = None) -> None:
+        self.registry = registry
+        self.envs: OrderedDict[str, Any] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def _make(self, spec: str) -> Any:
+        from ..spec import make
+
+        return make(spec_text(spec), trust="untrusted", registry=self.registry)
+
+    def new(self, spec: str, task: str) -> dict[str, Any]:
+        from ..play import resolve_task
+
+        try:
+            env = self._make(spec)
+        except Exception as exc:  # noqa: BLE001 - shown to the user, typed
+            return {**error_answer(exc, "building the spec"), "markers": editor.markers(spec, exc)}
+        try:
+            result = env.reset(task=resolve_task(env, task.strip() or None), seed=0)
+            view = self._view(env, result.observation)
+            tools = [{"name": t.name, "description": t.description} for t in env.tools()]
+        except Exception as exc:  # noqa: BLE001
+            env.close()
+            return error_answer(exc, "resetting")
+        sid = secrets.token_hex(8)
+        with self.lock:
+            self.envs[sid] = env
+            while len(self.envs) > MAX_SESSIONS:
+                _, old = self.envs.popitem(last=False)
+                old.close()
+        return {"session": sid, **view, "tools": tools}
+
+    def step(self, sid: str, line: str) -> dict[str, Any]:
+        from ..play import parse_action
+
+        try:
+            action = parse_action(line)
+        except (ValueError, json.JSONDecodeError) as exc:
+            return {"error": f"Could not read the action: {exc}", "error_type": "ActionError"}
+        with self.lock:  # looked up under the lock: an eviction cannot close it mid-step
+            env = self.envs.get(sid)
+            if env is None:
+                return {"error": "This playground session is gone (closed or evicted); press Reset.",
+                        "error_type": "SessionGone"}
+            try:
+                resp = env.step(action)
+                out = self._view(env, resp.observation)
+                out.update(action=f"{action.tool} {json.dumps(dict(action.args))}", reward=resp.reward,
+                           done=bool(resp.terminated or resp.truncated), effects=resp.info.get("envh", []))
+                if out["done"]:
+                    verdict = env.evaluate()
+                    out["verdict"] = {"success": verdict.success, "score": verdict.score}
+            except Exception as exc:  # noqa: BLE001
+                return error_answer(exc, f"stepping {action.tool!r}")
+        return json.loads(json.dumps(out, default=str))  # effects a bridge filled with odd values stay JSON
+
+    @staticmethod
+    def _view(env: Any, seen: Any) -> dict[str, Any]:
+        base = env.unwrapped.observe()
+        return {"observation": seen.text, "base_observation": None if base.text == seen.text else base.text}
+
+    def check(self, text: str, *, build: bool = True) -> dict[str, Any]:
+        """Validate a spec: its structure, then each contract's code (statically, or run
+        in the jail when ``build``), then, when ``build``, every layer built. Problems
+        come back with their editor lines."""
+        from ..components.contract import analyse, check_contract_code
+        from ..spec import load_spec_data, parse_spec, spec_id
+
+        text = spec_text(text)
+        try:
+            parsed = parse_spec(text, self.registry)
+            for path, code, limit in editor.contract_codes(load_spec_data(text)):
+                try:
+                    if build:
+                        check_contract_code(code, trust="untrusted", time_limit=float(limit) / 1000)
+                    else:
+                        analyse(code)
+                except errors.ContractCodeError as exc:
+                    return {"ok": False, "error": str(exc), "markers": editor.markers(text, exc, path)}
+            if build:
+                self._make(text).close()
+            return {"ok": True, "spec_id": spec_id(parsed, self.registry), "markers": []}
+        except Exception as exc:  # noqa: BLE001 - every problem is an answer with its lines
+            answer = error_answer(exc, "building the spec")
+            return {"ok": False, "error": answer["error"], "error_type": answer["error_type"],
+                    "markers": editor.markers(text, exc)}
+
+    def close(self) -> None:
+        with self.lock:
+            for env in self.envs.values():
+                env.close()
+            self.envs.clear()
