@@ -101,6 +101,16 @@ class AlfworldEnv(Bridge):
     def list_tasks(self, split: str | None = None) -> list[TaskRef]:
         return [g.task for g in self.list_games(split)]
 
+    def tunable_parameters(self) -> dict[str, dict[str, Any]]:
+        from envh_alfworld.tunable import PARAMETERS  # task tier, room size, distractors, closed
+
+        return {name: dict(spec) for name, spec in PARAMETERS.items()}
+
+    def task_for(self, params: Any, rng: Any) -> TaskRef:
+        from envh_alfworld.tunable import task_for  # a game built by the procedural builder
+
+        return task_for(self, params, rng)
+
     def check_task(self, task: TaskRef) -> None:
         """The core's check on the canonical name; when a game is not listed, say why
         (missing, movable/sliced, unsolvable) where the folder tells."""
