@@ -178,6 +178,10 @@ def play(executor: Any, store: TrajectoryStore, requests: list[EpisodeRequest],
 
     retries = retries or {}
     streak: list[Trajectory] = []
+    # an inline episode that cannot be stopped still leaves its timeout row in the store
+    owned_abandon = hasattr(executor, "on_abandon") and executor.on_abandon is None
+    if owned_abandon:
+        executor.on_abandon = lambda t: _append_abandoned(store.path, t, retries or {})
     results = executor.run(requests)
     try:
         for trajectory in results:
@@ -203,6 +207,19 @@ def play(executor: Any, store: TrajectoryStore, requests: list[EpisodeRequest],
         close = getattr(results, "close", None)
         if close is not None:
             close()  # episodes still playing are stopped, not leaked
+        if owned_abandon:
+            executor.on_abandon = None
+
+
+def _append_abandoned(path: Any, trajectory: Trajectory, retries: Mapping[str, int]) -> None:
+    """Append the trajectory of an episode the executor gave up on (called from another
+    thread while the one playing is stuck, so through a connection of its own)."""
+    import attrs
+
+    if trajectory.final and retries.get(trajectory.key):
+        trajectory = attrs.evolve(trajectory, retry=retries[trajectory.key])
+    with TrajectoryStore(path) as store:
+        store.append(trajectory)
 
 
 def build_executor(registry: Registry, name: str, workers: int | None, options: dict[str, Any]) -> Any:

@@ -9,7 +9,11 @@ whenever the env is still sound (also after the policy failed). Unparseable poli
 is an invalid step (the policy is told, the episode goes on). The per-episode time limit
 is a ``SIGALRM`` timer where the runner owns the main thread (it interrupts a blocked LLM
 call or a runaway bridge), and a check between steps elsewhere; a real Ctrl-C on the main
-thread still stops the run.
+thread still stops the run. Code that disables, ignores or blocks the timer does not
+escape it: a watchdog thread raises the deadline into the episode's thread when the
+timer failed to, again and again, and when even that cannot stop it (the code swallows
+every exception, or sits in one C call) hands a ``timeout`` trajectory to the caller's
+``abandon`` (the inline executor records it and ends the process).
 
 Verdict and reward come from the base bridges (``taps.BaseTap``), never through the
 wrapper chain; when a component made the stack report something else, the trajectory
@@ -18,14 +22,16 @@ records both.
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -47,14 +53,111 @@ class _Deadline(BaseException):
     bridges, policies and the contract sandbox cannot swallow it."""
 
 
+class _Overrun(_Deadline):
+    """Raised into the episode's thread by the watchdog: the episode ran past its limit
+    and the ``SIGALRM`` timer did not stop it (the code running disabled, ignored or
+    blocked it)."""
+
+    def __str__(self) -> str:
+        return "the episode ran past its time limit and its timer did not stop it; the watchdog did"
+
+
+#: CPython's "raise this in that thread", bound once here so that code running later in
+#: the process cannot swap what the watchdog calls through ``ctypes``.
+_SET_ASYNC_EXC = ctypes.pythonapi.PyThreadState_SetAsyncExc
+#: After the deadline the timer has this long to stop the episode before the watchdog acts;
+#: then it raises every ``WATCHDOG_REPEAT_S`` and gives up after ``WATCHDOG_GIVE_UP_S``.
+WATCHDOG_GRACE_S = 1.0
+WATCHDOG_REPEAT_S = 0.2
+WATCHDOG_GIVE_UP_S = 5.0
+
+
+class _Watchdog:
+    """Stops an episode whose ``SIGALRM`` timer was disabled (``signal.alarm(0)``,
+    ``SIG_IGN``, ``pthread_sigmask``): past the deadline plus a grace period it raises
+    ``_Overrun`` in the episode's thread, repeatedly, and after ``WATCHDOG_GIVE_UP_S``
+    calls ``on_stuck`` (when given) instead.
+
+    It raises only while that thread runs inside ``region`` (the code object of the
+    guarded call, e.g. ``_Episode.play``), so the runner's own bookkeeping after the
+    episode never receives a raise meant for the episode; ``stop`` ends the watch and
+    drops a raise not yet delivered."""
+
+    def __init__(self, timeout_s: float, on_stuck: Callable[[], None] | None, region: Any = None) -> None:
+        self.ident = threading.get_ident()
+        self.deadline = time.monotonic() + timeout_s
+        self.on_stuck = on_stuck
+        self.region = region
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.raised = 0
+        self.thread = threading.Thread(target=self._watch, name="envh-episode-watchdog", daemon=True)
+        self.thread.start()
+
+    def _raise(self, exc: Any) -> None:
+        _SET_ASYNC_EXC(ctypes.c_ulong(self.ident), exc)
+
+    def _in_region(self) -> bool:
+        frame = sys._current_frames().get(self.ident)
+        while frame is not None:
+            if self.region is None or frame.f_code is self.region:
+                return True
+            frame = frame.f_back
+        return False
+
+    def _watch(self) -> None:
+        if self.stopped.wait(max(0.0, self.deadline - time.monotonic()) + WATCHDOG_GRACE_S):
+            return
+        give_up = time.monotonic() + WATCHDOG_GIVE_UP_S
+        while True:
+            with self.lock:
+                if self.stopped.is_set():
+                    return
+                if self._in_region():
+                    self._raise(ctypes.py_object(_Overrun))
+                    self.raised += 1
+            if self.stopped.wait(WATCHDOG_REPEAT_S):
+                return
+            if self.on_stuck is not None and time.monotonic() > give_up:
+                with self.lock:
+                    if self.stopped.is_set() or not self._in_region():
+                        continue  # the episode is ending after all
+                    self.stopped.set()
+                    self._raise(ctypes.c_void_p(0))  # nothing more for the thread we give up on
+                self.on_stuck()
+                return
+
+    def stop(self) -> None:
+        with self.lock:
+            if not self.stopped.is_set():
+                self.stopped.set()
+                if self.raised:
+                    self._raise(ctypes.c_void_p(0))  # a raise not yet delivered is dropped
+
+
+class _NoWatch:
+    def stop(self) -> None:
+        pass
+
+
 _interrupts = [0]  # real SIGINTs seen on the main thread while an episode ran
 
 
+def _stop(watch: _Watchdog | _NoWatch) -> None:
+    """Stop ``watch``; a raise it made just before, delivered in here, is absorbed (it
+    raises only inside its region, which this thread has left, so no second one comes)."""
+    try:
+        watch.stop()
+    except _Overrun:
+        watch.stop()
+
+
 @contextmanager
-def _alarm(timeout_s: float | None) -> Iterator[None]:
+def _alarm(timeout_s: float | None, on_stuck: Callable[[], None] | None = None,
+           region: Any = None) -> Iterator[_Watchdog | _NoWatch]:
     on_main = threading.current_thread() is threading.main_thread()
     if not on_main:
-        yield
+        yield _NoWatch()
         return
     previous_int = signal.getsignal(signal.SIGINT)
 
@@ -73,16 +176,29 @@ def _alarm(timeout_s: float | None) -> Iterator[None]:
         raise _Deadline(f"the episode ran past its {timeout_s:g} s limit")
 
     previous = signal.signal(signal.SIGALRM, fire) if usable else None
+    # an earlier episode may have left the timer's signal blocked on this thread
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM}) if usable else None
+    watch: _Watchdog | _NoWatch = _NoWatch()
     if usable:
         signal.setitimer(signal.ITIMER_REAL, float(timeout_s))  # type: ignore[arg-type]
+        watch = _Watchdog(float(timeout_s), on_stuck, region)  # type: ignore[arg-type]
     try:
-        yield
+        yield watch
     finally:
+        _stop(watch)
         if usable:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # type: ignore[arg-type]
         if track:
             signal.signal(signal.SIGINT, previous_int)
+
+
+def _deadline_message(exc: BaseException, timeout_s: float | None) -> str:
+    if isinstance(exc, _Overrun):
+        return (f"the episode ran past its {timeout_s or 0:g} s limit with its SIGALRM timer disabled, ignored or "
+                "blocked by the code running; the runner's watchdog stopped it")
+    return str(exc)
 
 
 def classify(exc: BaseException) -> str:
@@ -401,30 +517,47 @@ class _Episode:
         return Trajectory(**self.fields, steps=tuple(self.steps), duration_s=time.monotonic() - t_start)
 
 
-def run_episode(request: EpisodeRequest, warm: Warm | None = None, *, registry: Any = None) -> Trajectory:
+def run_episode(request: EpisodeRequest, warm: Warm | None = None, *, registry: Any = None,
+                abandon: Callable[[Trajectory], None] | None = None) -> Trajectory:
     """Play one episode. With ``warm`` the env and policy stay open for the next episode
     (reset in place); without it both are built from ``registry`` (default: the
     process-wide one) and closed before returning. Never raises for a failure of the
-    env, the policy, the recording or the time limit (a person's Ctrl-C still stops it)."""
+    env, the policy, the recording or the time limit (a person's Ctrl-C still stops it).
+
+    ``abandon``: called from the watchdog's thread with the ``timeout`` trajectory when
+    an episode on the main thread overran its limit and could not be stopped in-process
+    (without it the watchdog keeps raising the deadline until the episode ends)."""
     t_start = time.monotonic()
     own = warm is None
     warm = warm or Warm(registry)
     episode = _Episode(request, warm)
     problems: list[str] = []
+
+    def stuck() -> None:
+        assert abandon is not None
+        episode.fail("timeout", f"the episode ran past its {request.timeout_s or 0:g} s limit and could not be "
+                                "stopped in this process (its timer was disabled and it did not yield to the "
+                                "watchdog); the process was ended")
+        abandon(recordable(episode.trajectory(t_start)))
+
     try:
-        with _alarm(request.timeout_s):
+        with _alarm(request.timeout_s, stuck if abandon is not None else None, _PLAY) as watch:
             try:
                 episode.play()
             except _Deadline as exc:
+                _stop(watch)
                 if not episode.done:  # a timer firing after the verdict changes nothing
                     sound_policy_wait = episode.env_sound
                     warm.drop_policy(request.policy, request.policy_options)
-                    episode.fail("timeout", str(exc), exc)
+                    episode.fail("timeout", _deadline_message(exc, request.timeout_s), exc)
                     if not sound_policy_wait:
                         warm.drop_env(request.spec_id)
                     else:  # the policy overran, the env is sound: its verdict still counts
                         _verdict_within(episode, 10.0)
-    except _Deadline:  # the timer fired in the handler above
+    except _Deadline as exc:  # the timer fired in the handler above
+        if not episode.done:
+            warm.drop_policy(request.policy, request.policy_options)
+            episode.fail("timeout", _deadline_message(exc, request.timeout_s), exc)
         warm.drop_env(request.spec_id)
     except KeyboardInterrupt:
         raise
@@ -441,9 +574,13 @@ def run_episode(request: EpisodeRequest, warm: Warm | None = None, *, registry: 
     return recordable(episode.trajectory(t_start))
 
 
+_PLAY = _Episode.play.__code__  # the watchdog's region: raises land only inside an episode
+_VERDICT = _Episode.take_verdict.__code__
+
+
 def _verdict_within(episode: _Episode, seconds: float) -> None:
     try:
-        with _alarm(seconds):
+        with _alarm(seconds, region=_VERDICT):
             episode.take_verdict()
     except _Deadline:
         episode.warm.drop_env(episode.req.spec_id)

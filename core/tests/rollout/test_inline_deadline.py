@@ -1,0 +1,139 @@
+"""The episode time limit holds inline, against code that disables its own timer.
+
+Each evader (``evaders.py``) switches off the ``SIGALRM`` timer its own way and then
+works for 20 s. The limit holds when the episode ends as a typed ``timeout`` row close
+to its limit; a runner without the watchdog fails these tests on time (the loops end by
+themselves), it does not hang them. What cannot be stopped in-process (every exception
+swallowed, or one long C call) ends the process with the row recorded: tested through
+``envh run`` as a real process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import envh
+import evaders
+import pytest
+import rollout_policies
+from envh import TaskRef
+from envh.rollout import runner
+from envh.rollout.executors.inline import ABANDONED_EXIT, InlineExecutor
+from envh.rollout.store import TrajectoryStore
+from envh.rollout.trajectory import EpisodeRequest
+
+HERE = Path(__file__).parent
+# The watchdog's raise lands in whatever Python code runs at that instant; when that is a
+# finalizer (a weakref callback during the policy's loop) Python reports it as unraisable
+# and the loop goes on until the next raise. Only those reports are ignored here.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:(?s)Exception ignored in.*_Overrun:pytest.PytestUnraisableExceptionWarning")
+TASK = TaskRef(suite="toy24", split="medium", instance_id="1,2,6,6")
+LIMIT = 0.5
+# deadline + the timer's grace + one repeat of the watchdog + scheduling on a loaded box
+BOUND = LIMIT + runner.WATCHDOG_GRACE_S + 2.5
+
+
+@pytest.fixture
+def registry():
+    reg = envh.make_plugin_manager(entry_points=False, plugins=[evaders, rollout_policies])
+    envh.plugins.set_registry(reg)
+    yield reg
+    envh.plugins.set_registry(None)
+
+
+def req(registry, key, policy, **kw):
+    spec = {"bridge": "toy24"}
+    data = envh.spec_to_data(envh.parse_spec(spec, registry), registry)
+    return EpisodeRequest(key=key, spec=data, spec_id=envh.spec_id(spec, registry), task=TASK, seed=0,
+                          policy=policy, run_id="r", **kw)
+
+
+def _alarm_state():
+    return signal.getsignal(signal.SIGALRM), signal.SIGALRM in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+
+
+@pytest.mark.parametrize("how", ["ignore", "disarm", "block", "handler"])
+def test_a_policy_that_disables_the_timer_still_times_out_inline(registry, how):
+    before = _alarm_state()
+    with InlineExecutor(registry=registry, timeout_s=LIMIT) as inline:
+        first = req(registry, "evade", f"evader:{how}")
+        # built before the clock starts: the limit then falls in the policy's turn
+        inline.check(first.policy, {}, spec=first.spec, spec_id=first.spec_id)
+        inline.check("sleepy:5", {}, spec=first.spec, spec_id=first.spec_id)
+        list(inline.run([req(registry, "warm", "sleepy:0.01", timeout_s=120)]))  # the env's first reset lists its tasks
+        t0 = time.monotonic()
+        (evaded,) = inline.run([first])
+        took = time.monotonic() - t0
+        # the next episode's timer works again: the signal's handler and mask were restored
+        (honest,) = inline.run([req(registry, "next", "sleepy:5")])
+    assert evaded.error_class == "timeout" and evaded.stop == "error", evaded.error
+    if how == "block":  # the kernel hands the timer's signal to a thread not blocking it (the watchdog's)
+        assert evaded.error_type in ("_Overrun", "_Deadline"), evaded.error_traceback
+    else:
+        assert evaded.error_type == "_Overrun", evaded.error_traceback
+        assert "watchdog stopped it" in evaded.error
+    assert f"{LIMIT:g} s" in evaded.error
+    assert took < BOUND, took
+    # the env was sound while the policy overran: its verdict is still taken
+    assert evaded.verdict is not None and evaded.verdict.success is False
+    assert honest.error_class == "timeout" and honest.error_type == "_Deadline" and honest.duration_s < BOUND
+    assert _alarm_state() == before
+
+
+def test_nothing_is_raised_after_an_episode_that_ended_near_its_limit(registry, monkeypatch):
+    """Episodes that finish right around the watchdog's first raise: a raise not yet
+    delivered when the episode ends must be dropped, not hit the caller later."""
+    monkeypatch.setattr(runner, "WATCHDOG_GRACE_S", 0.0)
+    monkeypatch.setattr(runner, "WATCHDOG_REPEAT_S", 0.005)
+    requests = [req(registry, f"k{n}", f"punctual:{0.02 + 0.004 * n}", timeout_s=0.05) for n in range(25)]
+    with InlineExecutor(registry=registry) as inline:
+        for r in requests:
+            inline.check(r.policy, {}, spec=r.spec, spec_id=r.spec_id)
+        list(inline.run([req(registry, "warm", "sleepy:0.01", timeout_s=120)]))
+        rows = list(inline.run(requests))
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:  # a stray pending raise would surface here
+            sum(range(500))
+    classes = {t.error_class for t in rows}
+    assert classes <= {None, "timeout"} and len(rows) == 25
+    assert "timeout" in classes and None in classes, classes  # both sides of the limit were played
+
+
+@pytest.fixture
+def cli_env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH", "")) if p)
+    env["COLUMNS"] = "120"
+    return env
+
+
+@pytest.mark.parametrize("option", ["swallow=true", "sleep=true"])
+def test_an_episode_that_cannot_be_stopped_is_recorded_and_ends_the_run(tmp_path, cli_env, option):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("bridge: toy24\n")
+    out = tmp_path / "run"
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", "from envh.cli import main; main()", "run", str(spec), "--split", "medium",
+         "--tasks", "3", "--policy", "evader:ignore", "--policy-option", option, "--executor", "inline",
+         "--timeout", "4", "--out", str(out), "--plugin", "evaders"],
+        env=cli_env, capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - t0
+    assert proc.returncode == ABANDONED_EXIT, (proc.returncode, proc.stdout, proc.stderr)
+    assert "could not be stopped in this process" in proc.stderr and "pool executor" in proc.stderr
+    with TrajectoryStore(out) as store:
+        rows = list(store.query())
+    # the process ended at the first episode that could not be stopped (on a loaded machine an
+    # earlier one may have timed out in its reset, before the policy turned the timer off)
+    assert 1 <= len(rows) < 3, [(t.key, t.error) for t in rows]
+    assert all(t.error_class == "timeout" and t.stop == "error" for t in rows)
+    last = rows[-1]
+    assert "could not be stopped" in last.error and last.key in proc.stderr
+    assert last.duration_s < 4 + runner.WATCHDOG_GRACE_S + runner.WATCHDOG_GIVE_UP_S + 3, last.duration_s
+    assert took < 60, took  # the policy alone would run 20 s per episode
