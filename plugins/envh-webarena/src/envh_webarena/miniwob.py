@@ -119,6 +119,16 @@ class MiniwobEnv(BrowserBridge):
             return []
         return [TaskRef(suite=SUITE, split=SPLIT, instance_id=name) for name in self.task_names]
 
+    def tunable_parameters(self) -> dict[str, dict[str, Any]]:
+        from envh_webarena.tunable import MINIWOB_PARAMETERS  # a ladder of tasks and their variants
+
+        return {name: dict(spec) for name, spec in MINIWOB_PARAMETERS.items()}
+
+    def task_for(self, params: Any, rng: Any) -> TaskRef:
+        from envh_webarena.tunable import miniwob_task_for
+
+        return miniwob_task_for(self, params, rng)
+
     def _open(self, task: TaskRef, seed: int | None, options: dict[str, Any]) -> str:
         path = registered_tasks().get(task.instance_id)
         if task.suite != SUITE or path is None:

@@ -92,6 +92,16 @@ class _Goals:
         return [TaskRef(suite=SUITE, split=s, instance_id=str(i))
                 for s in splits for i in wsdata.split_indices(n, s, self.split_ranges)]
 
+    def tunable_parameters(self) -> dict[str, dict[str, Any]]:
+        from envh_webarena.tunable import WEBSHOP_PARAMETERS  # the goal's attribute count
+
+        return {name: dict(spec) for name, spec in WEBSHOP_PARAMETERS.items()}
+
+    def task_for(self, params: Any, rng: Any) -> TaskRef:
+        from envh_webarena.tunable import webshop_task_for
+
+        return webshop_task_for(self, params, rng)
+
     def _goal_index(self, task: TaskRef | None) -> tuple[TaskRef, int]:
         if task is None:
             tasks = self.list_tasks(self.split)
