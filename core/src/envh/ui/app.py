@@ -7,14 +7,18 @@ access token printed in the URL (it is then kept in a cookie). Runs are read-onl
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import json
 import secrets
 from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
@@ -52,6 +56,11 @@ LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 MAX_PAGE = 10**9
 
 
+def _text(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    return value if isinstance(value, str) else "" if value is None else str(value)
+
+
 def _same(given: str, token: str) -> bool:
     """Constant-time comparison that also takes non-ASCII text (str compare_digest raises)."""
     return secrets.compare_digest(given.encode("utf-8", "surrogatepass"), token.encode())
@@ -74,6 +83,7 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
 
     runs = RunDirs(dirs)
     play = Playground(registry)
+    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="envh-ui-play")
     schema: dict[str, Any] = {}
     token = token or secrets.token_urlsafe(18)
     hosts = LOCAL_HOSTS | ({_host_name(host)} if host and host not in ("0.0.0.0", "::") else set())
@@ -155,17 +165,23 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
             raise ValueError("the request body must be a JSON object")
         return body
 
+    async def on_worker(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        # envs, jails and specs are built and stepped on one thread (some bridges' engines,
+        # a browser's for one, answer only the thread that made them), off the event loop,
+        # so pages and completions keep answering while a spec builds
+        return await asyncio.get_running_loop().run_in_executor(worker, functools.partial(fn, *args, **kwargs))
+
     async def play_new(request: Request) -> Response:
         body = await _body(request)
-        return JSONResponse(play.new(str(body.get("spec", "")), str(body.get("task") or "")))
+        return JSONResponse(await on_worker(play.new, _text(body, "spec"), _text(body, "task")))
 
     async def play_step(request: Request) -> Response:
         body = await _body(request)
-        return JSONResponse(play.step(request.path_params["sid"], str(body.get("action", ""))))
+        return JSONResponse(await on_worker(play.step, request.path_params["sid"], _text(body, "action")))
 
     async def spec_check(request: Request) -> Response:
         body = await _body(request)
-        return JSONResponse(play.check(str(body.get("spec", "")), build=body.get("build", True) is not False))
+        return JSONResponse(await on_worker(play.check, _text(body, "spec"), build=body.get("build", True) is not False))
 
     def _schema() -> dict[str, Any]:
         if not schema:
@@ -175,14 +191,14 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
         return schema
 
     async def spec_schema_route(request: Request) -> Response:
-        return JSONResponse(_schema())
+        return JSONResponse(await run_in_threadpool(_schema))
 
     async def spec_complete(request: Request) -> Response:
         body = await _body(request)
-        offset = body.get("offset")
-        if not isinstance(offset, int) or isinstance(offset, bool):
-            return JSONResponse({"error": "offset must be an integer"}, 400)
-        return JSONResponse(editor.complete(str(body.get("spec", "")), offset, _schema()))
+        offset, text = body.get("offset"), body.get("spec")
+        if not isinstance(offset, int) or isinstance(offset, bool) or not isinstance(text, str):
+            return JSONResponse({"error": "give 'spec' as text and 'offset' as an integer"}, 400)
+        return JSONResponse(await run_in_threadpool(editor.complete, text, offset, await run_in_threadpool(_schema)))
 
     routes = [
         Route("/", home), Route("/run/{d:int}", run), Route("/traj/{d:int}/{seq:int}", trajectory),
@@ -197,7 +213,8 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
-        play.close()
+        await on_worker(play.close)
+        worker.shutdown(wait=False)
 
     async def guard(request: Request, call_next: Any) -> Response:
         response = await _guarded(request, call_next)

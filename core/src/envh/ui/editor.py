@@ -19,8 +19,12 @@ import yaml
 from .. import errors
 
 MARK = "envh_cursor_9f3b1c"
-#: the largest spec the editor completes or locates (a spec is a page of YAML)
-MAX_TEXT = 200_000
+#: the largest spec the editor completes or locates: a spec is a page of YAML, and PyYAML
+#: takes about a second per 50,000 characters (completion composes up to three variants)
+MAX_TEXT = 50_000
+#: flow collections nested deeper than this are refused before PyYAML sees them: its
+#: scanner is quadratic in the nesting ('{' * 5000 takes seconds) and its composer recursive
+MAX_DEPTH = 64
 _KEY = re.compile(r"(?P<lead> *(?:- +)?)(?P<prefix>[A-Za-z_][\w-]*)?")
 _VALUE = re.compile(r"(?P<lead> *(?:- +)?)(?P<key>[A-Za-z_][\w-]*):(?P<space> *)(?P<prefix>[\w.-]*)")
 _PLAIN = re.compile(r"[A-Za-z_][\w.-]*")
@@ -31,7 +35,23 @@ _STEP = re.compile(r"\.([^.\[;\s]+)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]")
 Path = list[str | int]
 
 
+def too_deep(text: str) -> bool:
+    """Whether ``text`` nests ``[``/``{`` deeper than ``MAX_DEPTH`` (brackets inside strings
+    count too: an over-estimate, which only costs suggestions on absurd text)."""
+    depth = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif ch in "]}" and depth:
+            depth -= 1
+    return False
+
+
 def _compose(text: str) -> yaml.Node | None:
+    if len(text) > MAX_TEXT or too_deep(text):
+        return None
     try:
         return yaml.compose(text, Loader=yaml.SafeLoader)  # type: ignore[no-any-return]
     except (yaml.YAMLError, RecursionError, ValueError, TypeError):
@@ -162,7 +182,7 @@ def complete(text: str, offset: int, schema: dict[str, Any]) -> dict[str, Any]:
     """Suggestions at ``offset``: ``{"from", "to", "items": [{label, insert, detail}]}``;
     ``from``/``to`` is the text range an accepted item replaces."""
     none: dict[str, Any] = {"from": offset, "to": offset, "items": []}
-    if not isinstance(text, str) or len(text) > MAX_TEXT or not 0 <= offset <= len(text):
+    if not isinstance(text, str) or len(text) > MAX_TEXT or not 0 <= offset <= len(text) or too_deep(text):
         return none
     start = text.rfind("\n", 0, offset) + 1
     end = text.find("\n", offset)
@@ -222,7 +242,7 @@ def parse_path(path: str) -> Path:
 def locate(text: str, path: Path, code_line: int | None = None) -> int | None:
     """The 1-based line of the deepest node of ``path`` present in ``text``; with
     ``code_line``, that line of a block-scalar string (contract code) at ``path``."""
-    root = _compose(text) if len(text) <= MAX_TEXT else None
+    root = _compose(text)
     if root is None:
         return None
     node, line = root, root.start_mark.line

@@ -33,9 +33,18 @@ layers:
 MAX_SESSIONS = 8
 
 
+#: the largest spec the playground builds (PyYAML needs about a second per 50,000 characters)
+MAX_SPEC = 100_000
+
+
 def spec_text(text: str) -> str:
-    """Editor text as spec text, never a file name: ``load_spec_data`` reads a one-line
-    string naming an existing file, and no file may be read through the app."""
+    """Editor text as spec text, never a file name (``load_spec_data`` reads a one-line
+    string naming an existing file, and no file may be read through the app); refused
+    when too long or nested too deep for PyYAML to read in reasonable time."""
+    if len(text) > MAX_SPEC:
+        raise errors.SpecError(f"The spec is {len(text)} characters long; the playground takes at most {MAX_SPEC}.")
+    if editor.too_deep(text):
+        raise errors.SpecError(f"The spec nests '[' or '{{' more than {editor.MAX_DEPTH} levels deep.")
     return text if "\n" in text else text + "\n"
 
 
@@ -119,8 +128,8 @@ class Playground:
         from ..components.contract import analyse, check_contract_code
         from ..spec import load_spec_data, parse_spec, spec_id
 
-        text = spec_text(text)
         try:
+            text = spec_text(text)
             parsed = parse_spec(text, self.registry)
             for path, code, limit in editor.contract_codes(load_spec_data(text)):
                 try:

@@ -1,0 +1,184 @@
+"""The editor's server side without a browser: the spec schema against real specs (the
+converter and ``jsonschema`` agree), completion and problem lines on hostile YAML, and the
+headers and answers of the app's API under odd requests."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import attrs
+import jsonschema
+import pytest
+import yaml
+from envh.plugins.manager import get_registry, make_plugin_manager
+from envh.plugins.records import resolve
+from envh.spec import parse_spec
+from envh.ui import editor
+from envh.ui.app import COOKIE, CSP, create_app
+from envh.ui.playground import DEFAULT_SPEC
+from envh.ui.schema import spec_schema
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from starlette.testclient import TestClient
+
+REGISTRY = make_plugin_manager(entry_points=False)
+SCHEMA = spec_schema(REGISTRY)
+TOKEN = "sch3ma"
+
+
+def _at(text: str) -> tuple[str, int]:
+    """``text`` with the cursor mark ``¦`` taken out, and the cursor's offset."""
+    return text.replace("¦", "", 1), text.index("¦")
+
+
+def labels(marked: str) -> list[str]:
+    text, offset = _at(marked)
+    return [i["label"] for i in editor.complete(text, offset, SCHEMA)["items"]]
+
+
+def test_the_schema_accepts_what_the_converter_accepts_and_refuses_what_it_refuses() -> None:
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    good = [DEFAULT_SPEC, "bridge: toy24\nlayers:\n  - kind: chain\n    legs: [{bridge: toy24, layers: [{kind: budget}]}]\n",
+            "bridge: toy24\nlayers: [{kind: stage, actions: [{tool: combine, args: {i: 0}}]}]\n"]
+    bad = ["bridge: toy24\nlayers: [{kind: budget, max_step: 3}]\n", "bridge: toy24\nlayers: [{kind: chain, mode: x, legs: []}]\n",
+           "bridge: nosuch\n", "bridge: toy24\nlayers: [{kind: stagee}]\n", "bridge: toy24\nextra: 1\n"]
+    for text in good:
+        parse_spec(text, REGISTRY)
+        assert list(validator.iter_errors(yaml.safe_load(text))) == [], text
+    for text in bad:
+        assert list(validator.iter_errors(yaml.safe_load(text))), text
+    assert {b["title"] for b in SCHEMA["$defs"]["Layer"]["oneOf"]} == set(REGISTRY.component_kinds())
+
+
+def test_completion_offers_the_keys_valid_at_the_path() -> None:
+    for name, kind in REGISTRY.component_kinds().items():
+        fields = [f.name for f in attrs.fields(resolve(kind.spec_type)) if f.name != "kind"]  # type: ignore[arg-type]
+        assert labels(f"bridge: toy24\nlayers:\n  - kind: {name}\n    ¦\n") == fields, name
+        assert labels(f"bridge: toy24\nlayers:\n  - ¦\n    kind: {name}\n") == fields, name  # kind below the cursor
+    assert labels("¦") == ["bridge", "config", "layers", "trust"]
+    assert labels("bridge: toy24\n¦") == ["config", "layers", "trust"]  # present keys are not offered again
+    assert labels("bridge: toy24\nlayers:\n  - kind: chain\n    legs:\n      - bridge: toy24\n        layers:\n"
+                  "          - kind: budget\n            max_s¦\n") == ["max_steps"]  # a chain leg's layer
+    assert labels("bridge: toy24\nlayers:\n  - kind: stage\n    actions:\n      - ¦\n") == ["tool", "args"]
+    assert labels("bridge: toy24\nlayers:\n  - kind: chain\n    mode: ¦\n") == ["sequential", "alternate"]
+    assert labels("bridge: toy24\nlayers:\n  - kind: chain\n    carry:¦\n") == ["true", "false"]
+    assert labels("bridge: toy24\nlayers:\n  - kind: co¦\n") == ["contract"]
+    assert labels("bridge: to¦") == ["toy24"]
+    text, offset = _at("bridge: toy24\nlayers:\n  - kind: budget\n    max_s¦teps: 3\n")
+    assert editor.complete(text, offset, SCHEMA)["items"] == []  # inside a key that has its value
+
+
+def test_no_suggestions_inside_strings_code_or_flow_collections() -> None:
+    code = "bridge: toy24\nlayers:\n  - kind: contract\n    code: |\n      def filter_action(a, s, m):\n        ret¦\n"
+    assert labels(code) == []
+    assert labels("bridge: toy24\nlayers: [{kind: budget, ma¦}]\n") == []
+    assert labels("bridge: toy24\nconfig:\n  anything¦\n") == []  # free-form config has no known keys
+    assert labels("# bridge¦\n") == []
+
+
+HOSTILE = [
+    "a: &a [*a, *a]\nb: ¦",  # a recursive alias
+    "a: &x [" + "&y [*x, " * 50 + "]" * 51 + "\n¦",
+    "[" * 5000 + "¦",  # nesting deeper than the composer's recursion
+    "{" * 5000 + "\n¦",
+    "x: !!python/object/apply:os.system [echo pwned]\n¦",
+    "lol1: &l1 [a,a,a,a,a,a,a,a,a]\nlol2: &l2 [*l1,*l1,*l1,*l1,*l1,*l1,*l1,*l1,*l1]\n"
+    "lol3: &l3 [*l2,*l2,*l2,*l2,*l2,*l2,*l2,*l2,*l2]\nlol4: &l4 [*l3,*l3,*l3,*l3,*l3,*l3,*l3,*l3,*l3]\n"
+    "lol5: &l5 [*l4,*l4,*l4,*l4,*l4,*l4,*l4,*l4,*l4]\nlol6: &l6 [*l5,*l5,*l5,*l5,*l5,*l5,*l5,*l5,*l5]\n"
+    "lol7: &l7 [*l6,*l6,*l6,*l6,*l6,*l6,*l6,*l6,*l6]\nlol8: &l8 [*l7,*l7,*l7,*l7,*l7,*l7,*l7,*l7,*l7]\n¦",
+    f"{editor.MARK}: 1\n¦",  # the marker itself in the text
+    f"bridge: toy24\nlayers:\n  - kind: budget\n    {editor.MARK}: x\n    ¦",
+    "\ufeff\x00bridge: \u2028x\n¦", "\t¦", "- - - ¦", "? ¦", "---\n---\n¦", "%YAML 9.9\n---\n¦",
+]
+
+
+@pytest.mark.parametrize("marked", HOSTILE)
+def test_hostile_yaml_gets_an_answer_quickly_never_an_exception(marked: str) -> None:
+    text, offset = _at(marked)
+    started = time.perf_counter()
+    out = editor.complete(text, offset, SCHEMA)
+    assert time.perf_counter() - started < 2.0
+    assert out["from"] <= offset <= out["to"] and isinstance(out["items"], list)
+    for path in ([], ["a", 0, 1], ["layers", 10**9], ["x", "y"]):
+        line = editor.locate(text, path)
+        assert line is None or 1 <= line <= text.count("\n") + 1
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=st.lists(st.sampled_from(list("abk:- \n|>[]{}&*!#'\"\t0") + ["kind: ", "layers:\n", "  - ", "bridge: "]),
+                     max_size=60), where=st.integers(0, 200), path=st.text(max_size=30))
+def test_completion_and_problem_lines_never_raise_on_any_text(parts: list[str], where: int, path: str) -> None:
+    text = "".join(parts)
+    offset = min(where, len(text))
+    out = editor.complete(text, offset, SCHEMA)
+    assert out["from"] <= offset <= out["to"] <= len(text)
+    assert all(isinstance(i["label"], str) and isinstance(i["insert"], str) for i in out["items"])
+    line = editor.locate(text, editor.parse_path(path))
+    assert line is None or line >= 1
+
+
+def test_a_problem_path_names_its_line() -> None:
+    text = "bridge: toy24\nlayers:\n  - kind: budget\n    max_steps: 0\n  - kind: chain\n    legs:\n" \
+           "      - bridge: toy24\n        layers: [{kind: budget, max_step: 1}]\n"
+    from envh import errors
+
+    with pytest.raises(errors.SpecError) as info:
+        parse_spec(text, REGISTRY)
+    marks = editor.markers(text, info.value)
+    assert [(m["line"], m["path"]) for m in marks] == [
+        (4, "$.layers[0].max_steps"),  # the validator names its field: the mark is on that key
+        (8, "$.layers[1].legs[0].layers[0].max_step")]
+    assert editor.parse_path("$.config['a b'].x[3]") == ["config", "a b", "x", 3]
+    assert editor.markers(text, RuntimeError("boom")) == []
+
+
+@pytest.fixture
+def client(tmp_path) -> TestClient:
+    c = TestClient(create_app([tmp_path], token=TOKEN, registry=REGISTRY), base_url="http://127.0.0.1:8765")
+    c.cookies.set(COOKIE, TOKEN)
+    return c
+
+
+def test_every_answer_carries_the_csp(client: TestClient, tmp_path) -> None:
+    anonymous = TestClient(create_app([tmp_path], token=TOKEN), base_url="http://127.0.0.1:8765")
+    answers = [client.get(p) for p in ("/", "/playground", "/static/envh.css", "/static/editor.js", "/static/nope.js",
+                                       "/api/spec/schema", "/rig/0", "/nowhere")]
+    answers += [client.post("/api/spec/complete", json={"spec": "", "offset": 0}), anonymous.get("/"),
+                client.get("/", headers={"host": "evil.example"})]
+    for r in answers:
+        assert r.headers["content-security-policy"] == CSP, r.url
+        assert "unsafe" not in r.headers["content-security-policy"]
+    assert answers[2].headers["content-type"].startswith("text/css")
+    assert answers[3].headers["content-type"].startswith(("text/javascript", "application/javascript"))
+    for page in ("/", "/playground"):  # no inline code left for the policy to refuse
+        html = client.get(page).text
+        assert "<style" not in html and "onclick" not in html and "style=" not in html
+        assert re.findall(r"<script(?![^>]*\bsrc=)", html) == []
+
+
+def test_static_files_cannot_reach_outside_their_folder(client: TestClient) -> None:
+    for path in ("/static/../app.py", "/static/..%2fapp.py", "/static/%2e%2e/app.py", "/static/..%5capp.py",
+                 "/static//etc/passwd", "/static/%2fetc%2fpasswd"):
+        r = client.get(path)
+        assert r.status_code == 404 and "def create_app" not in r.text and "root:" not in r.text, path
+
+
+def test_completion_api_takes_only_an_integer_offset_and_never_fails(client: TestClient) -> None:
+    for body in ({"spec": "bridge: ", "offset": "8"}, {"spec": "x", "offset": True}, {"spec": "x"},
+                 {"spec": "x", "offset": 1.5}, {"spec": ["a"], "offset": 0}, {"spec": None, "offset": 0}):
+        assert client.post("/api/spec/complete", json=body).status_code == 400
+    for body in ({"spec": "bridge: ", "offset": 10**30}, {"spec": "bridge: ", "offset": -1},
+                 {"spec": "x" * 300_000, "offset": 5}, {"spec": "{" * 5000 + "\n", "offset": 5001}):
+        r = client.post("/api/spec/complete", json=body)
+        assert r.status_code == 200 and r.json()["items"] == []
+    r = client.post("/api/spec/complete", json={"spec": "bridge: ", "offset": 8})
+    assert [i["label"] for i in r.json()["items"]] == sorted(REGISTRY.bridges())
+
+
+def test_the_default_registry_schema_lists_installed_plugins() -> None:
+    schema = spec_schema(get_registry())
+    assert set(schema["$defs"]["Layer"]["properties"]["kind"]["enum"]) == set(get_registry().component_kinds())
+    assert json.loads(json.dumps(schema)) == schema  # plain JSON all the way down
