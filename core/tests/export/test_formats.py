@@ -89,6 +89,49 @@ def test_verl_parquet_reads_as_dicts_with_pandas(played, tmp_path):
     assert bool(row["success"]) and "tools" in df.columns
 
 
+def test_verl_tools_and_messages_round_trip_exactly(played, tmp_path):
+    """What verl hands the chat template (pandas, then ``decode_verl_frame``) and what
+    pyarrow and ``datasets`` read are the tools the server received and the model's own
+    turns, with no field of another tool or message added."""
+    pd = pytest.importorskip("pandas")
+    datasets = pytest.importorskip("datasets")
+    import pyarrow.parquet as pq
+
+    out, ts, requests = played
+    path = tmp_path / "v.parquet"
+    assert envh_cli("export", str(out), "--format", "verl", "-o", str(path)).returncode == 0
+    shown = requests[0]["tools"]  # the native episode's first request: the tools as sent
+    # the schemas differ from tool to tool, so Arrow structs would have mixed their fields
+    assert len({frozenset(t["function"]["parameters"].get("properties", {})) for t in shown}) > 1
+    frame = export.decode_verl_frame(pd.read_parquet(path))
+    by_key = {row["key"]: row for row in frame.to_dict("records")}
+    native = by_key["native"]
+    assert native["tools"] == shown
+    assert by_key["text"]["tools"] == export.tools_of(ts["text"])
+    messages = native["messages"]
+    assert messages[:2] == requests[0]["messages"]  # system prompt and first observation, as sent
+    assert "tool_calls" not in messages[1] and "tool_call_id" not in messages[0]
+    # the calls as the model wrote them: the raw argument strings, the broken one too
+    assert messages[2]["tool_calls"][0]["function"]["arguments"] == ts["native"].steps[0].turn.tool_calls[0]["arguments"]
+    assert messages[4]["tool_calls"][0]["function"]["arguments"] == '{"i": 0, "j": '
+    assert [c["id"] for c in messages[6]["tool_calls"]] == ["p1", "p2"]
+    assert messages[5] == {"role": "tool", "tool_call_id": messages[4]["tool_calls"][0]["id"],
+                           "content": requests[2]["messages"][5]["content"]}
+    # pyarrow and datasets read the same exact tools
+    table = pq.read_table(path).to_pylist()
+    assert [export.verl_tools(r["tools"]) for r in table if r["key"] == "native"] == [shown]
+    ds = datasets.load_dataset("parquet", data_files=str(path), split="train")
+    row = next(r for r in ds if r["key"] == "native")
+    assert json.loads(row["tools"]) == shown and export.verl_messages(row["messages"]) == messages
+
+
+def test_verl_cells_that_are_not_tool_lists_are_refused():
+    from envh import errors
+
+    with pytest.raises(errors.EnvhError, match="not a list of tools"):
+        export.verl_tools('{"type": "function"}')
+
+
 def test_filters(played, tmp_path):
     out, ts, _ = played
     for args, keys in ((["--success-only"], {"native", "text"}), (["--split", "medium"], {"fail"}),

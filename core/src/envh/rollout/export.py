@@ -11,8 +11,13 @@ Formats (``envh export --format ...``; loader lines in core/README.md):
 * ``parquet``: the same conversation with ``messages`` and ``tools`` as lists of Arrow
   JSON values (``datasets`` decodes each to the dict), beside the index columns and the
   full trajectory as JSON.
-* ``verl``: Parquet for verl's multi-turn SFT dataset: ``messages`` and ``tools`` as
-  native structs (pandas reads them as dicts), tool-call ``arguments`` as JSON strings.
+* ``verl``: Parquet for verl's multi-turn SFT dataset: ``messages`` as native structs
+  (pandas reads them as dicts; tool-call ``arguments`` as the strings the model wrote)
+  and ``tools`` as the exact JSON text of the tool list. Arrow gives every struct of a
+  column the same fields, so tools stored as structs would each carry the other tools'
+  parameter names as nulls and the chat template would render schemas the model never
+  saw; ``envh.rollout.verl_dataset`` is verl's dataset with the two columns decoded
+  (``verl_messages``/``verl_tools`` for any other reader).
 * ``sft``: token level, from the recorded token ids (never retokenised): ``input_ids``,
   ``labels`` (-100 outside the model's tokens), ``loss_mask``/``completion_mask``,
   ``logprobs`` and the rewards. Consecutive turns whose prompt extends the previous
@@ -57,13 +62,16 @@ def _arguments(raw: Any) -> Any:
     return raw
 
 
-def reply_message(turn: ModelTurn) -> dict[str, Any]:
-    """The assistant message exactly as the model produced it."""
+def reply_message(turn: ModelTurn, raw_arguments: bool = False) -> dict[str, Any]:
+    """The assistant message exactly as the model produced it (``raw_arguments``: each
+    call's arguments as the string the model wrote, else as a mapping where it is one)."""
     message: dict[str, Any] = {"role": "assistant", "content": turn.prefill + (turn.text or "")}
     if turn.tool_calls:
-        message["tool_calls"] = [{"id": c.get("id"), "type": "function",
-                                  "function": {"name": c.get("name"), "arguments": _arguments(c.get("arguments"))}}
-                                 for c in turn.tool_calls]
+        message["tool_calls"] = [
+            {"id": c.get("id"), "type": "function",
+             "function": {"name": c.get("name"),
+                          "arguments": c.get("arguments") if raw_arguments else _arguments(c.get("arguments"))}}
+            for c in turn.tool_calls]
     return message
 
 
@@ -82,7 +90,7 @@ def _new_messages(request: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return request[last + 1:]
 
 
-def to_messages(trajectory: Trajectory, system: str | None = None) -> list[dict[str, Any]]:
+def to_messages(trajectory: Trajectory, system: str | None = None, raw_arguments: bool = False) -> list[dict[str, Any]]:
     """The trajectory as the conversation the model had (see the module docstring)."""
     if not any(s.turn is not None for s in trajectory.steps):
         return _from_actions(trajectory, system)
@@ -91,7 +99,7 @@ def to_messages(trajectory: Trajectory, system: str | None = None) -> list[dict[
         if step.turn is None or request is None:
             continue
         messages += [_clean(m) for m in (request if not messages else _new_messages(request))]
-        messages.append(reply_message(step.turn))
+        messages.append(reply_message(step.turn, raw_arguments))
     if system and messages and messages[0]["role"] == "system":
         messages[0] = {"role": "system", "content": system}
     return messages
@@ -236,7 +244,9 @@ def write_parquet(trajectories: Iterable[Trajectory], path: str | Path) -> int:
     return len(items)
 
 
-def _verl_message(message: dict[str, Any]) -> dict[str, Any]:
+def verl_message(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` as a ``verl`` row stores it: every message has the four fields (Arrow
+    structs share one field set), call ``arguments`` are strings."""
     calls = [{"id": c.get("id") or "", "type": "function",
               "function": {"name": c["function"]["name"],
                            "arguments": c["function"]["arguments"] if isinstance(c["function"]["arguments"], str)
@@ -246,19 +256,58 @@ def _verl_message(message: dict[str, Any]) -> dict[str, Any]:
             "tool_call_id": message.get("tool_call_id")}
 
 
+def _plain(value: Any) -> Any:
+    """``value`` as pandas/pyarrow read it (numpy arrays, nested) as plain lists and dicts."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "ndarray":
+        return [_plain(v) for v in value]
+    return value
+
+
+def verl_messages(cell: Any) -> list[dict[str, Any]]:
+    """A ``messages`` cell of a ``verl`` export, as pandas or pyarrow read it, as the
+    conversation: plain lists, and without the fields Arrow gives a message that had
+    none (``tool_calls``/``tool_call_id`` as null)."""
+    return [{k: v for k, v in m.items() if v is not None} for m in _plain(cell)]
+
+
+def verl_tools(cell: Any) -> list[dict[str, Any]]:
+    """A ``tools`` cell of a ``verl`` export (the exact JSON text) as the tool list the
+    model was shown."""
+    value = json.loads(cell) if isinstance(cell, (str, bytes)) else _plain(cell)
+    if not isinstance(value, list):
+        raise errors.EnvhError(f"A verl tools cell holds {type(value).__name__}, not a list of tools")
+    return value
+
+
+def decode_verl_frame(frame: Any, messages_key: str = "messages", tools_key: str = "tools") -> Any:
+    """A pandas frame read from a ``verl`` export with ``messages`` and ``tools`` decoded
+    (``verl_messages``, ``verl_tools``): what verl's dataset then hands the chat template."""
+    import pandas as pd  # type: ignore[import-untyped]
+
+    frame = frame.copy()
+    frame[messages_key] = pd.Series([verl_messages(c) for c in frame[messages_key]], index=frame.index, dtype=object)
+    if tools_key in frame.columns:
+        frame[tools_key] = pd.Series([verl_tools(c) for c in frame[tools_key]], index=frame.index, dtype=object)
+    return frame
+
+
 def write_verl(trajectories: Iterable[Trajectory], path: str | Path, system: str | None = None) -> int:
     """Parquet for verl's ``MultiTurnSFTDataset`` (``data.multiturn.messages_key=messages``,
-    ``tools_key=tools``), with the rewards and ids as extra columns."""
+    ``tools_key=tools``; decoded by ``envh.rollout.verl_dataset``), with the rewards and
+    ids as extra columns."""
     pa, pq = _pyarrow()
     out = check_output(path)
     call = pa.struct([("id", pa.string()), ("type", pa.string()),
                       ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())]))])
     message = pa.struct([("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.list_(call)),
                          ("tool_call_id", pa.string())])
-    rows = [(to_record(t, system), t) for t in trajectories]
+    rows = [({**_meta(t), "messages": to_messages(t, system, raw_arguments=True), "tools": tools_of(t)}, t)
+            for t in trajectories]
     table = pa.table({
-        "messages": pa.array([[_verl_message(m) for m in r["messages"]] for r, _ in rows], type=pa.list_(message)),
-        "tools": pa.array([r["tools"] for r, _ in rows]),
+        "messages": pa.array([[verl_message(m) for m in r["messages"]] for r, _ in rows], type=pa.list_(message)),
+        "tools": pa.array([json.dumps(r["tools"], ensure_ascii=False) for r, _ in rows], type=pa.string()),
         "reward": pa.array([r["reward"] for r, _ in rows], type=pa.float64()),
         "success": pa.array([r["success"] for r, _ in rows], type=pa.bool_()),
         "key": pa.array([r["key"] for r, _ in rows], type=pa.string()),
