@@ -108,6 +108,16 @@ class OfficeQAEnv(Bridge):
         names = [split] if split is not None else list(self.splits)
         return [TaskRef(suite="officeqa", split=s, instance_id=u) for s in names for u in self.splits.get(s, [])]
 
+    def tunable_parameters(self) -> dict[str, dict[str, Any]]:
+        from envh_office.qa_tunable import PARAMETERS  # easy / hard, from the difficulty column
+
+        return {name: dict(spec) for name, spec in PARAMETERS.items()}
+
+    def task_for(self, params: Any, rng: Any) -> TaskRef:
+        from envh_office.qa_tunable import task_for
+
+        return task_for(self, params, rng)
+
     def _question(self, task: TaskRef | None) -> qa_data.Question:
         if task is None:
             return self.questions[self.splits[self._split][0]]
