@@ -4,10 +4,12 @@ a way to serve an app with uvicorn on 127.0.0.1 for as long as a module needs it
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,3 +68,17 @@ def watch() -> Callable[[sync_api.Page], list[str]]:
         return seen
 
     return attach
+
+
+@pytest.fixture(scope="session")
+def shot() -> Callable[[sync_api.Page, str], None]:
+    """``shot(page, name)``: with ``ENVH_UI_SCREENSHOTS=DIR``, save the page as DIR/name.png
+    (the README's screenshots come from these runs)."""
+
+    def save(page: sync_api.Page, name: str) -> None:
+        out = os.environ.get("ENVH_UI_SCREENSHOTS")
+        if out:
+            Path(out).mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(Path(out) / f"{name}.png"), full_page=False)
+
+    return save

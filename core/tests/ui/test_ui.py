@@ -222,6 +222,17 @@ def test_playground_plays_a_stack_with_untrusted_contract_code(page, server) -> 
     page.fill("#spec", "bridge: toy24\nlayers:\n  - kind: stagee\n")
     page.locator("#check").click()
     expect(page.locator("#error")).to_contain_text("stagee")
+    expect(page.locator("#gutter div.marked")).to_have_text(["3"])  # the layer's line
+    # the editor as the README shows it: a problem marked on its line, completion open
+    page.fill("#spec", "bridge: toy24\nlayers:\n  - kind: budget\n    max_steps: 3\n    max_step: 4\n"
+                       "  - kind: chain\n    legs: [{bridge: toy24}]\n    ")
+    expect(page.locator("#gutter div.marked")).to_have_text(["5"])
+    expect(page.locator("#error")).to_be_empty()  # the check's verdict went with the text it was about
+    page.locator("#spec").focus()
+    page.keyboard.press("Control+End")
+    page.keyboard.press("Control+Space")
+    expect(page.locator("#completions li .label")).to_have_text(["id", "mode", "carry", "leg_tasks"])
+    shot(page, "editor")
 
 
 def test_nothing_outside_the_run_dirs_is_readable_and_runs_stay_unchanged(page, server, run_dirs) -> None:

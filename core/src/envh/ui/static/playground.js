@@ -13,9 +13,10 @@
     return r.json();
   }
 
-  function showError(out) {
+  function showError(out, source = 'play') {
     $('error').textContent = out.error ? String(out.error) : '';
     $('error').dataset.type = out.error_type || '';
+    $('error').dataset.source = source;
     if (out.markers) window.envhEditor.setMarkers(out.markers);
   }
 
@@ -60,10 +61,13 @@
 
   async function check() {
     const out = await api('/api/spec/check', {spec: window.envhEditor.value()});
-    showError(out);
+    showError(out, 'check');
     if (out.ok) $('error').textContent = 'spec ok: ' + out.spec_id;
   }
 
+  $('spec').addEventListener('input', () => {  // a check's verdict is about the text before the edit
+    if ($('error').dataset.source === 'check') $('error').textContent = '';
+  });
   $('check').addEventListener('click', check);
   $('start').addEventListener('click', start);
   $('step').addEventListener('click', step);
