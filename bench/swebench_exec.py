@@ -4,9 +4,12 @@ the same run (interleaved rounds, median per step); plus container start-to-firs
 observation time of ``reset()``.
 
 Two configurations of the tool are measured: the default (after each command a git
-fingerprint of the working tree for ``files_touched``/edit counting, and a check of the
-container's writable-layer size against ``disk``) and a lean one (``track_files=False,
-disk=None``), so the cost of that bookkeeping shows on its own.
+fingerprint of the working tree for ``files_touched``/edit counting, and the disk bound
+of ``disk_mode: auto``) and a lean one (``track_files=False, disk=None``), so the cost of
+that bookkeeping shows on its own. ``reset()`` is timed per disk mode: the default
+(``auto``: storage-opt where the daemon can, else a tmpfs workspace filled by a helper
+container), ``check`` (per-file bound plus a layer-size check after each step) and no
+disk bound, so the cost of the real bound shows against both.
 
 Needs dockerd and the test images (``source dev/setup.d/docker.sh``).
 Last line: JSON with ``ratio`` = default bash-tool ms/step ÷ raw ``docker exec`` CLI ms/step.
@@ -56,15 +59,20 @@ def main() -> None:
     env = make({"bridge": "swebench", "config": {"instances": args.instances}})
     lean_env = make({"bridge": "swebench", "config": {"instances": args.instances,
                                                       "track_files": False, "disk": None}})
+    check_env = make({"bridge": "swebench", "config": {"instances": args.instances, "disk_mode": "check"}})
+    by_mode: dict[str, list[float]] = {"default": [], "check": [], "none": []}
+    starts: list[float] = []
     try:
-        lean_env.reset(task=TASK, seed=0)
-        starts, resets = [], []
-        for _ in range(args.resets):
-            t0 = time.perf_counter()
-            result = env.reset(task=TASK, seed=0)
-            resets.append((time.perf_counter() - t0) * 1e3)  # includes removing the last container
-            starts.append(result.info["start_to_first_observation"] * 1e3)
+        for _ in range(args.resets):  # interleaved, as the steps below
+            for mode, e in (("default", env), ("check", check_env), ("none", lean_env)):
+                t0 = time.perf_counter()
+                result = e.reset(task=TASK, seed=0)
+                by_mode[mode].append((time.perf_counter() - t0) * 1e3)  # the last container goes in the background
+                if mode == "default":
+                    starts.append(result.info["start_to_first_observation"] * 1e3)
+        resets = by_mode["default"]
         inner = env.unwrapped
+        mode_name = inner.box.disk_mode
         box = inner.box
         tool, lean, cli = [], [], []
         tool_ms(env, 3)
@@ -77,19 +85,25 @@ def main() -> None:
     finally:
         env.close()
         lean_env.close()
+        check_env.close()
 
     t, c, le = statistics.median(tool), statistics.median(cli), statistics.median(lean)
     s, r = statistics.median(starts), statistics.median(resets)
     print(f"bash tool (default)  : {t:8.2f} ms/step  (runner session in the container, plus git "
-          "status + tree fingerprint and the writable-layer size check)")
+          f"status + tree fingerprint; disk mode here: {mode_name})")
     print(f"bash tool (lean)     : {le:8.2f} ms/step  (track_files=False, disk=None)")
     print(f"docker exec CLI      : {c:8.2f} ms/step  (one subprocess per step)")
     print(f"start to first obs.  : {s:8.2f} ms      (container create + start + runner ready)")
-    print(f"reset()              : {r:8.2f} ms      (the previous container is removed in the background)")
+    print(f"reset()              : {r:8.2f} ms      (disk mode {mode_name}; the previous container is removed "
+          "in the background)")
+    for mode in ("check", "none"):
+        print(f"reset() disk {mode:6}   : {statistics.median(by_mode[mode]):8.2f} ms")
     print(json.dumps({"bench": "swebench_exec", "bash_tool_ms_per_step": round(t, 3),
                       "docker_exec_cli_ms_per_step": round(c, 3), "ratio": round(t / c, 3),
                       "lean_bash_tool_ms_per_step": round(le, 3), "lean_ratio": round(le / c, 3),
                       "start_to_first_observation_ms": round(s, 1), "reset_ms": round(r, 1),
+                      "disk_mode": mode_name, "reset_ms_check": round(statistics.median(by_mode["check"]), 1),
+                      "reset_ms_no_disk_bound": round(statistics.median(by_mode["none"]), 1),
                       "steps": args.steps * args.rounds}))
 
 

@@ -115,7 +115,11 @@ def test_container_runs_without_privileges(env):
     assert bash(env, "mount -t tmpfs none /mnt").observation.data["exit_code"] != 0
 
 
-def test_files_and_the_writable_layer_are_bounded(env):
+def test_files_and_the_writable_layer_are_bounded(make_env):
+    """disk_mode 'check' (the bound where no other holds): per file, and after each step."""
+    env = make_env(disk="8m", disk_mode="check", reward_on_submit=False)
+    env.reset()
+    assert env.box.disk_mode == "check"
     big = bash(env, "head -c 20000000 /dev/zero > /tmp/big.bin; stat -c 'size=%s' /tmp/big.bin; rm /tmp/big.bin")
     assert "File too large" in big.observation.text and f"size={8 * 2**20}\n" in big.observation.text
     assert "error" not in big.info

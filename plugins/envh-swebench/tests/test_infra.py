@@ -45,8 +45,10 @@ def test_resource_limits_labels_and_no_network(make_env, docker_client):
     env = make_env(cpus=0.5, memory="256m", pids=64)
     env.reset()
     host = env.box.container.attrs["HostConfig"]
+    # a tmpfs workspace counts as memory: the limit grows by disk (4g) + 3 x scratch (512m)
+    memory = 256 * 2**20 + (4 * 2**30 + 3 * 512 * 2**20 if env.box.disk_mode == "tmpfs" else 0)
     assert (host["NanoCpus"], host["Memory"], host["PidsLimit"], host["NetworkMode"]) == \
-           (500_000_000, 256 * 2**20, 64, "none")
+           (500_000_000, memory, 64, "none")
     assert env.box.container.labels[LABEL] == "episode"
     out = env.step(Action(tool="bash", args={"command": "cat /sys/class/net/*/operstate | sort | tr '\\n' ' '"}))
     assert out.observation.text.split() == ["unknown"]  # loopback only

@@ -45,6 +45,7 @@ class DiffTooLargeError(errors.EnvhError):
                          f"{MAX_DIFF_BYTES} a submission may; remove large or generated files and submit again.")
 
 
+NO_SPACE = "No space left on device"  # strerror(ENOSPC), as tools print it
 TREE_MARK = "@@envh-tree@@"
 # After each bash call: what git reports changed, then size and modification time of every
 # modified or untracked file (summed), so any change by any command is seen (sed -i, an
@@ -88,6 +89,7 @@ class SWEBenchEnv(Bridge):
                  network: bool = False, command_timeout: float = 120.0, eval_timeout: float = 1800.0,
                  output_limit: int = 16_000, reward_on_submit: bool = True, snapshot: bool = False,
                  command_prefix: str | None = None, track_files: bool = True, disk: str | None = "4g",
+                 disk_mode: str = "auto", scratch: str = "512m",
                  eval_cpus: float | None = None, eval_memory: str | None = None,
                  eval_pids: int | None = 4096, eval_sys_admin: bool = False,
                  max_snapshots: int = 4, keep_snapshots: bool = False) -> None:
@@ -98,8 +100,9 @@ class SWEBenchEnv(Bridge):
         self.instances: dict[str, Instance] = load_instances(
             instances, namespace=image_namespace, workdir=workdir)
         self.split, self.docker_url = split, docker_url
-        self.limits = runtime.Limits(cpus=cpus, memory=memory, pids=pids, network=network, disk=disk)
-        self.limits.disk_bytes  # noqa: B018 - a malformed size fails here, not at reset
+        # a malformed size or mode fails here, not at reset
+        self.limits = runtime.Limits(cpus=cpus, memory=memory, pids=pids, network=network, disk=disk,
+                                     disk_mode=disk_mode, scratch=scratch)
         # Evaluation as run_instance (root, Docker's default capabilities, no cpu/memory
         # limits unless configured), except: the patch under test is the policy's code, so
         # SYS_ADMIN (run_instance adds it for browser sandboxes) only on request, since with
@@ -244,8 +247,14 @@ class SWEBenchEnv(Bridge):
             error = {"type": "timeout", "message": f"command timed out after {self.command_timeout:g} s"}
         elif code in (126, 127):
             error = {"type": "command_not_runnable", "message": f"exit code {code}: command not found or not executable"}
-        used = box.disk_used() if self.limits.disk_bytes else None
+        used = box.disk_used() if box.disk_mode == "check" else None
         self._over_disk = bool(used and self.limits.disk_bytes and used > self.limits.disk_bytes)
+        if box.disk_mode in ("tmpfs", "storage-opt") and NO_SPACE in (res["output"] or ""):
+            where = (f"the repository ({self.limits.disk}) or a scratch place, /tmp, /root or /var/tmp "
+                     f"({self.limits.scratch} each)") if box.disk_mode == "tmpfs" else f"the container ({self.limits.disk})"
+            text += (f"\n[disk limit: a write failed because {where} is full; delete what you do not "
+                     "need (build output, caches, large files) and go on]")
+            error = {"type": "disk_limit", "message": f"no space left: the disk limit of {where} was reached"}
         if self._over_disk:
             text += (f"\n[disk limit: the container's files grew by {used} bytes, over the {self.limits.disk} "
                      "allowed; no file can grow until you delete what you do not need]")

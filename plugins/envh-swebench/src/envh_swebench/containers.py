@@ -86,7 +86,8 @@ def connect(base_url: str | None = None, timeout: float = 120) -> docker.DockerC
 
 
 def cleanup_orphans(client: docker.DockerClient) -> list[str]:
-    """Remove envh-swebench containers whose owning process on this host is gone."""
+    """Remove envh-swebench containers, then their workspace volumes, whose owning process
+    on this host is gone."""
     removed = []
     for c in client.containers.list(all=True, filters={"label": LABEL}):
         if _owner_alive(c.labels.get(OWNER_LABEL, "")):
@@ -95,6 +96,14 @@ def cleanup_orphans(client: docker.DockerClient) -> list[str]:
             c.remove(force=True)
             removed.append(c.name)
         except docker.errors.NotFound:
+            pass
+    for v in client.volumes.list(filters={"label": LABEL}):
+        if _owner_alive((v.attrs.get("Labels") or {}).get(OWNER_LABEL, "")):
+            continue
+        try:
+            v.remove(force=True)
+            removed.append(v.name)
+        except docker.errors.DockerException:  # gone, or still mounted by a live container
             pass
     return removed
 
@@ -165,12 +174,19 @@ def _storage_opt_supported(client: docker.DockerClient) -> bool:
     return _STORAGE_OPT[key]
 
 
+DISK_MODES = ("auto", "storage-opt", "tmpfs", "check")
+
+
 @attrs.frozen(kw_only=True)
 class Limits:
     """Resource limits of a container. None: no limit (run_instance sets none).
-    ``disk`` bounds the writable layer: with the daemon's ``storage_opt`` where it can
-    (overlay2 on xfs with pquota), and always per file (RLIMIT_FSIZE in every command)
-    plus a check of the layer's size after each command (``Sandbox.disk_used``).
+    ``disk`` bounds what the episode writes, by ``disk_mode``:
+    ``storage-opt``: the daemon caps the writable layer (overlay2 on xfs with pquota,
+    devicemapper, btrfs, zfs); ``tmpfs``: a read-only root with the repository in a tmpfs
+    volume of ``disk`` bytes and ``scratch`` bytes for each of /tmp, /root, /var/tmp (see
+    ``workspace``); ``check``: no file larger than ``disk`` (RLIMIT_FSIZE) and the layer's
+    size checked after each command, not a bound within one step; ``auto``: storage-opt
+    where the daemon can, else tmpfs.
     ``hardened``: no-new-privileges, every capability dropped but ``EPISODE_CAPS``.
     ``cap_add``: extra capabilities (evaluation adds SYS_ADMIN only when configured to)."""
 
@@ -179,12 +195,35 @@ class Limits:
     pids: int | None = 512
     network: bool = False
     disk: str | None = "4g"
+    disk_mode: str = "auto"
+    scratch: str = "512m"
     hardened: bool = True
     cap_add: tuple[str, ...] = ()
+
+    def __attrs_post_init__(self) -> None:
+        if self.disk_mode not in DISK_MODES:
+            raise errors.SpecError(f"Unknown disk_mode {self.disk_mode!r}. Choose one of: {', '.join(DISK_MODES)}")
+        for name in ("memory", "disk", "scratch"):
+            size = parse_size(getattr(self, name))
+            if size is not None and size < 2**20:
+                raise errors.SpecError(f"{name} {getattr(self, name)!r} is under 1m: too small to run a repository")
 
     @property
     def disk_bytes(self) -> int | None:
         return parse_size(self.disk)
+
+    def mode_for(self, client: docker.DockerClient) -> str | None:
+        """The disk bound this daemon gives: None (no ``disk``), or a concrete mode."""
+        if not self.disk_bytes:
+            return None
+        if self.disk_mode == "auto":
+            return "storage-opt" if _storage_opt_supported(client) else "tmpfs"
+        if self.disk_mode == "storage-opt" and not _storage_opt_supported(client):
+            raise errors.InfraError(
+                "disk_mode 'storage-opt' needs a daemon that can cap a container's writable layer "
+                "(overlay2 on xfs with pquota, devicemapper, btrfs or zfs); this one cannot. "
+                "Use disk_mode 'tmpfs' (or 'auto').")
+        return self.disk_mode
 
 
 EVAL_LIMITS = Limits(cpus=None, memory=None, pids=4096, disk=None, hardened=False)
@@ -200,6 +239,8 @@ class Sandbox:
     session: RunnerSession | None = None
     file_limit: int | None = None
     no_runner: bool = False  # the image cannot run the runner: one exec per command
+    disk_mode: str | None = None  # how `disk` is held (Limits.mode_for)
+    volumes: list[str] = attrs.Factory(list)  # tmpfs workspace volumes, removed with the container
     keep_pids: str | None = None  # the fallback's sweep spares these: the container's own
 
     @classmethod
@@ -221,31 +262,48 @@ class Sandbox:
                           cap_add=sorted(set(EPISODE_CAPS) | set(limits.cap_add)))
         elif limits.cap_add:
             kwargs["cap_add"] = list(limits.cap_add)
-        if limits.disk_bytes and _storage_opt_supported(client):
+        mode = limits.mode_for(client)
+        if mode == "storage-opt":
             kwargs["storage_opt"] = {"size": str(limits.disk_bytes)}
+        volumes: list[str] = []
         try:
             client.images.get(image)  # never pull: no registry is assumed reachable
+            if mode == "tmpfs":
+                kwargs.update(_tmpfs_workspace(client, image, workdir, limits, kwargs["labels"], volumes))
             try:
                 container = client.containers.create(image, ["sleep", "infinity"], **kwargs)
             except docker.errors.APIError as exc:
                 if "storage_opt" not in kwargs or "storage" not in str(exc).lower():
                     raise
-                _STORAGE_OPT[id(client)] = False  # e.g. xfs without pquota: per-file bound only
-                kwargs.pop("storage_opt")
-                container = client.containers.create(image, ["sleep", "infinity"], **kwargs)
+                _STORAGE_OPT[id(client)] = False  # e.g. xfs without pquota: the daemon said no
+                raise errors.InfraError(f"The daemon refused to cap the writable layer ({exc}); "
+                                        "use disk_mode 'tmpfs' (or 'auto').") from exc
         except docker.errors.ImageNotFound as exc:
+            _remove_volumes(client, volumes)
             raise errors.InfraError(
                 f"Image {image!r} for instance {instance_id!r} is not present locally; build it "
                 f"(SWE-bench's image builder, or the instance's Dockerfile) or set the "
                 f"instance's 'image' field.") from exc
         except docker.errors.DockerException as exc:
+            _remove_volumes(client, volumes)
             raise errors.InfraError(f"Could not create a container from {image!r}: {exc}") from exc
-        box = cls(client=client, container=container, workdir=workdir, file_limit=limits.disk_bytes)
+        except BaseException:
+            _remove_volumes(client, volumes)
+            raise
+        box = cls(client=client, container=container, workdir=workdir, disk_mode=mode, volumes=volumes,
+                  file_limit=limits.disk_bytes if mode == "check" else None)
         try:
             container.start()
+            if mode == "tmpfs":  # a tmpfs volume lives while a container has it mounted: fill it now
+                from . import workspace
+
+                workspace.fill(client, image, workdir, volumes[0], {**kwargs["labels"], LABEL: "helper"})
         except docker.errors.DockerException as exc:
             box.close()
             raise errors.InfraError(f"Could not start a container from {image!r}: {exc}") from exc
+        except BaseException:
+            box.close()
+            raise
         return box
 
     # -- commands ---------------------------------------------------------------------
@@ -395,10 +453,18 @@ class Sandbox:
         return int(rows[0].get("SizeRw") or 0) if rows else None
 
     def commit(self, repository: str = "envh-swebench-snapshot") -> str:
-        """Snapshot the container's filesystem as an image; returns the image id."""
+        """Snapshot the container's filesystem as an image; returns the image id. With a
+        tmpfs workspace the image holds the repository as it is now (scratch places are
+        not kept: they start empty, as in any new episode)."""
+        conf = {"Labels": {LABEL: "snapshot", OWNER_LABEL: owner_token()}}
+        if self.disk_mode == "tmpfs":
+            from . import workspace
+
+            return workspace.commit(self.client, self.container.image.id, self.workdir, self.volumes[0],
+                                    {LABEL: "helper", OWNER_LABEL: owner_token()},
+                                    repository, uuid.uuid4().hex[:12], conf)
         try:
-            image = self.container.commit(repository=repository, tag=uuid.uuid4().hex[:12],
-                                          conf={"Labels": {LABEL: "snapshot", OWNER_LABEL: owner_token()}})
+            image = self.container.commit(repository=repository, tag=uuid.uuid4().hex[:12], conf=conf)
         except docker.errors.DockerException as exc:
             raise self.infra_error(f"docker commit failed: {exc}") from exc
         return str(image.id)
@@ -415,3 +481,37 @@ class Sandbox:
         except docker.errors.APIError as exc:
             if "already in progress" not in str(exc):
                 raise errors.InfraError(f"Could not remove container {self.container.name}: {exc}") from exc
+        volumes, self.volumes = self.volumes, []
+        _remove_volumes(self.client, volumes)
+
+
+def _remove_volumes(client: docker.DockerClient, names: list[str]) -> None:
+    from . import workspace
+
+    for name in names:
+        workspace.remove_volume(client, name)
+
+
+def _tmpfs_workspace(client: docker.DockerClient, image: str, workdir: str, limits: Limits,
+                     labels: dict[str, str], volumes: list[str]) -> dict[str, Any]:
+    """Create the workspace volumes (appended to ``volumes`` as they are made, for the
+    caller to remove on failure); returns the container's extra settings. The repository
+    is copied in once the container runs (``workspace.fill``)."""
+    from docker.types import Mount
+
+    from . import workspace
+
+    disk, scratch = limits.disk_bytes or 0, parse_size(limits.scratch) or 0
+    volumes.append(workspace.create_volume(client, disk, labels, mode="0755"))
+    volumes.append(workspace.create_volume(client, scratch, labels, mode="1777"))
+    extra: dict[str, Any] = {
+        "read_only": True,
+        "mounts": [Mount(target=workdir, source=volumes[0], type="volume"),
+                   Mount(target="/tmp", source=volumes[1], type="volume")],
+        "tmpfs": {path: f"size={scratch},mode={'0700' if path == '/root' else '1777'},exec"
+                  for path in workspace.SCRATCH_TMPFS}}
+    memory = parse_size(limits.memory)
+    if memory:  # tmpfs pages count as the container's memory: the processes keep theirs
+        total = memory + disk + scratch * (1 + len(workspace.SCRATCH_TMPFS))
+        extra.update(mem_limit=total, memswap_limit=total)
+    return extra

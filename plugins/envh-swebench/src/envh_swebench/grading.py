@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import attrs
 from envh import EvaluationResult, errors
 
 from .containers import Limits, Sandbox
@@ -113,6 +114,9 @@ def grade(client: Any, inst: Instance, patch: str | None, *, limits: Limits,
     constants, _, _, apply_cmds = _swebench()
     spec = make_spec(inst)
     metrics: dict[str, Any] = {}
+    # No disk bound on evaluation (as run_instance): a read-only root with a tmpfs
+    # workspace would also refuse the eval script where the harness puts it (/eval.sh).
+    limits = attrs.evolve(limits, disk=None)
     box = Sandbox.start(client, inst.image, workdir=inst.workdir, limits=limits,
                         instance_id=inst.instance_id, purpose="eval")
     try:
