@@ -11,4 +11,7 @@ echo "envh test: ruff"
 "$ROOT/.venv/bin/ruff" check core/src core/tests plugins bench tests
 echo "envh test: mypy (core)"
 (cd core && "$ROOT/.venv/bin/mypy" src/envh)
+# free disk where the checkout and the tests' temporary files live (a full disk fails
+# everything after it: the figure makes such a run diagnosable)
+df -h "$ROOT" "${TMPDIR:-/tmp}" | sed 's/^/envh test: disk: /'
 exec "$PY" -m pytest "$@"
