@@ -91,6 +91,9 @@ def test_fuzzy_match_without_a_judge_is_a_clear_error(env) -> None:
 def test_url_match(env, demo_sites) -> None:
     obs = env.reset(task=T(4)).observation
     assert not env.evaluate().success
+    env.step(A("goto", url=f"{demo_sites['forum'].url}/f/bookshelf"))  # WebArena's substring test says yes
+    assert not env.evaluate().success
+    env.step(A("go_back"))
     env.step(A("click", bid=find_bid(obs.text, "link", "books")))
     assert env.evaluate().success
     obs = env.reset(task=T(5)).observation

@@ -5,8 +5,9 @@
   substring; a one-character phrase alone must be a whole token, WebArena's guard against
   '0' matching '10') and ``fuzzy_match`` (the LLM judge; ``N/A`` tasks check the
   unachievable reason with ``string_note``).
-* **url_match** (``url_note`` "GOLD in PRED"): some reference's host+path equals the
-  page's, and every reference query parameter has one of its values in the page's query.
+* **url_match** (``url_note`` "GOLD in PRED"): some reference's host is the page's and its
+  path segments begin the page's path, and every reference query parameter has one of its
+  values in the page's query (WebArena matches host+path as a substring; see ``url_match``).
 * **program_html**: for each target, open its URL (``last``: the agent's page as it is;
   ``func:``: an allowed helper), read the locator (empty: the page's HTML; a
   ``document.…`` expression run in the page after its ``prep_actions``; ``func:``: an
@@ -23,7 +24,7 @@ import collections
 import html
 import re
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from envh import errors
 
@@ -81,24 +82,37 @@ def string_match(task: dict[str, Any], answer: str, judge: JudgeConfig) -> tuple
     return score, parts
 
 
-def _split_url(url: str) -> tuple[str, dict[str, list[str]]]:
-    parts = urlsplit(url)
-    return (parts.netloc + parts.path).rstrip("/"), parse_qs(parts.query)
+def _split_url(url: str) -> tuple[str, list[str], dict[str, list[str]]]:
+    """Host (lower case, default port dropped), decoded path segments, query parameters."""
+    parts = urlsplit(url.strip())
+    host = parts.netloc.lower().rsplit("@", 1)[-1]
+    for default in (":80", ":443"):
+        host = host.removesuffix(default)
+    segments = [unquote(s) for s in parts.path.split("/") if s]
+    return host, segments, parse_qs(parts.query)
 
 
 def url_match(task: dict[str, Any], page_url: str) -> float:
+    """WebArena's "GOLD in PRED" rule, with the reference's host+path matched by parts.
+
+    WebArena tests ``ref_host_path in pred_host_path`` on strings, so ``/order_id/5`` also
+    matches ``/order_id/55`` and a reference can match inside another host's path. Here the
+    host must be the same and the reference's path segments must begin the page's path:
+    the same page, or one under it (``/order_id/5/key/ab12/``, Magento's admin keys), not
+    ``/order_id/55``. The query rule is WebArena's (every reference parameter has one of the
+    references' values among the page's), and, as there, the scheme and fragment are ignored.
+    """
     rule = task["eval"].get("url_note", "GOLD in PRED")
     if rule != "GOLD in PRED":
         raise errors.SpecError(f"task {task['task_id']}: unknown url_note {rule!r}")
-    pred_base, pred_query = _split_url(page_url.rstrip("/"))
-    ref_bases, ref_queries = [], collections.defaultdict(set)
+    pred_host, pred_path, pred_query = _split_url(page_url)
+    ref_paths, ref_queries = [], collections.defaultdict(set)
     for ref in task["eval"]["reference_url"].split(" |OR| "):
-        base, query = _split_url(ref.rstrip("/"))
-        ref_bases.append(base)
+        host, path, query = _split_url(ref)
+        ref_paths.append((host, path))
         for k, vs in query.items():
             ref_queries[k].update(vs)
-    # WebArena tests ``ref in pred_base`` on a string: a substring test of host+path
-    base_score = float(any(ref in pred_base for ref in ref_bases))
+    base_score = float(any(host == pred_host and pred_path[:len(path)] == path for host, path in ref_paths))
     query_score = 1.0
     for k, values in ref_queries.items():
         query_score *= float(any(v in pred_query.get(k, []) for v in values))
