@@ -1,16 +1,23 @@
 """Browser reset cost: envh's reset (a fresh context on a shared Chromium) against a fresh
-browser per episode, on the same MiniWoB++ task, measured in the same run.
+browser per episode, on the same MiniWoB++ tasks, measured in the same run.
 
 The baseline is a fresh Playwright ``chromium.launch`` + page per episode doing the same
 task load and the same accessibility-tree read, then closing the browser: what a
 per-episode relaunch costs (BrowserGym's ``gym.make`` + ``reset`` relaunches the same way,
 but ``browsergym-core`` pins playwright==1.44 and cannot be installed beside this stack).
-Also reported: steps per second, and memory (PSS) per live env (envh: the growth of the
-shared browser and the process per extra live episode; baseline: one browser with a page).
 
-    python bench/browser_reset.py [--episodes 20] [--baseline-episodes 8] [--task click-button]
+envh is measured two ways, each with and without the context made ahead (``spare.py``):
+in an episode loop (reset, then a few steps, each after some policy time: what a rollout
+does; the next episode's context and page are made during that time) and back to back
+(reset after reset, no policy time: the spare is still being made when it is needed).
+Making the context ahead moves the renderer start-up off the reset; it does not reduce
+the browser's total work. Also reported: steps per second, and memory (PSS) per live env.
 
-The last line is one JSON object; ``ratio`` = envh reset time / baseline reset time (mean).
+    python bench/browser_reset.py [--tasks click-button,enter-text] [--episodes 15] [--think 0.5]
+
+Per task and class: mean, p50 and p90 reset time, and the ratio to the baseline's mean.
+The last line is one JSON object; ``ratio`` = envh reset time in the episode loop with the
+context made ahead / baseline reset time (means, averaged over the tasks).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import json
 import os
 import statistics
 import time
+from typing import Any
 
 
 def group_rss_mb(pgid: int) -> float:
@@ -74,44 +82,74 @@ def children_rss_mb() -> float:
     return total
 
 
-def envh_figures(task: str, episodes: int, steps: int, live: int) -> dict[str, float]:
+def _summary(times: list[float]) -> dict[str, float]:
+    ordered = sorted(times)
+    return {"mean": statistics.fmean(times), "p50": statistics.median(times),
+            "p90": ordered[int(0.9 * (len(ordered) - 1))], "n": len(times)}
+
+
+def envh_figures(task: str, episodes: int, steps: int, think: float, make_ahead: bool) -> dict[str, Any]:
+    """Reset latency in an episode loop (reset, then ``steps`` hovers each after ``think``
+    seconds of policy time) and back to back (reset after reset: no time to make a spare)."""
     from envh import Action, TaskRef
     from envh_webarena.axtree import find_bid
     from envh_webarena.miniwob import MiniwobEnv
     from envh_webarena.runtime import shared_runtime
 
+    runtime = shared_runtime()
+    runtime.make_ahead = make_ahead
     ref = TaskRef(suite="miniwob", instance_id=task)
     env = MiniwobEnv(tasks=[task], max_steps=None)
     for seed in range(3):
         env.reset(task=ref, seed=seed)
-    times = []
+    hits0 = runtime.spare_hits
+    in_loop, step_times = [], []
+    for seed in range(episodes):
+        time.sleep(think)  # the policy's last turn of the previous episode
+        start = time.perf_counter()
+        obs = env.reset(task=ref, seed=seed).observation
+        in_loop.append(time.perf_counter() - start)
+        bid = find_bid(obs.text, "button") if "button" in obs.text else None
+        for _ in range(steps):
+            time.sleep(think)
+            start = time.perf_counter()
+            env.step(Action(tool="hover", args={"bid": bid}) if bid else Action(tool="noop", args={}))
+            step_times.append(time.perf_counter() - start)
+    back_to_back = []
     for seed in range(episodes):
         start = time.perf_counter()
         env.reset(task=ref, seed=seed)
-        times.append(time.perf_counter() - start)
-    obs = env.reset(task=ref, seed=0).observation
-    bid = find_bid(obs.text, "button")
-    start = time.perf_counter()
-    for _ in range(steps):
-        env.step(Action(tool="hover", args={"bid": bid}))
-    steps_per_s = steps / (time.perf_counter() - start)
+        back_to_back.append(time.perf_counter() - start)
+    hits = runtime.spare_hits - hits0
     env.close()
-    # memory per live env: open `live` envs with an episode each on the shared browser
+    return {"episode_loop": _summary(in_loop), "back_to_back": _summary(back_to_back),
+            "steps_per_s": len(step_times) / sum(step_times) if step_times else 0.0,
+            "spare_hits": hits, "resets": 2 * episodes}
+
+
+def memory_figures(task: str, live: int) -> dict[str, float]:
+    """Memory (PSS) per live env on the shared browser."""
+    from envh import TaskRef
+    from envh_webarena.miniwob import MiniwobEnv
+    from envh_webarena.runtime import shared_runtime
+
+    ref = TaskRef(suite="miniwob", instance_id=task)
+    first = MiniwobEnv(tasks=[task])
+    first.reset(task=ref, seed=0)
     pgid = shared_runtime().pid
     browser0, py0 = group_rss_mb(pgid), self_rss_mb()  # type: ignore[arg-type]
     envs = [MiniwobEnv(tasks=[task]) for _ in range(live)]
     for i, e in enumerate(envs):
         e.reset(task=ref, seed=i)
     browser1, py1 = group_rss_mb(pgid), self_rss_mb()  # type: ignore[arg-type]
-    for e in envs:
+    for e in [first, *envs]:
         e.close()
-    return {"reset_mean_s": statistics.fmean(times), "reset_median_s": statistics.median(times),
-            "reset_p90_s": sorted(times)[int(0.9 * (len(times) - 1))], "steps_per_s": steps_per_s,
-            "rss_per_live_env_mb": (browser1 - browser0 + py1 - py0) / live,
-            "shared_browser_rss_mb": browser0}
+    return {"rss_per_live_env_mb": (browser1 - browser0 + py1 - py0) / live, "shared_browser_rss_mb": browser0}
 
 
 def baseline_figures(task: str, episodes: int) -> dict[str, float]:
+    """A fresh Playwright launch per episode (runs before envh's runtime starts: two sync
+    Playwright drivers cannot share a thread)."""
     from envh_webarena.axtree import snapshot
     from envh_webarena.miniwob import _HIDE_CSS, _START_JS, registered_tasks, task_server
     from envh_webarena.runtime import CHROMIUM_ARGS, chromium_path
@@ -125,7 +163,7 @@ def baseline_figures(task: str, episodes: int) -> dict[str, float]:
             browser = pw.chromium.launch(executable_path=chromium_path(), args=list(CHROMIUM_ARGS))
             page = browser.new_page()
             page.goto(url, wait_until="load")
-            page.evaluate(_START_JS, [seed, _HIDE_CSS])
+            page.evaluate(_START_JS, [seed, _HIDE_CSS, "bench"])
             page.evaluate("() => core.getUtterance()")
             snapshot(page, page.context.new_cdp_session(page), max_chars=6000)
             elapsed = time.perf_counter() - start
@@ -133,38 +171,65 @@ def baseline_figures(task: str, episodes: int) -> dict[str, float]:
             browser.close()
             if seed:  # the first launch warms the disk cache
                 times.append(elapsed)
-    return {"reset_mean_s": statistics.fmean(times), "reset_median_s": statistics.median(times),
-            "reset_p90_s": sorted(times)[int(0.9 * (len(times) - 1))],
-            "rss_per_live_env_mb": statistics.median(rss)}
+    return {**_summary(times), "rss_per_live_env_mb": statistics.median(rss)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--task", default="click-button")
-    parser.add_argument("--episodes", type=int, default=20)
-    parser.add_argument("--baseline-episodes", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--tasks", default="click-button,enter-text,click-checkboxes,flight.AA")
+    parser.add_argument("--episodes", type=int, default=15)
+    parser.add_argument("--baseline-episodes", type=int, default=6)
+    parser.add_argument("--steps", type=int, default=2, help="policy steps per episode")
+    parser.add_argument("--think", type=float, default=0.5, help="seconds of policy time before each action")
     parser.add_argument("--live", type=int, default=4)
     args = parser.parse_args()
-    load = os.getloadavg()[0]
-    base = baseline_figures(args.task, args.baseline_episodes)
-    ours = envh_figures(args.task, args.episodes, args.steps, args.live)
-    print(f"task miniwob/{args.task}, load average {load:.1f} on {os.cpu_count()} CPUs")
-    print("class                         reset mean   median    p90     PSS/live env")
-    print(f"baseline: launch per episode  {base['reset_mean_s']:8.3f}s {base['reset_median_s']:8.3f}s "
-          f"{base['reset_p90_s']:7.3f}s {base['rss_per_live_env_mb']:8.0f} MB")
-    print(f"envh: context per episode     {ours['reset_mean_s']:8.3f}s {ours['reset_median_s']:8.3f}s "
-          f"{ours['reset_p90_s']:7.3f}s {ours['rss_per_live_env_mb']:8.0f} MB "
-          f"(+ {ours['shared_browser_rss_mb']:.0f} MB shared browser)")
-    print(f"envh steps/s (hover + observation): {ours['steps_per_s']:.1f}")
-    ratio = ours["reset_mean_s"] / base["reset_mean_s"]
-    print(json.dumps({"ratio": round(ratio, 4), "baseline": "playwright-launch-per-episode",
-                      "envh_reset_mean_s": round(ours["reset_mean_s"], 4),
-                      "baseline_reset_mean_s": round(base["reset_mean_s"], 4),
-                      "steps_per_s": round(ours["steps_per_s"], 2),
-                      "pss_per_live_env_mb": round(ours["rss_per_live_env_mb"], 1),
-                      "baseline_pss_per_env_mb": round(base["rss_per_live_env_mb"], 1),
-                      "load_average": round(load, 1)}))
+    load0 = os.getloadavg()[0]
+    rows, ratios, ratios_b2b, ratios_cold, sps = [], [], [], [], []
+    hits = resets = 0
+    tasks = args.tasks.split(",")
+    bases = {task: baseline_figures(task, args.baseline_episodes) for task in tasks}
+    for task in tasks:
+        base = bases[task]
+        ahead = envh_figures(task, args.episodes, args.steps, args.think, make_ahead=True)
+        cold = envh_figures(task, args.episodes, args.steps, args.think, make_ahead=False)
+        rows.append((task, base, ahead, cold))
+        ratios.append(ahead["episode_loop"]["mean"] / base["mean"])
+        ratios_b2b.append(ahead["back_to_back"]["mean"] / base["mean"])
+        ratios_cold.append(cold["episode_loop"]["mean"] / base["mean"])
+        sps.append(ahead["steps_per_s"])
+        hits, resets = hits + ahead["spare_hits"], resets + ahead["resets"]
+    mem = memory_figures(args.tasks.split(",")[0], args.live)
+    base_mem = rows[0][1]["rss_per_live_env_mb"]
+    load1 = os.getloadavg()[0]
+    print(f"load average {load0:.1f} -> {load1:.1f} on {os.cpu_count()} CPUs; episode loop: reset, then "
+          f"{args.steps} steps, {args.think:g} s of policy time before each action")
+    print(f"{'task':18} {'class':42} {'mean':>7} {'p50':>7} {'p90':>7}  ratio(mean)")
+    for task, base, ahead, cold in rows:
+        lines = [("baseline: launch per episode", base),
+                 ("envh, context made ahead, episode loop", ahead["episode_loop"]),
+                 ("envh, context made ahead, back to back", ahead["back_to_back"]),
+                 ("envh, context made at reset, episode loop", cold["episode_loop"]),
+                 ("envh, context made at reset, back to back", cold["back_to_back"])]
+        for label, fig in lines:
+            print(f"{task:18} {label:42} {fig['mean']:6.3f}s {fig['p50']:6.3f}s {fig['p90']:6.3f}s"
+                  f"  {fig['mean'] / base['mean']:.3f}")
+    print(f"spare contexts taken: {hits}/{resets} resets; steps/s (hover + observation): "
+          + ", ".join(f"{r[0]} {s:.1f}" for r, s in zip(rows, sps)))
+    print(f"PSS per live env: envh {mem['rss_per_live_env_mb']:.0f} MB (+ {mem['shared_browser_rss_mb']:.0f} MB "
+          f"shared browser), baseline {base_mem:.0f} MB")
+    ratio = statistics.fmean(ratios)
+    print(json.dumps({"ratio": round(ratio, 4), "ratio_worst_task": round(max(ratios), 4),
+                      "ratio_back_to_back": round(statistics.fmean(ratios_b2b), 4),
+                      "ratio_context_at_reset": round(statistics.fmean(ratios_cold), 4),
+                      "baseline": "playwright-launch-per-episode",
+                      "per_task": {r[0]: {"baseline_mean_s": round(r[1]["mean"], 4),
+                                          "envh_mean_s": round(r[2]["episode_loop"]["mean"], 4),
+                                          "envh_p50_s": round(r[2]["episode_loop"]["p50"], 4),
+                                          "envh_p90_s": round(r[2]["episode_loop"]["p90"], 4)} for r in rows},
+                      "steps_per_s": round(statistics.fmean(sps), 2),
+                      "pss_per_live_env_mb": round(mem["rss_per_live_env_mb"], 1),
+                      "baseline_pss_per_env_mb": round(base_mem, 1),
+                      "load_average": [round(load0, 1), round(load1, 1)]}))
 
 
 if __name__ == "__main__":

@@ -105,9 +105,10 @@ def _quote(text: str, limit: int = 200) -> str:
     return "'" + text.replace("'", "\\'") + "'"
 
 
-def render(ax_nodes: list[dict[str, Any]], dom_root: dict[str, Any], *, max_chars: int) -> tuple[str, list[str]]:
+def render(ax_nodes: list[dict[str, Any]], dom_root: dict[str, Any], *, max_chars: int,
+           bids: dict[Any, str] | None = None) -> tuple[str, list[str]]:
     """The tree as text (at most ``max_chars``) and the bids it shows, in order."""
-    bids = _bid_map(dom_root)
+    bids = _bid_map(dom_root) if bids is None else bids
     by_id = {n["nodeId"]: n for n in ax_nodes}
     roots = [n for n in ax_nodes if not n.get("parentId")]
     lines: list[str] = []
@@ -162,7 +163,10 @@ def render(ax_nodes: list[dict[str, Any]], dom_root: dict[str, Any], *, max_char
 
 def snapshot(page: Any, cdp: Any, *, max_chars: int) -> tuple[str, list[str]]:
     """Mark the page's elements with bids (frame-prefixed inside iframes, as BrowserGym
-    does) and render its accessibility tree with the same-process iframes' trees inside."""
+    does) and render its accessibility tree with every iframe's tree inside its
+    ``Iframe`` node: same-process frames through the page's CDP session, out-of-process
+    ones (another site: Chromium isolates it in its own renderer) through a CDP session
+    of their own, whose node ids are kept apart by frame id."""
     from playwright.sync_api import Error
 
     for i, frame in enumerate(page.frames):
@@ -171,26 +175,73 @@ def snapshot(page: Any, cdp: Any, *, max_chars: int) -> tuple[str, list[str]]:
         except Error:
             if frame is page.main_frame:
                 raise
-    dom = cdp.send("DOM.getDocument", {"depth": -1, "pierce": True})
+    root = cdp.send("DOM.getDocument", {"depth": -1, "pierce": True}).get("root", {})
+    bids: dict[Any, str] = dict(_bid_map(root))
     nodes = _namespaced(cdp.send("Accessibility.getFullAXTree").get("nodes", []), "main")
-    holders = _iframes(dom.get("root", {}))
-    if holders:
-        by_backend = {n.get("backendDOMNodeId"): n for n in nodes}
-        for frame_id, element in holders.items():
-            holder = by_backend.get(element)
-            if holder is None:
-                continue
+    by_backend = {n.get("backendDOMNodeId"): n for n in nodes}
+    remote: dict[str, Any] | None = None  # frame id -> CDP session of an out-of-process frame
+    # (document, its session, the prefix its backend ids carry: None in the page's renderer)
+    docs: list[tuple[dict[str, Any], Any, str | None]] = [(root, cdp, None)]
+    try:
+        while docs:
+            doc, session, prefix = docs.pop(0)
+            for frame_id, element in _iframes(doc).items():
+                holder = by_backend.get(element if prefix is None else f"{prefix}:{element}")
+                if holder is None:
+                    continue
+                try:
+                    sub = _namespaced(session.send("Accessibility.getFullAXTree", {"frameId": frame_id})
+                                      .get("nodes", []), frame_id)
+                    sub_prefix = prefix
+                except Error:
+                    if remote is None:
+                        remote = _remote_sessions(page)
+                    own = remote.get(frame_id)
+                    if own is None:
+                        continue  # a frame that went away meanwhile
+                    try:
+                        sub_doc = own.send("DOM.getDocument", {"depth": -1, "pierce": True}).get("root", {})
+                        sub = _namespaced(own.send("Accessibility.getFullAXTree").get("nodes", []), frame_id)
+                    except Error:
+                        continue
+                    sub_prefix = frame_id
+                    bids.update({f"{frame_id}:{k}": v for k, v in _bid_map(sub_doc).items()})
+                    docs.append((sub_doc, own, frame_id))
+                if sub_prefix is not None:
+                    for n in sub:
+                        if "backendDOMNodeId" in n:
+                            n["backendDOMNodeId"] = f"{sub_prefix}:{n['backendDOMNodeId']}"
+                roots = [n for n in sub if not n.get("parentId")]
+                for r in roots:
+                    r["parentId"] = holder["nodeId"]
+                holder["childIds"] = [*holder.get("childIds", []), *(r["nodeId"] for r in roots)]
+                nodes += sub
+                by_backend.update((n.get("backendDOMNodeId"), n) for n in sub)
+    finally:
+        for own in (remote or {}).values():
             try:
-                sub = _namespaced(cdp.send("Accessibility.getFullAXTree", {"frameId": frame_id}).get("nodes", []),
-                                  frame_id)
+                own.detach()
             except Error:
-                continue  # a cross-process frame: not in this tree
-            roots = [n for n in sub if not n.get("parentId")]
-            for r in roots:
-                r["parentId"] = holder["nodeId"]
-            holder["childIds"] = [*holder.get("childIds", []), *(r["nodeId"] for r in roots)]
-            nodes += sub
-    return render(nodes, dom.get("root", {}), max_chars=max_chars)
+                pass
+    return render(nodes, root, max_chars=max_chars, bids=bids)
+
+
+def _remote_sessions(page: Any) -> dict[str, Any]:
+    """Frame id -> a CDP session of each out-of-process frame of the page (Playwright
+    opens one only for a frame in its own renderer; others refuse, and are skipped)."""
+    from playwright.sync_api import Error
+
+    out: dict[str, Any] = {}
+    for frame in page.frames[1:]:
+        try:
+            session = page.context.new_cdp_session(frame)
+        except Error:
+            continue  # in the page's renderer: reached through the page's session
+        try:
+            out[session.send("Page.getFrameTree")["frameTree"]["frame"]["id"]] = session
+        except (Error, KeyError, TypeError):
+            session.detach()
+    return out
 
 
 def find_bids(text: str, role: str, name: str | None = None) -> list[str]:

@@ -115,12 +115,15 @@ class BrowserBridge(Bridge):
         self._clear()
         self.task, self._replaying = task, False
         runtime = shared_runtime(extra_hosts=self.extra_hosts)
-        self.session = BrowserSession(runtime, action_timeout_ms=self.action_timeout_ms,
-                                      **self._context_options(task))
+        context_options = self._context_options(task)
+        runtime.browser()  # (re)launched before the watchdog starts, so it watches this browser
         try:
             with runtime.watchdog(self.hang_timeout_s, f"{self.name}: loading {task}"):
+                self.session = BrowserSession(runtime, action_timeout_ms=self.action_timeout_ms,
+                                              **context_options)
                 self.goal = self._open(task, seed, options)
                 self._obs = self._observe_now()
+                runtime.make_spare()
         except errors.EnvhError:
             self._close_session()
             raise

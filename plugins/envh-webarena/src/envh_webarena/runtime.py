@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -27,6 +28,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from envh import errors
+
+from envh_webarena.spare import Spare, options_key
 
 CHROMIUM_ARGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -66,20 +69,28 @@ class BrowserRuntime:
 
     :param executable: the Chromium binary (default: ``chromium_path()``).
     :param extra_hosts: hosts (``host`` or ``host:port``) reachable besides loopback.
-    :param block_external: route everything else to a dead proxy (default on).
+    :param block_external: route everything else to a dead proxy and resolve no other
+        host name (default on).
+    :param extra_args: more Chromium switches (``--log-net-log=...`` to see its traffic).
     """
 
     def __init__(self, executable: str | None = None, *, extra_hosts: tuple[str, ...] = (),
-                 block_external: bool = True) -> None:
+                 block_external: bool = True, extra_args: tuple[str, ...] = ()) -> None:
         self.executable = executable
         self.extra_hosts = tuple(extra_hosts)
         self.block_external = block_external
+        self.extra_args = tuple(extra_args)
+        self._resolvable: frozenset[str] = frozenset()
         self.launches = 0
         self._pw: Any = None
         self._browser: Any = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._profile: str | None = None
         self._owner = threading.get_ident()
+        self._spare: Spare | None = None
+        self.make_ahead = True  # keep a context + page made ahead for the next episode
+        self.spare_hits = 0  # episodes that got a context made ahead
+        self._next: tuple[str, dict[str, Any]] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
     @property
@@ -96,18 +107,35 @@ class BrowserRuntime:
         if threading.get_ident() != self._owner:
             raise errors.InfraError("A BrowserRuntime is bound to the thread that made it; "
                                     "use shared_runtime() in each worker thread.")
+        if self.block_external and self.alive() and not _host_names(self.extra_hosts) <= self._resolvable:
+            self._stop_browser()  # a host name was allowed since the launch: the resolver rules change
         if not self.alive():
             self._stop_browser()
             self._launch()
         return self._browser
+
+    def _network_args(self) -> list[str]:
+        """Pin the browser itself to loopback too: its own requests (the default context:
+        update and sign-in services) go to the dead proxy, and no host name resolves but
+        localhost and the allowed ones, so neither a page's DNS hints nor the browser send a
+        DNS query anywhere (Chromium 156 has no switch that turns DNS prefetch off)."""
+        if not self.block_external:
+            return []
+        names = _host_names(self.extra_hosts)
+        self._resolvable = names
+        # the rules map IP literals too: loopback and allowed addresses are excluded by name
+        allowed = {"localhost", "127.0.0.1", "[::1]", *(_host_part(h) for h in self.extra_hosts)}
+        rules = ", ".join(["MAP * ~NOTFOUND", *(f"EXCLUDE {n}" for n in sorted(allowed))])
+        bypass = ";".join([*LOOPBACK, *self.extra_hosts])
+        return [f"--host-resolver-rules={rules}", f"--proxy-server={DEAD_PROXY}", f"--proxy-bypass-list={bypass}"]
 
     def _launch(self) -> None:
         from playwright.sync_api import Error, sync_playwright
 
         exe = self.executable or chromium_path()
         self._profile = tempfile.mkdtemp(prefix="envh-webarena-chromium-")
-        args = [exe, *CHROMIUM_ARGS, "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
-                f"--user-data-dir={self._profile}", "about:blank"]
+        args = [exe, *CHROMIUM_ARGS, *self._network_args(), *self.extra_args, "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0", f"--user-data-dir={self._profile}", "about:blank"]
         # its own process group (killpg reaches the renderers too, and nothing else), and
         # SIGKILL when this process dies, so a crashed worker leaves no browser behind
         self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -142,18 +170,69 @@ class BrowserRuntime:
         raise errors.InfraError("Chromium did not start (no DevTools endpoint within 30 s). "
                                 "Its output: " + "".join(seen)[-2000:])
 
+    def _options(self, options: dict[str, Any]) -> dict[str, Any]:
+        options = dict(options)
+        # a service worker outlives its page and serves from its own cache: no episode gets one
+        options.setdefault("service_workers", "block")
+        if self.block_external:
+            bypass = ",".join([*LOOPBACK, *self.extra_hosts])
+            options.setdefault("proxy", {"server": DEAD_PROXY, "bypass": bypass})
+        state = options.get("storage_state")
+        if isinstance(state, (str, os.PathLike)):  # by content: a spare must not keep a stale login
+            try:
+                with open(state, encoding="utf-8") as f:
+                    options["storage_state"] = json.load(f)
+            except (OSError, ValueError) as exc:
+                raise errors.InfraError(f"Cannot read the storage state file {state}: {exc}") from exc
+        return options
+
     def new_context(self, **options: Any) -> Any:
         """A fresh browser context (isolated cookies and storage) on the live browser."""
         from playwright.sync_api import Error
 
         browser = self.browser()
-        if self.block_external:
-            bypass = ",".join([*LOOPBACK, *self.extra_hosts])
-            options.setdefault("proxy", {"server": DEAD_PROXY, "bypass": bypass})
         try:
-            return browser.new_context(**options)
+            return browser.new_context(**self._options(options))
         except Error as exc:
             raise errors.InfraError(f"Chromium (pid {self.pid}) could not open a context: {exc}") from exc
+
+    def open_context(self, **options: Any) -> tuple[Any, Any]:
+        """A fresh context and its first (blank) page for an episode: the spare made ahead
+        when it was made with the same options (``spare.py``), else made now; then the
+        next spare is asked for."""
+        from playwright.sync_api import Error
+
+        browser = self.browser()
+        options = self._options(options)
+        key = options_key(options)
+        spare, self._spare = self._spare, None
+        got = None
+        if spare is not None:
+            if spare.key == key and spare.browser is browser:
+                got = spare.take()
+            else:
+                spare.discard()
+        if got is not None:
+            self.spare_hits += 1
+        else:
+            try:
+                context = browser.new_context(**options)
+                got = context, context.new_page()
+            except Error as exc:
+                raise errors.InfraError(f"Chromium (pid {self.pid}) could not open a context: {exc}") from exc
+        self._next = (key, options)
+        return got
+
+    def make_spare(self) -> None:
+        """Ask for the next episode's context and page now, without waiting for them
+        (``spare.py``): called once an episode's first observation is out, so the work
+        overlaps the policy's turn instead of the reset."""
+        if not self.make_ahead or self._spare is not None or self._next is None or not self.alive():
+            return
+        key, options = self._next
+        self._spare = Spare.make(self._browser, key, options)
+        if self._spare is not None:
+            self._spare.send()
 
     def kill(self) -> None:
         """Kill the browser process (SIGKILL); the next ``browser()`` relaunches it."""
@@ -194,6 +273,9 @@ class BrowserRuntime:
             raise errors.InfraError(f"{what} did not finish within {seconds:g} s; the browser was killed")
 
     def _stop_browser(self) -> None:
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.discard()
         browser, self._browser = self._browser, None
         if browser is not None:
             try:
@@ -223,6 +305,19 @@ class BrowserRuntime:
                 pw.stop()
             except Exception:  # noqa: BLE001 - the driver may already be gone at exit
                 pass
+
+
+def _host_part(entry: str) -> str:
+    """``host`` of a ``host[:port]`` entry (``[v6]`` kept in brackets), lower case."""
+    host = entry.strip().lower()
+    if host.startswith("["):
+        return host.split("]", 1)[0] + "]"
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _host_names(hosts: tuple[str, ...]) -> frozenset[str]:
+    """The allowed hosts the resolver rules must let through (a launch fixes them)."""
+    return frozenset(_host_part(h) for h in hosts if _host_part(h))
 
 
 def _die_with_parent() -> None:

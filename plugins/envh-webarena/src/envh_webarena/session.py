@@ -22,7 +22,7 @@ class BrowserSession:
     def __init__(self, runtime: BrowserRuntime, *, action_timeout_ms: int = 3000,
                  navigation_timeout_ms: int = 15_000, **context_options: Any) -> None:
         self.runtime = runtime
-        self.context = runtime.new_context(**context_options)
+        self.context, first = runtime.open_context(**context_options)
         self.context.set_default_timeout(action_timeout_ms)
         self.context.set_default_navigation_timeout(navigation_timeout_ms)
         self.crashed = False
@@ -31,7 +31,7 @@ class BrowserSession:
         self.active = 0
         self._cdp: dict[int, Any] = {}
         self.context.on("page", self._on_page)
-        self.new_tab()
+        self._on_page(first)
 
     def _on_page(self, page: Any) -> None:
         if page in self.pages or self.probing:
