@@ -250,3 +250,55 @@ def test_the_runner_refuses_to_evaluate_through_a_curriculum_unless_told_it_trai
     assert trained.returncode == 0, trained.stderr
     with TrajectoryStore(tmp_path / "train" / "trajectories.sqlite") as store:
         assert len(list(store.rows())) == 3
+
+
+def test_resume_refuses_a_log_written_under_another_configuration(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    with envh.make(spec(audit=str(audit), policy={"window": 10})) as env:
+        play(env, 40, random.Random(5))
+    for policy in ({"window": 12}, {"window": 10, "ceiling": 0.95}, {"window": 10, "early": False}):
+        with pytest.raises(errors.StateError, match="another configuration"):
+            envh.make(spec(audit=str(audit), policy=policy))
+    with envh.make(spec(audit=str(audit), policy={"window": 10})):
+        pass
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    edited = [r for r in records if r["type"] == "episode"][5]
+    edited["params"] = {"size": 5 if edited["params"]["size"] != 5 else 3}  # not the size the curriculum chose
+    audit.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(errors.StateError, match="ran with"):
+        envh.make(spec(audit=str(audit), policy={"window": 10}))
+
+
+def test_a_kill_between_the_episode_and_decision_lines_resumes_and_writes_the_decision(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    with envh.make(spec(audit=str(audit), policy={"window": 10})) as env:
+        play(env, 40, random.Random(6))
+        state = layer_of(env).curriculum.state()
+    lines = audit.read_text().splitlines()
+    last_decision = max(i for i, line in enumerate(lines) if json.loads(line)["type"] == "decision")
+    assert json.loads(lines[last_decision - 1])["type"] == "episode"
+    torn = lines[:last_decision]  # killed after the episode line, before its decision line
+    audit.write_text("\n".join(torn) + "\n")
+    with envh.make(spec(audit=str(audit), policy={"window": 10})) as env:
+        resumed = layer_of(env).curriculum.state()
+    rewritten = audit.read_text().splitlines()
+    assert json.loads(rewritten[-1]) == json.loads(lines[last_decision])
+    after = json.loads(lines[last_decision])["after"]
+    assert resumed["values"] == after and (state["episodes"], state["values"]) >= (resumed["episodes"], {})
+
+
+def test_the_kill_switch_works_on_a_resumed_run_and_frozen_windows_replay_frozen(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    audit = tmp_path / "audit.jsonl"
+    with envh.make(spec(audit=str(audit), policy={"window": 10})) as env:
+        play(env, 30, random.Random(7), skill={3: 1.0, 4: 1.0, 5: 1.0})
+        assert layer_of(env).curriculum.values == {"size": 5}
+    monkeypatch.setenv("ENVH_CURRICULUM_FREEZE", "1")
+    with envh.make(spec(audit=str(audit), policy={"window": 10})) as env:  # switched on at resume
+        assert set(play(env, 20, random.Random(8))) == {4}
+    decisions = [json.loads(line)["decision"] for line in audit.read_text().splitlines()
+                 if json.loads(line)["type"] == "decision"]
+    assert decisions[-2:] == ["frozen", "frozen"]
+    monkeypatch.delenv("ENVH_CURRICULUM_FREEZE")
+    with envh.make(spec(audit=str(audit), policy={"window": 10})) as env:  # and off again
+        assert layer_of(env).curriculum.episodes == 50

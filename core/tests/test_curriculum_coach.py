@@ -217,3 +217,10 @@ def test_a_coach_spec_is_checked_before_the_run(tmp_path: Path) -> None:
             envh.make(spec(policy.pop("code", UP), tmp_path / "a.jsonl", **policy))
     with pytest.raises(errors.ContractCodeError, match="import of 'subprocess'"):
         envh.make(spec("import subprocess\ndef coach(stats):\n    return None\n", tmp_path / "a.jsonl"))
+
+
+def test_a_coach_memo_is_bounded_because_every_decision_logs_it() -> None:
+    cur = coached("def coach(stats, memo):\n    memo['x'] = 'y' * 70000\n    return {'level': 1}\n")
+    d = window(cur, True)
+    assert d["decision"] == "coach-failed" and "byte limit" in d["reason"] and cur.coach.memo == {}
+    assert len(json.dumps(d)) < 5000

@@ -15,6 +15,7 @@ circuit breaker.
 from __future__ import annotations
 
 import ast
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,6 +26,7 @@ from .sandbox import check_top_level, parse_and_check
 FUNCTION = "coach"
 ENTRY = "coach_entry"  # the wrapper the jail calls; user code may not use the name
 MAX_OPS = 200_000
+MAX_MEMO = 64_000  # bytes of JSON
 MAX_TIME_LIMIT = 5.0  # seconds; the jail kills a call at twice this plus a grace
 # the call the jail makes is ENTRY(state, memo): the window statistics arrive as frozen
 # state, and the answer leaves through memo, which crosses the pipe as strict JSON data
@@ -86,6 +88,10 @@ class Coach:
         memo = box.get("memo")
         if type(memo) is not dict:
             raise errors.ContractCodeError("memo must stay a dict", hook=FUNCTION)
+        size = len(json.dumps(memo))
+        if size > MAX_MEMO:  # every decision logs it: an unbounded memo would flood the audit log
+            raise errors.ContractCodeError(f"memo of {size:,} bytes exceeds the {MAX_MEMO:,} byte limit; keep "
+                                           "only the statistics the coach needs", hook=FUNCTION)
         changes = check_changes(box.get("out"), plans, values)
         self.memo = memo
         return changes

@@ -155,20 +155,23 @@ class Curriculum:
     def active(self) -> bool:
         return self.adaptive and os.environ.get(FREEZE_VAR, "") not in ("1", "true", "yes")
 
-    def end_episode(self, success: bool, recorded: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    def end_episode(self, success: bool, recorded: Mapping[str, Any] | None = None, *,
+                    active: bool | None = None) -> dict[str, Any] | None:
         """Record one finished episode; at a window boundary, decide. Returns the
         decision record (for the audit log) or ``None`` when no decision was due.
         ``recorded`` (replay only) is the audit's decision for this window: a coach is
-        not run again, its logged answer is checked and applied."""
+        not run again, its logged answer is checked and applied; ``active`` (replay only)
+        is whether the kill switch was off then."""
+        active = self.active if active is None else active
         self.episodes += 1
         self.outcomes.append(bool(success))
-        early = len(self.outcomes) < self.window and self._conclusive()
+        early = len(self.outcomes) < self.window and self._conclusive(active)
         if len(self.outcomes) < self.window and not early:
             return None
         rate = sum(self.outcomes) / len(self.outcomes)
         before, fresh = dict(self.values), self.fresh
         self.fresh = False
-        if not self.active:
+        if not active:
             self.values = {n: p.safe for n, p in self.plans.items()}
             action, reason = "frozen", "kill switch: parameters held at their safe defaults"
         elif rate < self.floor and self.below + 1 >= self.breaker:
@@ -207,11 +210,18 @@ class Curriculum:
         self.rates = [*self.rates, rate][-10:]
         return record
 
-    def _conclusive(self) -> bool:
+    def _start_from(self, params: Any) -> None:
+        if params == {n: p.init for n, p in self.plans.items()} or params == {n: p.safe for n, p in self.plans.items()}:
+            self.values = dict(params)
+        else:
+            raise errors.StateError(f"Curriculum audit log starts at {params!r}, neither the plan's init nor its "
+                                    "safe defaults: it was written under another plan")
+
+    def _conclusive(self, active: bool) -> bool:
         """Is the open window already as conclusive as the weakest full window that
         would decide the same way? Only for the threshold policy while adapting; not
         downward in the grace window."""
-        if not self.early or self.coach is not None or not self.active:
+        if not self.early or self.coach is not None or not active:
             return False
         from .rollout import wilson  # the project's one Wilson interval
 
@@ -291,20 +301,63 @@ class Curriculum:
                 raise errors.StateError("Saved coach memo is not an object")
             self.coach.memo = memo
 
-    def replay(self, records: Iterable[Mapping[str, Any]]) -> None:
-        """Rebuild the state from audit records (``episode`` lines carry the outcome). A
-        coach's decisions are taken from the log, not recomputed (a coach that timed out
-        then must not decide differently now)."""
+    def replay(self, records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Rebuild the state from audit records (``episode`` lines carry the outcome) and
+        check every logged decision against the replayed one: a log written under another
+        configuration (window, thresholds, early, grace) or edited is refused. A coach's
+        decisions are taken from the log, not recomputed (a coach that timed out then must
+        not decide differently now). A window the log marks ``frozen`` replays frozen,
+        whatever the kill switch says now. Returns the decisions due at the log's end that
+        a kill kept from being written (the caller appends them)."""
         records = list(records)
-        for i, record in enumerate(records):
+        for record in records:
             if not isinstance(record, Mapping):
                 raise errors.StateError(f"Curriculum audit record {record!r} is not an object")
-            if record.get("type") == "episode" and record.get("success") is not None:
-                if not isinstance(record["success"], bool):
-                    raise errors.StateError(f"Curriculum audit record has success={record['success']!r}, not a bool")
-                nxt = records[i + 1] if i + 1 < len(records) else None
-                recorded = nxt if isinstance(nxt, Mapping) and nxt.get("type") == "decision" else None
-                if self.coach is not None and recorded is None and len(self.outcomes) + 1 >= self.window:
-                    raise errors.StateError(f"Curriculum audit log lacks the coach's decision after episode "
-                                            f"{self.episodes + 1}")
-                self.end_episode(bool(record["success"]), recorded if self.coach is not None else None)
+        episodes = [i for i, r in enumerate(records) if r.get("type") == "episode" and r.get("success") is not None]
+        closing: list[Mapping[str, Any] | None] = [None] * len(records)  # the decision closing each window
+        upcoming: Mapping[str, Any] | None = None
+        for i in range(len(records) - 1, -1, -1):
+            closing[i] = upcoming
+            if records[i].get("type") == "decision":
+                upcoming = records[i]
+        missing: list[dict[str, Any]] = []
+        for i in episodes:
+            record = records[i]
+            if not isinstance(record["success"], bool):
+                raise errors.StateError(f"Curriculum audit record has success={record['success']!r}, not a bool")
+            params = record.get("params")
+            if params is not None and i == episodes[0] and self.episodes == 0:
+                self._start_from(params)  # init, or the safe defaults if the run began frozen
+            if params is not None and params != self.values and params == {n: p.safe for n, p in self.plans.items()}:
+                self.values = dict(params)  # the kill switch, turned on at a resume, held the safe defaults
+            elif params is not None and params != self.values:
+                raise errors.StateError(f"Curriculum audit log says episode {self.episodes + 1} ran with {params!r}, "
+                                        f"the replay gives {self.values!r}: the log is damaged or was written "
+                                        "under another configuration")
+            nxt = records[i + 1] if i + 1 < len(records) else None
+            logged = nxt if nxt is not None and nxt.get("type") == "decision" else None
+            last = i == episodes[-1]
+            if self.coach is not None and logged is None and not last and len(self.outcomes) + 1 >= self.window:
+                raise errors.StateError(f"Curriculum audit log lacks the coach's decision after episode "
+                                        f"{self.episodes + 1}")
+            close = closing[i]
+            active = self.active if close is None else close.get("decision") != "frozen"
+            decision = self.end_episode(record["success"], logged if self.coach is not None else None, active=active)
+            if logged is None and decision is None:
+                continue
+            if logged is None:
+                if not last:
+                    raise errors.StateError(
+                        f"Curriculum audit log has no decision after episode {decision['episode']}, where the "  # type: ignore[index]
+                        "replay makes one: it was written under another configuration (window, floor, ceiling, "
+                        "early, grace) or is damaged. Resume with the configuration it was written with.")
+                missing.append(decision)  # type: ignore[arg-type]
+            elif decision is None or any(decision[k] != logged.get(k) for k in ("episode", "decision", "after")):
+                raise errors.StateError(
+                    f"Curriculum audit log disagrees with its replay at episode {self.episodes}: logged "
+                    f"{logged.get('decision')!r} -> {logged.get('after')!r}, replayed "
+                    f"{None if decision is None else (decision['decision'], decision['after'])!r}. It was written "
+                    "under another configuration (window, floor, ceiling, early, grace) or is damaged.")
+        if not self.active:  # the kill switch is on now: hold the safe defaults from here
+            self.values = {n: p.safe for n, p in self.plans.items()}
+        return missing

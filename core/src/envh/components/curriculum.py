@@ -118,7 +118,8 @@ class CurriculumLayer(EnvHarness):
                 if n == len(lines):
                     break  # a line torn by a kill: that episode is simply played again
                 raise errors.StateError(f"{self.audit}:{n} is not JSON; the audit log is damaged") from None
-        self.curriculum.replay(records)
+        for decision in self.curriculum.replay(records):  # due, but the kill came first
+            self._log({"type": "decision", **decision})
 
     # -- episode boundary -------------------------------------------------------------
     def _finish_episode(self) -> None:
