@@ -112,3 +112,21 @@ def test_the_curriculum_layer_grows_the_room_through_real_games(root: Path) -> N
                 env.step(Action(tool="do", args={"command": command}))
             assert env.unwrapped.evaluate().success is True
     assert seen == [(3, 3), (4, 4)]
+
+
+def test_a_bridge_limited_to_harder_types_gets_its_easiest_and_a_read_only_root_is_an_env_error(
+        tmp_path: Path) -> None:
+    heat_only = ("pick_heat_then_place_in_recep",)
+    assert {room_for(EASY, seed, heat_only).goal.task_type for seed in range(10)} == set(heat_only)
+    assert {room_for({**EASY, "task_tier": 6}, s, heat_only + ("pick_two_obj_and_place",)).goal.task_type
+            for s in range(20)} == {"pick_heat_then_place_in_recep", "pick_two_obj_and_place"}
+    from envh_alfworld.bridge import AlfworldEnv
+
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the data root should be")
+    env = AlfworldEnv(data_path=str(blocker / "data"))
+    try:
+        with pytest.raises(errors.EnvError, match="Cannot build an ALFWorld game"):
+            env.task_for(EASY, random.Random(0))
+    finally:
+        env.close()

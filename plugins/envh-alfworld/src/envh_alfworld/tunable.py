@@ -67,9 +67,11 @@ def checked(params: Mapping[str, Any]) -> dict[str, int]:
 def room_for(params: Mapping[str, Any], seed: int, task_types: tuple[str, ...] = TASK_TYPES) -> Room:
     """The room of parameter values ``params`` and ``seed`` (same inputs, same room)."""
     p = checked(params)
-    types = [t for t in TASK_TYPES[:p["task_tier"]] if t in task_types]
-    if not types:
-        raise errors.SpecError(f"task_tier {p['task_tier']} allows none of the bridge's task types {task_types}")
+    allowed = [t for t in TASK_TYPES if t in task_types]
+    if not allowed:
+        raise errors.SpecError(f"None of {task_types} is an ALFWorld task type")
+    # a bridge limited to harder types than the tier reaches: its easiest type
+    types = [t for t in TASK_TYPES[:p["task_tier"]] if t in allowed] or allowed[:1]
     key = ",".join(f"{k}={v}" for k, v in sorted(p.items()))
     rng = random.Random(f"envh-alfworld-tunable-{seed}-{key}")
     task_type = rng.choice(types)
@@ -147,6 +149,8 @@ def task_for(bridge: Any, params: Mapping[str, Any], rng: random.Random) -> Task
         except (RoomError, BuildError) as exc:
             failures.append(f"seed {seed}: {exc}"[:300])
             continue
+        except OSError as exc:  # the data root cannot take the game (read-only, full)
+            raise errors.EnvError(f"Cannot build an ALFWorld game under {bridge.root}: {exc}") from exc
         bridge.list_games(SPLIT, refresh=True)  # the new game is a listed task from now on
         return game.task
     raise errors.EnvError(f"No ALFWorld game could be built for {dict(params)}: {'; '.join(failures)}")
