@@ -79,6 +79,9 @@ def run_dirs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
         for i in range(10_000):
             store.append(attrs.evolve(template, run_id=BIG_RUN, key=f"ep-{i:05d}", seed=i))
+    # a plot as a rig directory may hold it, with script inside (opened on its own, an SVG is a document)
+    (big / "plot.svg").write_text("<svg xmlns='http://www.w3.org/2000/svg' width='10' height='10'>"
+                                  "<script>document.documentElement.setAttribute('data-ran', '1')</script></svg>")
     return [small, big]
 
 
@@ -304,3 +307,17 @@ def test_an_injected_inline_script_does_not_run(browser, server) -> None:
         context.close()
     assert titles[True] == "Playground · envh"
     assert titles[False].startswith("pwned")
+
+
+def test_script_inside_a_served_svg_does_not_run(browser, server, watch) -> None:
+    context = browser.new_context()
+    p = context.new_page()
+    problems = watch(p)
+    p.goto(f"{server}/?token=t0k3n")
+    response = p.goto(f"{server}/file/1/plot.svg")
+    assert response is not None and response.headers["content-security-policy"] == CSP
+    assert response.headers["content-type"].startswith("image/svg+xml")
+    p.wait_for_timeout(200)
+    assert p.locator("svg").get_attribute("data-ran") is None
+    assert any("Content Security Policy" in m for m in problems)  # refused, not merely absent
+    context.close()

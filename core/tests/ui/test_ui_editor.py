@@ -135,6 +135,14 @@ def test_kind_values_are_the_registered_kinds_and_each_kind_its_own_keys(page) -
     _offers(page, ["toy24"])
 
 
+def test_characters_outside_the_bmp_before_the_cursor_do_not_shift_the_insertion(page) -> None:
+    spec = "# \U0001f6ab\U0001f6ab no division \U0001f600\nbridge: toy24\nlayers:\n  - kind: budget\n    "
+    _type_at_end(page, spec, "max_r")
+    _offers(page, ["max_repeats"])
+    page.keyboard.press("Enter")
+    assert page.input_value("#spec") == spec + "max_repeats: "
+
+
 def test_a_problem_is_marked_on_its_line_with_its_message(page) -> None:
     page.fill("#spec", "bridge: toy24\nlayers:\n  - kind: budget\n    max_steps: 3\n    max_step: 4\n"
                        "  - kind: chain\n    mode: sideways\n    legs: [{bridge: toy24}]\n")

@@ -12,12 +12,15 @@ import attrs
 import jsonschema
 import pytest
 import yaml
+from envh import BridgeInfo, hookimpl
+from envh.bridges.toy24 import Toy24Env
 from envh.plugins.manager import get_registry, make_plugin_manager
 from envh.plugins.records import resolve
 from envh.spec import parse_spec
+from envh.types import Action, EnvResponse
 from envh.ui import editor
 from envh.ui.app import COOKIE, CSP, create_app
-from envh.ui.playground import DEFAULT_SPEC
+from envh.ui.playground import DEFAULT_SPEC, Playground
 from envh.ui.schema import spec_schema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -182,3 +185,49 @@ def test_the_default_registry_schema_lists_installed_plugins() -> None:
     schema = spec_schema(get_registry())
     assert set(schema["$defs"]["Layer"]["properties"]["kind"]["enum"]) == set(get_registry().component_kinds())
     assert json.loads(json.dumps(schema)) == schema  # plain JSON all the way down
+
+
+def test_lines_count_as_the_editor_counts_them() -> None:
+    from envh import errors
+
+    # YAML also breaks lines at U+2028 and NEL; the textarea only at '\n'
+    text = 'bridge: toy24\nconfig: {note: "a\u2028b\x85c"}\nlayers: [{kind: budget, max_step: 1}]\n'
+    with pytest.raises(errors.SpecError) as info:
+        parse_spec(text, REGISTRY)
+    assert [m["line"] for m in editor.markers(text, info.value)] == [3]
+    text = 'config: {note: "a\u2028b\x85c"}\nbridge: toy24\nlayers: [\n'
+    with pytest.raises(errors.SpecError) as info:
+        parse_spec(text, REGISTRY)
+    assert [m["line"] for m in editor.markers(text, info.value)] == [4]  # YAML says line 6
+    text = "# \u2028\nbridge: toy24\nlayers:\n  - kind: contract\n    code: |\n      def filter_action(a, s, m):\n" \
+           "          return (\n"
+    marks = Playground(REGISTRY).check(text, build=False)["markers"]
+    assert [(m["line"], m["path"]) for m in marks] == [(7, "$.layers[0].code")]
+
+
+class OddToy(Toy24Env):
+    """A bridge that answers with values JSON cannot carry and fails to close."""
+
+    def _step(self, action: Action) -> EnvResponse:
+        out = super()._step(action)
+        return attrs.evolve(out, reward=float("nan"), info={**out.info, "odd": {1, 2}, "inf": float("inf")})
+
+    def close(self) -> None:
+        raise RuntimeError("close failed")
+
+
+class OddPlugin:
+    @hookimpl
+    def envh_bridges(self) -> list[BridgeInfo]:
+        return [BridgeInfo(name="oddtoy", factory=OddToy)]
+
+
+def test_odd_values_and_failing_close_are_answers_never_a_server_error(tmp_path) -> None:
+    registry = make_plugin_manager(entry_points=False, plugins=[OddPlugin()])
+    c = TestClient(create_app([tmp_path], token=TOKEN, registry=registry), base_url="http://127.0.0.1:8765")
+    c.cookies.set(COOKIE, TOKEN)
+    sessions = [c.post("/api/play/new", json={"spec": "bridge: oddtoy\n", "task": "easy/2,3,4"}) for _ in range(10)]
+    assert {r.status_code for r in sessions} == {200}  # the two oldest were evicted, their close failed
+    r = c.post(f"/api/play/{sessions[-1].json()['session']}/step", json={"action": "combine i=0 j=1 op=add"})
+    assert r.status_code == 200 and r.json().get("reward") == "nan", r.json()
+    assert c.post("/api/spec/check", json={"spec": "bridge: oddtoy\n"}).json()["ok"] is True

@@ -245,16 +245,17 @@ def locate(text: str, path: Path, code_line: int | None = None) -> int | None:
     root = _compose(text)
     if root is None:
         return None
-    node, line = root, root.start_mark.line
+    node, at = root, root.start_mark.index
     for step in path:
         key, value = _child(node, step)
         if key is None or value is None:
             break
-        node, line = value, key.start_mark.line
+        node, at = value, key.start_mark.index
     else:
         if code_line is not None and isinstance(node, yaml.ScalarNode) and node.style in ("|", ">"):
-            line = node.start_mark.line + code_line
-    return line + 1
+            return text.count("\n", 0, node.start_mark.index) + 1 + code_line
+    # lines as the editor counts them ('\n' only; YAML's marks also break at U+2028 and NEL)
+    return text.count("\n", 0, at) + 1
 
 
 def markers(text: str, exc: BaseException, located: str | None = None) -> list[dict[str, Any]]:
@@ -276,8 +277,9 @@ def markers(text: str, exc: BaseException, located: str | None = None) -> list[d
                 steps, path = [*steps, named[1]], f"{path}.{named[1]}"
             out.append({"path": path, "message": message, "line": locate(text, steps)})
     else:
-        m = re.search(r"at line (\d+), column \d+", str(exc))
-        line = int(m[1]) if m and isinstance(exc, errors.SpecError) else None
+        mark = getattr(exc.__cause__, "problem_mark", None)  # a YAML syntax error under the SpecError
+        index = getattr(mark, "index", None)
+        line = text.count("\n", 0, index) + 1 if isinstance(index, int) and 0 <= index <= len(text) else None
         path = None
         if isinstance(exc, errors.UnknownNameError) and str(exc).startswith("Unknown bridge"):
             path, line = "$.bridge", locate(text, ["bridge"])

@@ -9,6 +9,8 @@ are, anything else as an ``EnvError`` naming the original exception, never a 500
 from __future__ import annotations
 
 import json
+import logging
+import math
 import secrets
 import threading
 from collections import OrderedDict
@@ -31,6 +33,7 @@ layers:
     max_steps: 12
 """
 MAX_SESSIONS = 8
+log = logging.getLogger(__name__)
 
 
 #: the largest spec the playground builds (PyYAML needs about a second per 50,000 characters)
@@ -55,6 +58,26 @@ def error_answer(exc: BaseException, doing: str) -> dict[str, Any]:
     if not isinstance(exc, errors.EnvhError):
         exc = errors.EnvError(f"The environment failed while {doing}: {type(exc).__name__}: {exc}")
     return {"error": f"{type(exc).__name__}: {exc}", "error_type": type(exc).__name__}
+
+
+def _close(env: Any) -> None:
+    """Close an env whose bridge may fail at that too: a playground answer never depends on it."""
+    try:
+        env.close()
+    except Exception:  # noqa: BLE001 - the env is being dropped; its failure has no one to go to
+        log.warning("closing a playground env failed", exc_info=True)
+
+
+def _json(value: Any) -> Any:
+    """``value`` as plain JSON: what a bridge put in its info or verdict (NaN, sets,
+    objects) becomes text rather than a response that cannot be written."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json(v) for v in value]
+    return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
 class Playground:
@@ -82,15 +105,15 @@ class Playground:
             view = self._view(env, result.observation)
             tools = [{"name": t.name, "description": t.description} for t in env.tools()]
         except Exception as exc:  # noqa: BLE001
-            env.close()
+            _close(env)
             return error_answer(exc, "resetting")
         sid = secrets.token_hex(8)
         with self.lock:
             self.envs[sid] = env
             while len(self.envs) > MAX_SESSIONS:
                 _, old = self.envs.popitem(last=False)
-                old.close()
-        return {"session": sid, **view, "tools": tools}
+                _close(old)
+        return _json({"session": sid, **view, "tools": tools})  # type: ignore[no-any-return]
 
     def step(self, sid: str, line: str) -> dict[str, Any]:
         from ..play import parse_action
@@ -114,7 +137,7 @@ class Playground:
                     out["verdict"] = {"success": verdict.success, "score": verdict.score}
             except Exception as exc:  # noqa: BLE001
                 return error_answer(exc, f"stepping {action.tool!r}")
-        return json.loads(json.dumps(out, default=str))  # effects a bridge filled with odd values stay JSON
+        return _json(out)  # type: ignore[no-any-return]
 
     @staticmethod
     def _view(env: Any, seen: Any) -> dict[str, Any]:
@@ -140,7 +163,7 @@ class Playground:
                 except errors.ContractCodeError as exc:
                     return {"ok": False, "error": str(exc), "markers": editor.markers(text, exc, path)}
             if build:
-                self._make(text).close()
+                _close(self._make(text))
             return {"ok": True, "spec_id": spec_id(parsed, self.registry), "markers": []}
         except Exception as exc:  # noqa: BLE001 - every problem is an answer with its lines
             answer = error_answer(exc, "building the spec")
@@ -150,5 +173,5 @@ class Playground:
     def close(self) -> None:
         with self.lock:
             for env in self.envs.values():
-                env.close()
+                _close(env)
             self.envs.clear()

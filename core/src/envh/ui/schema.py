@@ -8,6 +8,8 @@ in the converter (``forbid_extra_keys``), so each record is ``additionalProperti
 from __future__ import annotations
 
 import inspect
+import json
+import math
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -39,7 +41,7 @@ class _Builder:
         if tp is LayerSpec:
             return {"$ref": "#/$defs/Layer"}
         if origin is typing.Literal:
-            return {"enum": list(args)}
+            return {"enum": [_plain(a) for a in args]}
         if origin in (typing.Union, types.UnionType):
             return {"anyOf": [self.type_schema(a) for a in args]}
         if origin in (tuple, list, Sequence) or tp in (tuple, list):
@@ -76,7 +78,7 @@ class _Builder:
 
 
 def _plain(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if value is None or isinstance(value, (bool, str)) or (isinstance(value, (int, float)) and math.isfinite(value)):
         return value
     if isinstance(value, (tuple, list)):
         return [_plain(v) for v in value]
@@ -95,9 +97,9 @@ def spec_schema(registry: Registry) -> dict[str, Any]:
     for name, kind in sorted(registry.component_kinds().items()):
         try:
             spec_type = resolve(kind.spec_type)  # type: ignore[arg-type]
+            ref = build.record(spec_type) if isinstance(spec_type, type) and attrs.has(spec_type) else {}
         except Exception:  # noqa: BLE001 - a broken plugin's kind is offered by name only
-            spec_type = None
-        ref = build.record(spec_type) if isinstance(spec_type, type) and attrs.has(spec_type) else {}
+            ref = {}
         branches.append({"allOf": [ref] if ref else [], "properties": {"kind": {"const": name}},
                          "title": name, "description": kind.description})
     root = build.record(EnvSpec)
@@ -105,4 +107,5 @@ def spec_schema(registry: Registry) -> dict[str, Any]:
         "type": "string", "enum": sorted(registry.bridges())}
     build.defs["Layer"] = {"type": "object", "required": ["kind"], "oneOf": branches,
                            "properties": {"kind": {"type": "string", "enum": [b["title"] for b in branches]}}}
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **root, "$defs": build.defs}
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **root, "$defs": build.defs}
+    return json.loads(json.dumps(schema, default=str))  # a plugin's odd default or doc stays plain JSON

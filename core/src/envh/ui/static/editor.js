@@ -26,6 +26,11 @@
   const charWidth = () => probe.getBoundingClientRect().width / 64;
   const lineHeight = () => parseFloat(getComputedStyle(ta).lineHeight) || 20;
 
+  // the server counts characters (code points), the textarea UTF-16 units: they differ
+  // after any character outside the BMP (an emoji in a comment)
+  const toPoints = (text, units) => Array.from(text.slice(0, units)).length;
+  const toUnits = (text, points) => Array.from(text).slice(0, points).join('').length;
+
   async function post(path, body) {
     const r = await fetch(path, {method: 'POST', headers: {'content-type': 'application/json'},
                                  body: JSON.stringify(body)});
@@ -113,13 +118,13 @@
     if (offset !== ta.selectionEnd) return hide();
     let out;
     try {
-      out = await post('/api/spec/complete', {spec: text, offset});
+      out = await post('/api/spec/complete', {spec: text, offset: toPoints(text, offset)});
     } catch (err) {
       return hide();
     }
     if (mine !== asked || ta.value !== text || ta.selectionStart !== offset) return;  // stale answer
-    range = [out.from, out.to];
-    const current = text.slice(out.from, out.to);  // an item that is already there is no suggestion
+    range = [toUnits(text, out.from), toUnits(text, out.to)];
+    const current = text.slice(range[0], range[1]);  // an item that is already there is no suggestion
     items = (Array.isArray(out.items) ? out.items : []).filter(it => String(it.insert).trim() !== current);
     active = 0;
     if (items.length) show(offset); else hide();
