@@ -302,3 +302,12 @@ def test_the_kill_switch_works_on_a_resumed_run_and_frozen_windows_replay_frozen
     monkeypatch.delenv("ENVH_CURRICULUM_FREEZE")
     with envh.make(spec(audit=str(audit), policy={"window": 10})) as env:  # and off again
         assert layer_of(env).curriculum.episodes == 50
+
+
+def test_the_runners_plan_refuses_a_curriculum_unless_the_run_trains() -> None:
+    from envh.rollout.plan import build_plan
+
+    with pytest.raises(errors.CurriculumEvaluationError, match=r"curriculum layer at \$.layers\[0\]"):
+        build_plan(spec(), policy="random", tasks=[None])
+    assert len(build_plan(spec(), policy="random", tasks=[None], k=2, training=True)) == 2
+    assert len(build_plan({"bridge": "toy24"}, policy="random", tasks=[None])) == 1

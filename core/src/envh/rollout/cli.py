@@ -143,7 +143,7 @@ def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: st
         refuse_evaluation(data)
     tasks = planning.select_tasks(data, reg, task_ids=task_ids, n_tasks=n_tasks, split=split)
     requests = planning.build_plan(parsed, policy=policy, k=k, tasks=tasks, seed=seed, max_steps=max_steps,
-                                   timeout_s=timeout_s, policy_options=options, registry=reg)
+                                   timeout_s=timeout_s, policy_options=options, registry=reg, training=training)
     if isolation is None:
         from .executors import isolation as fence
 

@@ -53,9 +53,10 @@ def select_tasks(spec: Mapping[str, Any], registry: Registry, *, task_ids: Itera
 def build_plan(spec_source: Any, *, policy: str, k: int = 1, tasks: list[TaskRef | None], seed: int = 0,
                max_steps: int = 100, timeout_s: float | None = None, run_id: str = "",
                policy_options: dict[str, Any] | None = None,
-               registry: Registry | None = None) -> list[EpisodeRequest]:
+               registry: Registry | None = None, training: bool = False) -> list[EpisodeRequest]:
     """One request per (task, rollout index). The policy name, the options (JSON data) and
-    the limits are checked here, before anything is played or written."""
+    the limits are checked here, before anything is played or written; a spec that adapts
+    its tasks (a curriculum layer) only for a ``training`` run."""
     from .warm import parse_policy_spec
 
     reg = registry or get_registry()
@@ -68,6 +69,10 @@ def build_plan(spec_source: Any, *, policy: str, k: int = 1, tasks: list[TaskRef
         raise errors.EnvhError(f"The episode time limit must be positive, not {timeout_s!r}")
     parsed = parse_spec(spec_source, reg)
     data, sid = spec_to_data(parsed, reg), spec_id(parsed, reg)
+    if not training:  # an evaluation's task set stays fixed
+        from ..components.curriculum import refuse_evaluation
+
+        refuse_evaluation(data)
     return [EpisodeRequest(key=f"{task if task is not None else 'default'}#{r}", spec=data, spec_id=sid,
                            task=task, seed=seed + r, policy=policy, policy_options=dict(options),
                            run_id=run_id, max_steps=max_steps, timeout_s=timeout_s)
