@@ -8,6 +8,7 @@ makes a test fail on time instead of hanging it.
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 
@@ -26,12 +27,13 @@ class Evader:
     """``how``: ``ignore`` (SIG_IGN), ``disarm`` (``signal.alarm(0)`` and ``setitimer``),
     ``block`` (``pthread_sigmask``), ``handler`` (a handler that does nothing); then it
     spins for ``seconds`` (``swallow``: and swallows every exception raised meanwhile;
-    ``sleep``: sleeps in one C call instead of spinning)."""
+    ``sleep``: sleeps in one C call instead of spinning; ``regex``: runs a catastrophic
+    regular expression, one C call that holds the GIL for hours)."""
 
     def __init__(self, arg: str | None = None, how: str = "ignore", seconds: float = 20.0, swallow: bool = False,
-                 sleep: bool = False, **options: object) -> None:
+                 sleep: bool = False, regex: bool = False, **options: object) -> None:
         self.how = arg or how
-        self.seconds, self.swallow, self.sleep = float(seconds), swallow, sleep
+        self.seconds, self.swallow, self.sleep, self.regex = float(seconds), swallow, sleep, regex
         self.policy_id = f"test-evader:{self.how}"
 
     def start(self, *, task, tools, observation, seed=None):
@@ -52,6 +54,8 @@ class Evader:
 
     def act(self, observation, tools):
         self.disable_timer()
+        if self.regex:
+            re.match(r"(a+)+$", "a" * 40 + "b")
         end = time.monotonic() + self.seconds
         while time.monotonic() < end:
             try:

@@ -137,3 +137,23 @@ def test_an_episode_that_cannot_be_stopped_is_recorded_and_ends_the_run(tmp_path
     assert "could not be stopped" in last.error and last.key in proc.stderr
     assert last.duration_s < 4 + runner.WATCHDOG_GRACE_S + runner.WATCHDOG_GIVE_UP_S + 3, last.duration_s
     assert took < 60, took  # the policy alone would run 20 s per episode
+
+
+@pytest.mark.slow
+def test_c_code_holding_the_gil_still_ends_the_run(tmp_path, cli_env):
+    """A catastrophic regex holds the GIL: neither the timer nor the watchdog's thread can
+    run. faulthandler's C thread ends the process at the hard limit (no row: nothing in
+    Python can run to write one); every thread's stack is on stderr."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("bridge: toy24\n")
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", "from envh.cli import main; main()", "run", str(spec), "--split", "medium",
+         "--tasks", "1", "--policy", "evader:ignore", "--policy-option", "regex=true", "--executor", "inline",
+         "--timeout", "3", "--out", str(tmp_path / "run"), "--plugin", "evaders"],
+        env=cli_env, capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - t0
+    assert proc.returncode == 1, (proc.returncode, proc.stderr[-2000:])
+    assert "Timeout (" in proc.stderr and "evaders.py" in proc.stderr  # where it was stuck
+    hard = 3 + runner.WATCHDOG_GRACE_S + runner.WATCHDOG_GIVE_UP_S + runner.WATCHDOG_HARD_S
+    assert took < hard + 30, took

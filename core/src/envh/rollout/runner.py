@@ -13,7 +13,9 @@ thread still stops the run. Code that disables, ignores or blocks the timer does
 escape it: a watchdog thread raises the deadline into the episode's thread when the
 timer failed to, again and again, and when even that cannot stop it (the code swallows
 every exception, or sits in one C call) hands a ``timeout`` trajectory to the caller's
-``abandon`` (the inline executor records it and ends the process).
+``abandon`` (the inline executor records it and ends the process). C code that holds the
+GIL stops the watchdog too: then faulthandler's timer ends the process (exit status 1,
+every thread's stack on stderr) without a row.
 
 Verdict and reward come from the base bridges (``taps.BaseTap``), never through the
 wrapper chain; when a component made the stack report something else, the trajectory
@@ -23,6 +25,7 @@ records both.
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import math
 import os
 import signal
@@ -70,6 +73,10 @@ _SET_ASYNC_EXC = ctypes.pythonapi.PyThreadState_SetAsyncExc
 WATCHDOG_GRACE_S = 1.0
 WATCHDOG_REPEAT_S = 0.2
 WATCHDOG_GIVE_UP_S = 5.0
+#: C code that holds the GIL (a catastrophic regex, a C extension's loop) stops the
+#: watchdog's thread too; faulthandler's own C thread then ends the process this long
+#: after the give-up point (only where the caller handles a stuck episode: ``on_stuck``).
+WATCHDOG_HARD_S = 10.0
 
 
 class _Watchdog:
@@ -91,6 +98,13 @@ class _Watchdog:
         self.lock = threading.Lock()
         self.stopped = threading.Event()
         self.raised = 0
+        self.hard = on_stuck is not None
+        if self.hard:  # process-wide, like the SIGALRM timer this runner already owns while it plays
+            try:
+                faulthandler.dump_traceback_later(timeout_s + WATCHDOG_GRACE_S + WATCHDOG_GIVE_UP_S + WATCHDOG_HARD_S,
+                                                  exit=True, file=sys.__stderr__ or sys.stderr)
+            except (AttributeError, OSError, RuntimeError, ValueError):  # no stderr with a descriptor
+                self.hard = False
         self.thread = threading.Thread(target=self._watch, name="envh-episode-watchdog", daemon=True)
         self.thread.start()
 
@@ -124,7 +138,7 @@ class _Watchdog:
                         continue  # the episode is ending after all
                     self.stopped.set()
                     self._raise(ctypes.c_void_p(0))  # nothing more for the thread we give up on
-                self.on_stuck()
+                self.on_stuck()  # the hard stop stays armed: recording it must not hang either
                 return
 
     def stop(self) -> None:
@@ -133,6 +147,9 @@ class _Watchdog:
                 self.stopped.set()
                 if self.raised:
                     self._raise(ctypes.c_void_p(0))  # a raise not yet delivered is dropped
+            if self.hard:
+                self.hard = False
+                faulthandler.cancel_dump_traceback_later()
 
 
 class _NoWatch:
@@ -525,8 +542,10 @@ def run_episode(request: EpisodeRequest, warm: Warm | None = None, *, registry: 
     env, the policy, the recording or the time limit (a person's Ctrl-C still stops it).
 
     ``abandon``: called from the watchdog's thread with the ``timeout`` trajectory when
-    an episode on the main thread overran its limit and could not be stopped in-process
-    (without it the watchdog keeps raising the deadline until the episode ends)."""
+    an episode on the main thread overran its limit and could not be stopped in-process;
+    it is expected to end the process, which faulthandler does ``WATCHDOG_HARD_S`` later
+    at the latest (without ``abandon`` the watchdog keeps raising the deadline until the
+    episode ends, and nothing ends the process)."""
     t_start = time.monotonic()
     own = warm is None
     warm = warm or Warm(registry)
