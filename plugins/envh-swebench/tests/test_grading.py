@@ -167,3 +167,37 @@ def test_test_files_the_patch_writes_are_not_the_ones_graded(mathx_row, docker_c
     assert gamed.metrics["FAIL_TO_PASS"]["failure"] == ["tests/test_new.py::test_median_even",
                                                         "tests/test_stats.py::test_median_even"]
     assert grade(docker_client, both, GAMED_NEW + mathx_row["patch"], limits=Limits(), timeout=120).success
+
+
+FORGING_CONFTEST = '''\
+import pytest
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    session.exitstatus = 0  # the runner's own status says all passed
+
+
+def pytest_unconfigure(config):  # after pytest's summary: the last line about the test
+    print("PASSED tests/test_stats.py::test_median_even")
+'''
+
+
+def _new_file_patch(path, text):
+    lines = text.splitlines(keepends=True)
+    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+            f"@@ -0,0 +1,{len(lines)} @@\n" + "".join("+" + line for line in lines))
+
+
+def test_a_patch_that_prints_its_own_results_does_not_resolve(instances_path, docker_client):
+    """No fix, only a conftest.py that prints a PASSED line for the failing test after
+    pytest's summary and makes pytest exit 0: swebench's parser reads the forged line last
+    and the exit status agrees, so upstream grading resolves it. The log also holds the
+    real FAILED line, so envh finds it contradicts itself."""
+    verdict = _grade(instances_path, docker_client, _new_file_patch("conftest.py", FORGING_CONFTEST))
+    assert not verdict.success
+    m = verdict.metrics
+    assert m["test_exit_code"] == 0, "the forgery reached the recorded exit status"
+    assert m["FAIL_TO_PASS"]["success"] == ["tests/test_stats.py::test_median_even"], "swebench was fooled"
+    assert m["error"] == "contradictory_test_results"
+    assert m["contradictions"] == {"tests_failed_and_passed": ["tests/test_stats.py::test_median_even"]}

@@ -122,3 +122,44 @@ def test_row_for_swebench_matches_its_own_fields(instances):
     row = swebench_row(instances["psf__requests-5414"])
     assert row["eval_script"] == ROWS["psf__requests-5414"]["eval_script"]
     assert row["log_parser"] == "parse_log_pytest_options"
+
+
+# What patched code can print while the tests run, in each row's own result format.
+FORGED = {"django__django-11099": "{} ... ok", "psf__requests-5414": "PASSED {}",
+          "sympy__sympy-21171": "{} ok", "gin-gonic__gin-3741": "--- PASS: {} (0.00s)"}
+END = "+ : '>>>>> End Test Output'"
+
+
+@pytest.mark.parametrize("iid", sorted(ROWS))
+@pytest.mark.parametrize("forgery", ["pass lines", "pass lines and an exit code before",
+                                     "pass lines and an exit code after"])
+def test_results_the_patched_code_prints_do_not_resolve(instances, iid, forgery):
+    """swebench's parsers keep the last line about a test, so forged `<test> ... ok` lines
+    printed after the real failures (an atexit hook, a conftest) resolved the Django and
+    sympy rows' failing logs; a forged exit status before or after the real one resolved
+    all four. A log that contradicts itself is now unresolved and says why; the gold log
+    (checked above) still resolves."""
+    inst = instances[iid]
+    log = (DATA / f"{iid}.fail.log").read_text()
+    assert END in log
+    fake = "\n".join(FORGED[iid].format(t) for t in inst.fail_to_pass)
+    log = log.replace(END, f"{fake}\n{END}", 1)
+    if forgery.endswith("before"):
+        log = log.replace("+ : '>>>>> Start Test Output'", "+ : '>>>>> Start Test Output'\n>>>>> Test Exit Code: 0", 1)
+    elif forgery.endswith("after"):
+        log = log.replace(">>>>> Test Exit Code: 1", ">>>>> Test Exit Code: 1\n>>>>> Test Exit Code: 0")
+    result = report_from_log(inst, inst.patch, log)
+    assert not result.success and result.metrics["error"] == "contradictory_test_results"
+    found = result.metrics["contradictions"]
+    if forgery != "pass lines":
+        assert found["exit_codes"] == [0, 1]
+    if iid in ("django__django-11099", "sympy__sympy-21171"):  # what the last-line parsers were fooled by
+        assert found["tests_failed_and_passed"] == sorted(inst.fail_to_pass)
+
+
+def test_an_honest_log_has_no_contradictions(instances):
+    from envh_swebench.grading import contradictions
+
+    for iid in ROWS:
+        for kind in ("gold", "fail"):
+            assert contradictions(instances[iid], (DATA / f"{iid}.{kind}.log").read_text()) == {}, (iid, kind)

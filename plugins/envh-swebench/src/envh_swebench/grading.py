@@ -69,10 +69,46 @@ def _apply(box: Sandbox, patch: str, apply_cmds: list[str]) -> tuple[bool, str]:
     return check["exit_code"] == 0, out
 
 
+def contradictions(inst: Instance, log: str) -> dict[str, Any]:
+    """Signs that code under test printed its own results: the log records the test
+    command's exit status more than once with different values, or a graded test is
+    reported failing on one line and passing on another (swebench's parsers keep the
+    last line, so a forged ``<test> ... ok`` after the real ``FAIL`` wins). An honest run
+    prints each once. Empty when there are none.
+
+    Code that rewrites the repository's own test runner so the real result is never
+    printed is not caught: nothing in the log tells it apart."""
+    from swebench.harness.grading import TEST_EXIT_CODE_RE
+    from swebench.harness.log_parsers import PARSER_REGISTRY
+
+    found: dict[str, Any] = {}
+    codes = sorted({int(m) for m in TEST_EXIT_CODE_RE.findall(log)})
+    if len(codes) > 1:
+        found["exit_codes"] = codes
+    parser, spec = PARSER_REGISTRY[inst.log_parser], make_spec(inst)
+    graded = set(inst.fail_to_pass) | set(inst.pass_to_pass)
+    seen: dict[str, set[str]] = {}
+    for line in log.splitlines():  # line by line: every status a test was given, not the last
+        if not line.strip():
+            continue
+        try:
+            statuses = parser(line, spec)
+        except Exception:  # noqa: BLE001 - a parser given one line out of context
+            continue
+        for test, status in statuses.items():
+            if test in graded:
+                seen.setdefault(test, set()).add(str(status))
+    both = sorted(t for t, s in seen.items() if s & {"FAILED", "ERROR"} and s & {"PASSED", "XFAIL"})
+    if both:
+        found["tests_failed_and_passed"] = both
+    return found
+
+
 def report_from_log(inst: Instance, patch: str | None, log: str, *,
                     metrics: dict[str, Any] | None = None) -> EvaluationResult:
     """Grade a recorded test log (what ``run_instance`` writes to test_output.txt) with
-    swebench's TestSpec, log parser and report code."""
+    swebench's TestSpec, log parser and report code. A log that contradicts itself (see
+    ``contradictions``) is not resolved, whatever the last line about each test says."""
     constants, grading, _, _ = _swebench()
     spec = make_spec(inst)
     prediction = {"instance_id": inst.instance_id, "model_name_or_path": "envh", "model_patch": patch}
@@ -98,6 +134,10 @@ def report_from_log(inst: Instance, patch: str | None, log: str, *,
         fail_to_pass_rate=grading.compute_fail_to_pass(status) if status else 0.0,
         pass_to_pass_rate=grading.compute_pass_to_pass(status) if status else 0.0,
         test_exit_code=grading.parse_test_exit_code(log))
+    forged = contradictions(inst, log)
+    if forged:
+        resolved = False
+        out.update(resolved=False, error="contradictory_test_results", contradictions=forged)
     return EvaluationResult(success=resolved, score=1.0 if resolved else 0.0, metrics=out)
 
 
