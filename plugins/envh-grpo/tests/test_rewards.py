@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 from envh_grpo.rewards import EpisodeFacts, RewardConfig, cost_aware, div_weight, turn_rewards
 
@@ -57,3 +58,46 @@ def test_turn_rewards_sum_to_the_episode_reward():
 def test_bad_reward_config_is_refused():
     with pytest.raises(ValueError, match="t_max"):
         RewardConfig(t_max=0)
+
+
+def test_workspace_meta_actions_enter_diversity_and_spam_by_hand():
+    facts = EpisodeFacts(solved=False, turns=8, actions=("a", "b"), invalid=0,
+                         meta={"track": 5, "commit": 1, "recall": 0, "note": 4})
+    t = cost_aware(facts, CFG, epoch=0)
+    # R_div: mean of action diversity (2 distinct / 8 turns) and meta coverage (3 of 4 used)
+    assert t.raw_diversity == pytest.approx(0.5 * (2 / 8 + 3 / 4))
+    assert t.diversity == pytest.approx(0.5 * t.raw_diversity)
+    # R_spam: meta-actions beyond 3 of a kind: track 2, note 1
+    assert t.raw_spam == 3.0 and t.spam == pytest.approx(-0.3)
+    # no workspace layer: the meta-actions are not read (counts of None)
+    plain = cost_aware(attrs.evolve(facts, meta=None), CFG, epoch=0)
+    assert plain.raw_diversity == pytest.approx(2 / 8) and plain.raw_spam == 0.0
+    # a workspace that was never used: coverage 0, no spam
+    idle = cost_aware(attrs.evolve(facts, meta={"track": 0, "commit": 0, "recall": 0, "note": 0}), CFG, 0)
+    assert idle.raw_diversity == pytest.approx(0.5 * 2 / 8) and idle.raw_spam == 0.0
+
+
+def test_meta_spam_lands_on_its_own_turns_and_turn_rewards_sum_to_the_total():
+    cfg = RewardConfig(meta_allowance=1)
+    turns = ("note", "note", "", "note", "track", "")
+    facts = EpisodeFacts(solved=True, turns=6, actions=("x",) * 6, replies=tuple((i,) for i in range(6)),
+                         meta={"note": 3, "track": 1}, meta_turns=turns)
+    terms = cost_aware(facts, cfg, epoch=0)
+    assert terms.raw_spam == 2.0
+    per_turn = turn_rewards(facts, terms, cfg, [False] * 6)
+    assert per_turn[1] == pytest.approx(-0.1) and per_turn[3] == pytest.approx(-0.1)  # 2nd and 3rd note
+    assert per_turn[0] == per_turn[2] == per_turn[4] == 0.0
+    assert sum(per_turn) == pytest.approx(terms.total)
+    # counts without per-turn record: the excess is charged on the last turn, still summing to R
+    unplaced = attrs.evolve(facts, meta_turns=())
+    assert sum(turn_rewards(unplaced, terms, cfg, [False] * 6)) == pytest.approx(terms.total)
+    # the cap holds across repeats and meta spam together
+    capped = RewardConfig(meta_allowance=0, spam_cap=2.0)
+    t2 = cost_aware(facts, capped, epoch=0)
+    assert t2.spam == pytest.approx(-0.2)
+    assert sum(turn_rewards(facts, t2, capped, [False] * 6)) == pytest.approx(t2.total)
+
+
+def test_meta_allowance_must_not_be_negative():
+    with pytest.raises(ValueError, match="meta_allowance"):
+        RewardConfig(meta_allowance=-1)

@@ -2,7 +2,8 @@
 
 The g-th group of a run is a pure function of (seed, g): resuming at a data position
 replays exactly the groups a continuous run would have drawn, on any number of
-processes. A harness pool (``envh rig``'s ``pool/specs/*.json``) expands into one source
+processes. Within a source, groups are drawn without replacement: each epoch over its
+tasks follows a seeded permutation. A harness pool (``envh rig``'s ``pool/specs/*.json``) expands into one source
 per spec, sharing the pool's weight; list the original env as another source to mix
 original and reshaped worlds by ratio.
 """
@@ -76,11 +77,37 @@ def resolve(sources: tuple[EnvSource, ...]) -> list[Source]:
 
 
 def draw(sources: list[Source], seed: int, position: int) -> tuple[int, Any]:
-    """(source index, task) of the group at ``position``."""
-    rng = random.Random(derive_seed(seed, "group", position))
-    k = rng.choices(range(len(sources)), weights=[s.weight for s in sources])[0]
+    """(source index, task) of the group at ``position``.
+
+    The source is drawn by weight (the mixing ratio); within a source, tasks are drawn
+    without replacement: its n-th group takes entry ``n mod len(tasks)`` of epoch
+    ``n // len(tasks)``'s seeded permutation, so every task is seen once per epoch.
+    """
+    choices = _source_choices(seed, tuple(s.weight for s in sources), position + 1)
+    k = choices[position]
+    n = choices[:position].count(k)  # groups this source gave before this one
     tasks = sources[k].tasks
-    return k, tasks[rng.randrange(len(tasks))]
+    epoch, index = divmod(n, len(tasks))
+    return k, tasks[epoch_order(seed, k, epoch, len(tasks))[index]]
+
+
+def epoch_order(seed: int, source: int, epoch: int, n: int) -> list[int]:
+    """The task order of ``source`` in ``epoch``: a seeded permutation of range(n)."""
+    order = list(range(n))
+    random.Random(derive_seed(seed, "epoch", source, epoch)).shuffle(order)
+    return order
+
+
+_CHOICES: dict[tuple[int, tuple[float, ...]], list[int]] = {}
+
+
+def _source_choices(seed: int, weights: tuple[float, ...], count: int) -> list[int]:
+    """The source of each of the first ``count`` groups (a pure function of seed and weights)."""
+    known = _CHOICES.setdefault((seed, weights), [])
+    while len(known) < count:
+        rng = random.Random(derive_seed(seed, "group", len(known)))
+        known.append(rng.choices(range(len(weights)), weights=weights)[0] if len(weights) > 1 else 0)
+    return known
 
 
 def eval_items(sources: list[Source], episodes: int) -> list[tuple[int, Any]]:
