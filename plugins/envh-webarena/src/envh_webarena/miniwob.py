@@ -89,6 +89,21 @@ def task_server() -> LocalServer:
         return server
 
 
+def start_task(page: Any, name: str, seed: int | None, nonce: str) -> str:
+    """Start the task loaded in ``page`` (style, seed, episode start in one round trip),
+    wait until it is ready, and return its utterance."""
+    ready = page.evaluate(_START_JS, [seed, _HIDE_CSS, nonce])
+    deadline = time.monotonic() + 5
+    while not ready and not page.evaluate("() => !!WOB_TASK_READY"):
+        if time.monotonic() > deadline:
+            raise errors.EnvError(f"miniwob task {name} did not become ready within 5 s")
+        page.wait_for_timeout(20)
+    utterance = page.evaluate("() => core.getUtterance()")
+    if isinstance(utterance, dict):
+        utterance = utterance.get("utterance", "")
+    return str(utterance)
+
+
 class MiniwobEnv(BrowserBridge):
     """MiniWoB++ tasks with BrowserGym's action set.
 
@@ -138,17 +153,9 @@ class MiniwobEnv(BrowserBridge):
         self._task_page = page
         page.goto(f"{task_server().url}/{path}", wait_until="load")
         self._nonce = secrets.token_hex(16)
-        ready = page.evaluate(_START_JS, [seed, _HIDE_CSS, self._nonce])  # one round trip: style, seed, start
-        deadline = time.monotonic() + 5
-        while not ready and not page.evaluate("() => !!WOB_TASK_READY"):
-            if time.monotonic() > deadline:
-                raise errors.EnvError(f"miniwob task {task.instance_id} did not become ready within 5 s")
-            page.wait_for_timeout(20)
+        utterance = start_task(page, task.instance_id, seed, self._nonce)
         self.status = {"done": False, "raw": 0.0, "reward": 0.0, "reason": None}
-        utterance = page.evaluate("() => core.getUtterance()")
-        if isinstance(utterance, dict):
-            utterance = utterance.get("utterance", "")
-        return str(utterance)
+        return utterance
 
     def _read_status(self) -> dict[str, Any]:
         """The task's own status, read from the task's tab (the policy may be on another)."""
