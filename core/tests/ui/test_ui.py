@@ -67,6 +67,7 @@ def run_dirs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     (specs / "abc123def4567890.json").write_text(json.dumps(accepted))
     (entries / "abc123def4567890.json").write_text(json.dumps(
         {"task": "toy24/medium/1,2,6,6", "target": "sr:0.4-0.6", "rationale": "replay the first plan step"}))
+    _rig_journal(small / "trajectories.sqlite")
     big = base / "big"
     with TrajectoryStore(small) as source:
         (template,) = [t for t in source.query() if t.task and t.task.instance_id == "1,2,6,6"]
@@ -83,6 +84,37 @@ def run_dirs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     (big / "plot.svg").write_text("<svg xmlns='http://www.w3.org/2000/svg' width='10' height='10'>"
                                   "<script>document.documentElement.setAttribute('data-ran', '1')</script></svg>")
     return [small, big]
+
+
+RIG_EVENTS = [  # the rig_journal rows `envh rig` writes (envh_rigger.journal), for one task
+    ("baseline", {"spec_id": "base", "stats": {"success_rate": 0.0, "interval": [0.0, 0.43], "n": 5},
+                  "band": [0.4, 0.6], "direction": "easier",
+                  "diagnosis": {"failure_axis": "planning", "summary": "never combines towards 24",
+                                "claims": [{"axis": "planning", "claim": "adds everything <script>x</script>"}]}}),
+    ("attempt", {"attempt": {"round": 1, "spec_id": "0123456789abcdef", "layers": [{"kind": "budget", "max_steps": 3}],
+                             "meta": None, "result": {"success_rate": 0.0, "interval": [0.0, 0.43], "n": 5,
+                                                      "decision": "below", "confidence": {"in": 0.01}},
+                             "verdict": "rejected", "reason": "success_rate below the band", "rationale": "tighter"}}),
+    ("attempt", {"attempt": {"round": 2, "spec_id": "abc123def4567890", "layers": [{"kind": "stage", "actions": []}],
+                             "meta": {"template": "replay"}, "result": {"success_rate": 0.5, "interval": [0.24, 0.76],
+                                                                        "n": 10, "decision": "in",
+                                                                        "confidence": {"in": 0.97, "below": 0.02}},
+                             "verdict": "accepted", "reason": "success_rate in the band",
+                             "rationale": "replay the first plan step <img src=x>"}}),
+    ("accepted", {"spec_id": "abc123def4567890", "spec": {}, "path": "pool/specs/abc123def4567890.json"}),
+]
+
+
+def _rig_journal(store: Path) -> None:
+    import sqlite3
+
+    db = sqlite3.connect(store)
+    with db:
+        db.execute("CREATE TABLE rig_journal (seq INTEGER PRIMARY KEY AUTOINCREMENT, task TEXT NOT NULL, "
+                   "kind TEXT NOT NULL, data TEXT NOT NULL, created REAL NOT NULL)")
+        db.executemany("INSERT INTO rig_journal (task, kind, data, created) VALUES (?, ?, ?, 0)",
+                       [("toy24/medium/1,2,6,6", kind, json.dumps(data)) for kind, data in RIG_EVENTS])
+    db.close()
 
 
 @pytest.fixture(scope="module")
@@ -181,9 +213,23 @@ def test_two_trajectories_side_by_side(page) -> None:
 
 def test_rig_report_and_training_pages(page, server) -> None:
     page.goto(f"{server}/rig/0")
+    assert page.locator("h3.rig-task").inner_text() == "toy24/medium/1,2,6,6"
+    assert "never combines towards 24" in page.locator("p.baseline").inner_text()
+    assert "<script>x</script>" in page.locator("ul.claims").inner_text()  # shown as text
+    rounds = page.locator("table.rounds tr.round")
+    assert rounds.count() == 2
+    assert rounds.nth(0).locator(".verdict b").inner_text() == "rejected"
+    assert rounds.nth(0).locator(".open").count() == 0  # a rejected candidate is not in the pool
+    second = rounds.nth(1)
+    assert second.locator(".decision").inner_text() == "in"
+    assert "in 0.97" in second.inner_text() and "0.50 [0.24, 0.76] n=10" in second.inner_text()
+    assert "replay the first plan step <img src=x>" in second.inner_text() and page.locator("main img").count() == 0
+    second.locator("summary").click()
+    assert '"kind": "stage"' in second.locator("pre").inner_text()
+    shot(page, "rig")
     assert "round 1: accepted" in page.locator("#report").inner_text()
     assert "replay the first plan step" in page.locator("#pool tr.accepted").inner_text()
-    page.locator("#pool a.open").click()
+    second.locator("a.open").click()
     page.wait_for_url("**/playground?**")
     assert "kind: stage" in page.input_value("#spec")
     page.locator("#start").click()

@@ -34,7 +34,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .. import errors
-from . import editor, pages
+from . import editor, pages, rigpage
 from .playground import DEFAULT_SPEC, Playground
 from .reader import PAGE, RunDirs
 
@@ -134,7 +134,9 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
         path = runs.file(index, "report.md")
         text = path.read_text(errors="replace") if path else "(no report.md in this directory)"
         images = [f for f in runs.listing(index) if f.endswith((".png", ".svg"))]
-        return HTMLResponse(pages.text_page("Rig report", text, images, index, runs.pool(index)))
+        pool = runs.pool(index)
+        rounds = rigpage.rounds_html(index, runs.rig_rounds(index), {p["spec_id"] for p in pool})
+        return HTMLResponse(pages.text_page("Rig report", text, images, index, pool, rounds))
 
     async def training(request: Request) -> Response:
         path = runs.file(_dir(request), "metrics.jsonl")

@@ -152,7 +152,8 @@ def compare_page(a: Trajectory, b: Trajectory) -> str:
                              f"<div id='right'>{trajectory_html(b)}</div></div>")
 
 
-def text_page(title: str, text: str, images: list[str], index: int, pool: list[dict[str, Any]] | None = None) -> str:
+def text_page(title: str, text: str, images: list[str], index: int, pool: list[dict[str, Any]] | None = None,
+              rounds: str = "") -> str:
     imgs = "".join(f"<img alt='{escape(i)}' src='/file/{index}/{escape(i)}' class='plot'>" for i in images)
     table = ""
     if pool:
@@ -164,7 +165,7 @@ def text_page(title: str, text: str, images: list[str], index: int, pool: list[d
             for p in pool)
         table = ("<h2>Harness pool</h2><table id='pool'><tr><th>spec</th><th>task</th><th>target</th><th>rationale</th>"
                  "<th></th></tr>" + rows + "</table>")
-    return layout(title, f"{table}<pre id='report'>{escape(text)}</pre>{imgs}")
+    return layout(title, f"{rounds}{table}<h2>report.md</h2><pre id='report'>{escape(text)}</pre>{imgs}")
 
 
 def _sparkline(values: list[float], width: int = 320, height: int = 80) -> str:

@@ -21,6 +21,8 @@ from ..rollout.store import COLUMNS, FILENAME, LATEST
 from ..rollout.trajectory import Trajectory, trajectory_from_json
 
 PAGE = 50
+#: journal events a rig page reads at most (a rig run writes a handful per round and task)
+MAX_RIG_EVENTS = 20_000
 #: files a run directory may show besides its store (rig plots, reports, training metrics)
 _SHOWABLE = re.compile(r"^[A-Za-z0-9_.-]{1,120}\.(png|svg|md|json|jsonl)$")
 
@@ -134,6 +136,39 @@ class RunDirs:
             return None
         path = self.dirs[index] / "pool" / "specs" / f"{spec_id}.json"
         return path.read_text() if path.is_file() else None
+
+    def rig_rounds(self, index: int) -> list[dict[str, Any]]:
+        """The designer loop's rounds per task, from the ``rig_journal`` table ``envh rig``
+        keeps in its store (one JSON event per row: ``baseline``, ``attempt``,
+        ``accepted``); ``[]`` when the directory is not a rig run. Each task:
+        ``{"task", "baseline", "attempts", "accepted"}`` with the events' data as written."""
+        if not self.has_store(index):
+            return []
+        db = self._db(index)
+        try:
+            if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'rig_journal'").fetchone() is None:
+                return []
+            rows = db.execute("SELECT task, kind, data FROM rig_journal WHERE kind IN ('baseline', 'attempt', "
+                              "'accepted') ORDER BY seq LIMIT ?", (MAX_RIG_EVENTS,)).fetchall()
+        finally:
+            db.close()
+        tasks: dict[str, dict[str, Any]] = {}
+        for task, kind, data in rows:
+            try:
+                event = json.loads(data)
+            except ValueError:
+                continue
+            if not isinstance(event, dict):
+                continue
+            t = tasks.setdefault(str(task), {"task": str(task), "baseline": None, "attempts": {}, "accepted": []})
+            if kind == "baseline" and t["baseline"] is None:
+                t["baseline"] = event
+            elif kind == "attempt" and isinstance(event.get("attempt"), dict):
+                a = event["attempt"]  # a resumed run may record a round again: the last one stands
+                t["attempts"][(str(a.get("round")), str(a.get("spec_id")))] = a
+            elif kind == "accepted":
+                t["accepted"].append(str(event.get("spec_id", "")))
+        return [{**t, "attempts": list(t["attempts"].values())} for t in tasks.values()]
 
     def listing(self, index: int) -> list[str]:
         base = self.dirs[index]
