@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import errors
-from .curriculum import ParamPlan
+from .curriculum_params import ParamPlan
 from .sandbox import check_top_level, parse_and_check
 
 FUNCTION = "coach"
