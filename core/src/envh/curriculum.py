@@ -21,8 +21,11 @@ Rules it enforces:
   breaker, which is what catches a real collapse;
 - the kill switch (``adaptive=False``, or ``ENVH_CURRICULUM_FREEZE=1``) freezes every
   parameter at its safe default;
+- with a ``coach`` (``envh.coach``: user code run in the jail) the coach decides instead of
+  the thresholds, within the same bounds; the breaker and the kill switch still apply;
 - every decision is a record (episode, window statistics, values before and after, reason)
-  for the audit log, and ``replay`` rebuilds the state from those records.
+  for the audit log, and ``replay`` rebuilds the state from those records, checking each
+  logged value and decision against its own.
 """
 
 from __future__ import annotations
