@@ -82,6 +82,8 @@ class AlfworldEnv(Bridge):
         self.last_command: str | None = None
         self.truncated = False
         self._obs = Observation(text="", data={})
+        self._intro = ""
+        self._guard_text: str | None = None  # after a replay: its last answer, for the guard
         self._belief_before_replay: dict[str, Any] | None = None
         self._game_files: dict[TaskRef, str] = {}
 
@@ -143,6 +145,7 @@ class AlfworldEnv(Bridge):
         self.belief.reset(intro)
         self.steps = self.repeats = 0
         self.last_command, self.truncated, self._replaying = None, False, False
+        self._intro, self._guard_text = intro, None
         self._obs = self._observation(intro, with_goal=False)
         return ResetResult(observation=self._obs, info={"task": str(task), "task_type": self.task_type,
                                                           "game_file": game_file})
@@ -167,7 +170,8 @@ class AlfworldEnv(Bridge):
         else:
             feedback = self.engine.step(command)
             self.belief.update(command, feedback)
-        previous = self._obs.text
+        previous = self._obs.text if self._guard_text is None else self._guard_text
+        self._guard_text = None
         self._obs = self._observation(feedback)
         self.repeats = self.repeats + 1 if self._obs.text == previous else 0
         won = self.engine.won
@@ -204,6 +208,12 @@ class AlfworldEnv(Bridge):
             self.belief.restore(self._belief_before_replay)
             self.belief.holding = holding
             self._belief_before_replay = None
+        # Nor is the replay's last answer what the policy is told: observe() gives the room
+        # and the task, as at reset, with the commands admissible now (what a stage with
+        # `observation: reset` shows; the stage's own ResetResult decides what is shown).
+        # The repetition guard still counts from that last answer, as before.
+        self._guard_text = self._obs.text
+        self._obs = self._observation(self._intro, with_goal=False)
 
     def observe(self) -> Observation:
         return attrs.evolve(self._obs, data=dict(self._obs.data))
