@@ -154,6 +154,10 @@ def test_every_answer_carries_the_csp(client: TestClient, tmp_path) -> None:
     for r in answers:
         assert r.headers["content-security-policy"] == CSP, r.url
         assert "unsafe" not in r.headers["content-security-policy"]
+    assert [r.status_code for r in answers[-2:]] == [403, 403]
+    for path in ("/static/editor.js", "/api/spec/schema"):  # nothing, not even the scripts, without the token
+        assert anonymous.get(path).status_code == 403
+    assert anonymous.post("/api/spec/complete", json={"spec": "", "offset": 0}).status_code == 403
     assert answers[2].headers["content-type"].startswith("text/css")
     assert answers[3].headers["content-type"].startswith(("text/javascript", "application/javascript"))
     for page in ("/", "/playground"):  # no inline code left for the policy to refuse

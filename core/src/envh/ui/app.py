@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 COOKIE = "envh_ui_token"
 #: every page's Content-Security-Policy: scripts and styles only from the app's own
 #: static files, no inline code, no plugins, not framed, forms only back to the app
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; "
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; object-src 'none'; "
        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 STATIC = Path(__file__).parent / "static"
 
