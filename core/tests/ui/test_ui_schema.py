@@ -235,3 +235,38 @@ def test_odd_values_and_failing_close_are_answers_never_a_server_error(tmp_path)
     r = c.post(f"/api/play/{sessions[-1].json()['session']}/step", json={"action": "combine i=0 j=1 op=add"})
     assert r.status_code == 200 and r.json().get("reward") == "nan", r.json()
     assert c.post("/api/spec/check", json={"spec": "bridge: oddtoy\n"}).json()["ok"] is True
+
+
+class SlowToy(Toy24Env):
+    """A bridge whose engine takes its time on ``stop``."""
+
+    def _step(self, action: Action) -> EnvResponse:
+        if action.tool == "stop":
+            time.sleep(3)
+        return super()._step(action)
+
+
+class SlowPlugin:
+    @hookimpl
+    def envh_bridges(self) -> list[BridgeInfo]:
+        return [BridgeInfo(name="slowtoy", factory=SlowToy)]
+
+
+def test_a_bridge_that_hangs_is_reported_and_the_pages_keep_answering(tmp_path) -> None:
+    import threading
+
+    registry = make_plugin_manager(entry_points=False, plugins=[SlowPlugin()])
+    c = TestClient(create_app([tmp_path], token=TOKEN, registry=registry, play_timeout=0.5),
+                   base_url="http://127.0.0.1:8765")
+    c.cookies.set(COOKIE, TOKEN)
+    sid = c.post("/api/play/new", json={"spec": "bridge: slowtoy\n"}).json()["session"]
+    answers: list[dict] = []
+    started = time.perf_counter()
+    t = threading.Thread(target=lambda: answers.append(
+        c.post(f"/api/play/{sid}/step", json={"action": "stop"}).json()))
+    t.start()
+    time.sleep(0.2)
+    assert c.get("/").status_code == 200 and time.perf_counter() - started < 1.5  # not behind the step
+    t.join(10)
+    assert time.perf_counter() - started < 2.5
+    assert answers[0]["error_type"] == "EnvError" and "did not answer within 0.5 s" in answers[0]["error"]

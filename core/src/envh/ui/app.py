@@ -47,6 +47,8 @@ COOKIE = "envh_ui_token"
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; object-src 'none'; "
        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 STATIC = Path(__file__).parent / "static"
+#: seconds a playground call (build, reset, step, check) may run before the page is told
+PLAY_TIMEOUT = 120.0
 
 
 #: Host headers the app answers: a page another site's name resolves to 127.0.0.1 (DNS
@@ -74,11 +76,12 @@ def _host_name(host: str) -> str:
 
 
 def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: str | None = None,
-               registry: Registry | None = None) -> Starlette:
+               registry: Registry | None = None, play_timeout: float = PLAY_TIMEOUT) -> Starlette:
     """The app over ``dirs``; ``app.state.token`` is the access token. Only requests whose
     Host header names a loopback address (or ``host``, the address it was bound to) are
     answered, and a POST must come from the app's own origin as JSON. ``registry``: the
-    bridges and component kinds the playground offers (default: the installed ones)."""
+    bridges and component kinds the playground offers (default: the installed ones);
+    ``play_timeout``: seconds a playground call may take before the page is told so."""
     from ..plugins import get_registry
 
     runs = RunDirs(dirs)
@@ -171,7 +174,13 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
         # envs, jails and specs are built and stepped on one thread (some bridges' engines,
         # a browser's for one, answer only the thread that made them), off the event loop,
         # so pages and completions keep answering while a spec builds
-        return await asyncio.get_running_loop().run_in_executor(worker, functools.partial(fn, *args, **kwargs))
+        call = asyncio.get_running_loop().run_in_executor(worker, functools.partial(fn, *args, **kwargs))
+        try:
+            return await asyncio.wait_for(asyncio.shield(call), play_timeout)
+        except TimeoutError:  # a thread cannot be stopped: the call goes on, the page hears now
+            error = errors.EnvError(f"The environment did not answer within {play_timeout:g} s and is still busy; "
+                                    "later playground actions wait for it to finish.")
+            return {"error": f"EnvError: {error}", "error_type": "EnvError", "ok": False}
 
     async def play_new(request: Request) -> Response:
         body = await _body(request)
