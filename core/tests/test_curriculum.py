@@ -311,3 +311,24 @@ def test_the_runners_plan_refuses_a_curriculum_unless_the_run_trains() -> None:
         build_plan(spec(), policy="random", tasks=[None])
     assert len(build_plan(spec(), policy="random", tasks=[None], k=2, training=True)) == 2
     assert len(build_plan({"bridge": "toy24"}, policy="random", tasks=[None])) == 1
+
+
+def test_one_audit_log_serves_one_live_curriculum_and_a_torn_line_is_dropped(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    with envh.make(spec(audit=str(audit), policy={"window": 5})) as env:
+        play(env, 12, random.Random(9))
+        with pytest.raises(errors.StateError, match="in use by another live curriculum"):
+            envh.make(spec(audit=str(audit), policy={"window": 5}))
+    state = layer_of(env).curriculum.state()
+    with open(audit, "a") as f:
+        f.write('{"type": "episode", "episo')  # killed mid-write
+    with envh.make(spec(audit=str(audit), policy={"window": 5})) as env:
+        assert layer_of(env).curriculum.state() == state
+        play(env, 3, random.Random(10))
+    assert all(json.loads(line) for line in audit.read_text().splitlines())  # appended after a clean cut
+    with envh.make(spec(audit=str(audit), policy={"window": 5})) as env:
+        assert layer_of(env).curriculum.episodes == 15
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    with pytest.raises(errors.StateError, match="Cannot open the curriculum audit log"):
+        envh.make(spec(audit=str(blocked / "audit.jsonl")))

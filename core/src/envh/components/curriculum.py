@@ -14,6 +14,7 @@ spec says ``training: true``.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
@@ -87,36 +88,49 @@ class CurriculumLayer(EnvHarness):
             if type(limit_ms) not in (int, float):
                 raise errors.SpecError(f"Coach time_limit_ms must be a number, got {limit_ms!r}")
             self.curriculum.coach = Coach(code, time_limit=limit_ms / 1000)  # checked and loaded in the jail
-        if self.audit is not None and self.audit.exists():
-            try:
+        self._audit_file: Any = None
+        try:
+            if self.audit is not None:
+                self._audit_file = _open_audit(self.audit)
                 self._resume()
-            except BaseException:
-                if self.curriculum.coach is not None:
-                    self.curriculum.coach.close()
-                raise
+        except BaseException:
+            self._release()
+            raise
 
     # -- audit ------------------------------------------------------------------------
     def _log(self, record: dict[str, Any]) -> None:
-        if self.audit is None:
+        f = self._audit_file
+        if f is None:
             return
-        self.audit.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.audit, "a", encoding="utf-8") as f:
+        try:
             f.write(json.dumps(record, sort_keys=True) + "\n")
             f.flush()
             os.fsync(f.fileno())
+        except OSError as exc:
+            raise errors.EnvError(f"Cannot append to the curriculum audit log {self.audit}: {exc}") from exc
+
+    def _release(self) -> None:
+        f, self._audit_file = self._audit_file, None
+        if f is not None:
+            f.close()  # and its lock with it
+        if self.curriculum.coach is not None:
+            self.curriculum.coach.close()
 
     def _resume(self) -> None:
-        assert self.audit is not None
+        assert self.audit is not None and self._audit_file is not None
         records = []
-        lines = self.audit.read_text(encoding="utf-8").splitlines()
+        text = self.audit.read_text(encoding="utf-8")
+        if text and not text.endswith("\n"):  # a line torn by a kill: drop it, that episode is played again
+            keep = text.rfind("\n") + 1
+            self._audit_file.truncate(len(text[:keep].encode("utf-8")))
+            text = text[:keep]
+        lines = text.splitlines()
         for n, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
                 records.append(json.loads(line))
             except json.JSONDecodeError:
-                if n == len(lines):
-                    break  # a line torn by a kill: that episode is simply played again
                 raise errors.StateError(f"{self.audit}:{n} is not JSON; the audit log is damaged") from None
         for decision in self.curriculum.replay(records):  # due, but the kill came first
             self._log({"type": "decision", **decision})
@@ -159,8 +173,7 @@ class CurriculumLayer(EnvHarness):
             self._finish_episode()
         finally:
             try:
-                if self.curriculum.coach is not None:
-                    self.curriculum.coach.close()
+                self._release()
             finally:
                 super().close()
 
@@ -170,6 +183,28 @@ class CurriculumLayer(EnvHarness):
     def load_layer_state(self, data: Any) -> None:
         self.curriculum.load(data["curriculum"])
         self.current = data.get("current")
+
+
+def _open_audit(path: Path) -> Any:
+    """The audit log opened for appending and locked for this layer's life: a second live
+    curriculum on the same log (another pool worker, another run) would interleave two
+    streams of episodes that no replay could reproduce."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the layer's life
+    except OSError as exc:
+        raise errors.StateError(
+            f"Cannot open the curriculum audit log {path} for appending: {exc}. Under envh run's user isolation "
+            "workers run as an unprivileged user: give them a writable directory or use --isolation namespace.") from exc
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        raise errors.StateError(
+            f"The curriculum audit log {path} is in use by another live curriculum (another worker or run). A "
+            "curriculum adapts one stream of episodes: run it in one worker (--workers 1), or give each its "
+            "own audit path.") from None
+    return f
 
 
 def curriculum_layers(spec: Any) -> list[str]:
