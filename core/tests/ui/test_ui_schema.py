@@ -270,3 +270,47 @@ def test_a_bridge_that_hangs_is_reported_and_the_pages_keep_answering(tmp_path) 
     t.join(10)
     assert time.perf_counter() - started < 2.5
     assert answers[0]["error_type"] == "EnvError" and "did not answer within 0.5 s" in answers[0]["error"]
+
+
+class ThreadBoundToy(Toy24Env):
+    """A bridge with the constraints of a browser engine (Playwright's sync API): it refuses
+    to run on a thread with a running event loop, and notes the thread it runs on."""
+
+    threads: list[int] = []
+
+    def _check(self) -> None:
+        import asyncio
+        import threading
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            ThreadBoundToy.threads.append(threading.get_ident())
+            return
+        raise RuntimeError("called from inside the asyncio loop")
+
+    def _reset(self, task, seed, options):  # type: ignore[no-untyped-def]
+        self._check()
+        return super()._reset(task, seed, options)
+
+    def _step(self, action: Action) -> EnvResponse:
+        self._check()
+        return super()._step(action)
+
+
+class ThreadBoundPlugin:
+    @hookimpl
+    def envh_bridges(self) -> list[BridgeInfo]:
+        return [BridgeInfo(name="threadtoy", factory=ThreadBoundToy)]
+
+
+def test_envs_run_off_the_event_loop_always_on_the_same_thread(tmp_path) -> None:
+    registry = make_plugin_manager(entry_points=False, plugins=[ThreadBoundPlugin()])
+    c = TestClient(create_app([tmp_path], token=TOKEN, registry=registry), base_url="http://127.0.0.1:8765")
+    c.cookies.set(COOKIE, TOKEN)
+    new = c.post("/api/play/new", json={"spec": "bridge: threadtoy\n", "task": "easy/2,3,4"}).json()
+    assert "error" not in new, new
+    for action in ("combine i=0 j=1 op=add", "combine i=0 j=1 op=mul"):
+        out = c.post(f"/api/play/{new['session']}/step", json={"action": action}).json()
+        assert "error" not in out, out
+    assert len(ThreadBoundToy.threads) >= 3 and len(set(ThreadBoundToy.threads)) == 1
