@@ -150,7 +150,7 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
         info = dict(result.info)
         effect = self._effect(observation=changed)
         if changed:  # what this layer received, so a trajectory can show the base observation
-            effect["observation_before"] = _obs_data(result.observation)
+            effect["observation_before"] = _obs_view(result.observation)
         info["envh"] = [*result.info.get("envh", ()), effect]
         self._last_obs = obs
         return ResetResult(observation=obs, info=info)
@@ -233,7 +233,7 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
             effect["sent"] = {"tool": sent.tool, "args": thaw(sent.args)}  # type: ignore[union-attr]
         # with no transition override, a changed observation differs from the received one
         if received is not None and obs is not received and ((o_eff and not t_eff) or obs != received):
-            effect["observation_before"] = _obs_data(received)
+            effect["observation_before"] = _obs_view(received)
         info.setdefault("envh", []).append(effect)
         if "error" not in info:  # a refused action changes nothing: observe() keeps the state's view
             self._last_obs = obs
@@ -299,6 +299,13 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
         last = state.get("last_observation")
         self._last_obs = Observation(text=last["text"], data=dict(last.get("data") or {})) if last else obs
         return self._last_obs
+
+
+def _obs_view(obs: Observation) -> dict[str, Any]:
+    """An observation in an effect record: ``data`` is the record's own read-only mapping,
+    not a copy (it cannot change, and copying it on every step is most of what a layer
+    that rewrites observations costs); the runner's ``jsonable`` turns it into plain JSON."""
+    return {"text": obs.text, "data": obs.data}
 
 
 def _obs_data(obs: Observation) -> dict[str, Any]:
