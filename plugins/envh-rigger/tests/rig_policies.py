@@ -211,13 +211,15 @@ class Writer:
 
     name = "writer"
 
-    def __init__(self, arg=None, **options):
-        pass
+    def __init__(self, arg=None, cls=None, code=None, **options):
+        self.cls = cls  # name a Python class instead of writing code
+        self.code = code or AUTO_STOP
 
     def propose(self, ctx):
         from envh_rigger.designers.base import Proposal
 
-        return Proposal(layers=[{"kind": "contract", "id": "written", "code": AUTO_STOP}], rationale="written")
+        layer = {"cls": self.cls, "config": {"rate": 0.5}} if self.cls else {"code": self.code}
+        return Proposal(layers=[{"kind": "contract", "id": "written", **layer}], rationale="written")
 
     def close(self):
         pass
@@ -226,3 +228,34 @@ class Writer:
 @envh.hookimpl(specname="envh_designers")
 def more_designers():
     return [envh.DesignerInfo(name="writer", factory=Writer)]
+
+
+class Reader:
+    """Needs to see every number: when the start observation shows all of them it plays the
+    solver's plan for them (a win), else it stops at once (a loss). Under an observation
+    mask of rate m each number is hidden with probability m, so the true success rate is
+    exactly (1 - m) ** 4 on a four-number puzzle."""
+
+    policy_id = "test-reader"
+
+    def __init__(self, arg=None, **options):
+        self.plan = []
+
+    def start(self, *, task, tools, observation, seed=None):
+        nums = list(observation.data.get("numbers", []))
+        self.plan = []
+        if nums and "?" not in nums:
+            plan = toy24_solver.solve([Fraction(x) for x in nums], 24) or []
+            self.plan = [Action(tool="combine", args={"i": i, "j": j, "op": op}) for i, j, op in plan]
+
+    def act(self, observation, tools):
+        action = self.plan.pop(0) if self.plan else Action(tool="stop")
+        return PolicyStep(action=action, raw=action.tool)
+
+    def close(self):
+        pass
+
+
+@envh.hookimpl(specname="envh_policies")
+def reader_policy():
+    return [envh.PolicyInfo(name="reader", factory=Reader)]

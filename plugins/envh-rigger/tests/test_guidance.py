@@ -47,12 +47,12 @@ def test_a_jump_between_neighbouring_magnitudes_is_searched_with_the_knob(regist
     name = "toy24.replay-plan"
     jump = [_measured(1, {"template": name, "index": 1}, 0.0), _measured(2, {"template": name, "index": 2}, 0.9)]
     first = TemplateDesigner().propose(_ctx(registry, jump))
-    assert first.meta["bracket"] == [name, 1] and 0 < first.meta["guide"] < 1
+    assert first.meta["knob"] == [name, 1] and first.meta["continuous"] == "guide" and 0 < first.meta["rate"] < 1
     assert [layer["kind"] for layer in first.layers] == ["stage", "contract"]
     # measured too weak at that rate: the next rate is higher, by secant, still inside (rate, 1)
     weak = _measured(3, {**first.meta}, 0.2)
     second = TemplateDesigner().propose(_ctx(registry, [*jump, weak]))
-    assert first.meta["guide"] < second.meta["guide"] < 1
+    assert first.meta["rate"] < second.meta["rate"] < 1
     strong = _measured(4, {**second.meta}, 0.8)
     third = TemplateDesigner().propose(_ctx(registry, [*jump, weak, strong]))
-    assert first.meta["guide"] < third.meta["guide"] < second.meta["guide"]
+    assert first.meta["rate"] < third.meta["rate"] < second.meta["rate"]

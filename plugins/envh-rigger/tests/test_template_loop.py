@@ -42,7 +42,9 @@ def test_weak_policy_is_scaffolded_into_the_band(registry, tmp_path):
 
 def test_strong_policy_gets_pressure_and_rejections_are_archived(registry, tmp_path):
     out = tmp_path / "run"
-    summary = rig(RigConfig(policy="solver", tasks="medium/1,2,6,6", out=str(out)), registry=registry)
+    # the bridge's own pressure templates (the generic mask has its own tests in test_knobs)
+    summary = rig(RigConfig(policy="solver", tasks="medium/1,2,6,6", out=str(out),
+                            designer="template:toy24.block-operator,toy24.hide-number"), registry=registry)
     assert summary["stops"]["toy24/medium/1,2,6,6"] == "designer_exhausted"
     rejected = HarnessPool.open(out).rejected()
     templates = {r["meta"]["template"] for r in rejected}

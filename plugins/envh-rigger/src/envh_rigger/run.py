@@ -190,7 +190,6 @@ def prepare(config: RigConfig, reg: Registry, *, explicit: set[str] | None = Non
     if stored_id and stored_id != spec_id(base, reg):
         raise errors.EnvhError(f"--resume refused: the spec {config.spec!r} has changed since {out} was started "
                                f"(content {spec_id(base, reg)[:12]}, stored {stored_id[:12]}). Use another --out.")
-    weakness = resolve_weakness(target.text, registry=reg, bridge=base["bridge"]) if target.kind == "weakness" else None
     tasks = resolve_tasks(base, config.tasks, reg)
     reg.policy(config.policy.split(":")[0])
     name, _, arg = config.designer.partition(":")
@@ -198,8 +197,22 @@ def prepare(config: RigConfig, reg: Registry, *, explicit: set[str] | None = Non
     dname = config.diagnoser.split(":")[0]
     if dname not in reg.diagnosers():
         raise errors.UnknownNameError("diagnoser", dname, list(reg.diagnosers()))
+    designer = designer_factory(arg or None, **config.designer_options)
+    weakness = None
+    try:
+        if target.kind == "weakness":
+            # a resumed run measures the predicate it was started with, not a fresh reading
+            stored_pred = json.loads(saved.read_text()).get("weakness") if config.resume and saved.exists() else None
+            weakness = resolve_weakness(stored_pred["predicate"] if stored_pred else target.text,
+                                        registry=reg, bridge=base["bridge"],
+                                        reader=getattr(designer, "translate_weakness", None))
+            if stored_pred:
+                weakness = attrs.evolve(weakness, text=target.text, translated_by=stored_pred.get("by", ""))
+    except BaseException:
+        designer.close()
+        raise
     return {"config": config, "target": target, "base": base, "tasks": tasks, "weakness": weakness,
-            "designer": (designer_factory, arg or None)}
+            "designer": designer}
 
 
 def rig(config: RigConfig, *, registry: Registry | None = None, explicit: set[str] | None = None,
@@ -211,23 +224,28 @@ def rig(config: RigConfig, *, registry: Registry | None = None, explicit: set[st
     reg = registry or get_registry()
     ready = prepare(config, reg, explicit=explicit)
     config, target, base, tasks = ready["config"], ready["target"], ready["base"], ready["tasks"]
-    factory, arg = ready["designer"]
-    designer = factory(arg, **config.designer_options)
+    designer, weakness = ready["designer"], ready["weakness"]
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / CONFIG_FILE).write_text(json.dumps({**_config_data(config), "base_spec_id": spec_id(base, reg)},
-                                              indent=2, default=repr))
+    stored = {"predicate": weakness.predicate, "by": weakness.translated_by} if weakness is not None else None
+    (out / CONFIG_FILE).write_text(json.dumps({**_config_data(config), "base_spec_id": spec_id(base, reg),
+                                               "weakness": stored}, indent=2, default=repr))
     journal = Journal(out)
     usage = Usage()
     usage.load(journal.last_usage())
+    if weakness is not None and weakness.translated_by == "designer" and not config.resume:
+        usage.add_llm(config.budget, {getattr(designer, "model", config.designer): dict(designer.usage)})
+    max_steps = config.max_steps or DEFAULT_MAX_STEPS.get(base["bridge"], 30)
+    # an episode that runs out of time counts as a failure: allow a minute a turn, so a slow
+    # (or busy) machine slows the run down instead of biasing its measurements
     rollouts = Rollouts(out, policy=config.policy, registry=reg, policy_options=config.policy_options,
-                        max_steps=config.max_steps or DEFAULT_MAX_STEPS.get(base["bridge"], 30),
+                        max_steps=max_steps, timeout_s=max(300.0, 60.0 * max_steps),
                         config=_config_data(config), workers=config.workers, on_episode=_progress(echo))
     run = LoopRun(registry=reg, rollouts=rollouts, journal=journal, pool=HarnessPool(out / "pool"),
                   designer=designer, designer_name=config.designer, policy=config.policy, target=target,
                   validator=SequentialValidator(k_max=config.k_max), budget=config.budget, usage=usage,
                   k=config.k, rounds=config.rounds, coevolve=config.coevolve, seed=config.seed, echo=echo,
-                  diagnoser=config.diagnoser, weakness=ready["weakness"])
+                  diagnoser=config.diagnoser, weakness=weakness)
     usage.rollouts = rollouts.count()
     base_pool = HarnessPool.open(config.base_pool) if config.base_pool else None
     stops: dict[str, str] = {}

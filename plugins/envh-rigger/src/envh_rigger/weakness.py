@@ -10,9 +10,13 @@ shows and the episode fails". Built-in predicates (``NAME[:ARG[:ARG]]``):
   match REGEX (default: a test run, ``pytest|test``);
 * ``invalid:N``: at least N actions were invalid or answered with an error.
 
-A bridge contributes more with a ``weakness_predicates()`` method on its class returning
-``{name: callable(trajectory, *args) -> bool}``. Plain words are translated by keywords
-(``translate``); the translation is recorded and shown in the report.
+Bridges contribute their own through the ``envh_weakness_predicates`` hook
+(``WeaknessInfo``: Toy24's ``toy24.bad-position``, ``toy24.revisits``; ALFWorld's
+``alfworld.revisits``), each with the plain words that name it and where it acts (its
+``focus``, which ``guide`` concentrates on). Plain words are translated by keywords
+(``translate``); when no keyword fits, a designer that can read them (the ``llm``
+designer's ``translate_weakness``) picks a predicate from the table. The translation is
+recorded and shown in the report.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 
 import attrs
 from envh import Registry, errors
+from envh.rollout import Trajectory
 
 SUBMIT_TOOLS = ("submit", "stop", "finish", "answer")
 
@@ -35,20 +40,24 @@ def _calls(t: Any) -> list[tuple[str, str]]:
 
 
 def stops_early(t: Any) -> bool:
+    """stops-early: the episode ends by the policy's own stop/submit without success."""
     return not t.success and t.stop == "terminated"
 
 
 def repeats(t: Any, n: str = "3") -> bool:
+    """repeats:N: one action (tool and arguments) is taken at least N times."""
     counts = Counter(_calls(t))
     return bool(counts) and max(counts.values()) >= int(n)
 
 
 def calls(t: Any, tool: str, pattern: str = "") -> bool:
+    """calls:TOOL[:REGEX]: a call of TOOL whose JSON arguments match REGEX."""
     rx = re.compile(pattern) if pattern else None
     return any(name == tool and (rx is None or rx.search(args)) for name, args in _calls(t))
 
 
 def submits_before_test(t: Any, pattern: str = r"pytest|\btest") -> bool:
+    """submits-before-test[:REGEX]: a submit/stop call before any call matching REGEX."""
     rx = re.compile(pattern)
     for name, args in _calls(t):
         if rx.search(args):
@@ -59,6 +68,7 @@ def submits_before_test(t: Any, pattern: str = r"pytest|\btest") -> bool:
 
 
 def invalid(t: Any, n: str = "1") -> bool:
+    """invalid:N: at least N actions were invalid or answered with an error."""
     return sum(1 for s in t.steps if s.proposed is None or s.error) >= int(n)
 
 
@@ -86,6 +96,8 @@ class Weakness:
     predicate: str
     fn: Callable[..., bool] = attrs.field(eq=False, repr=False)
     args: tuple[str, ...] = ()
+    focus: dict[str, Any] | None = None  # where it acts (guidance concentrates there)
+    translated_by: str = ""  # "", "keywords" or the designer that read the plain words
 
     def shows(self, t: Any) -> bool:
         """The behaviour shows in ``t``."""
@@ -96,38 +108,116 @@ class Weakness:
         return not t.success and self.shows(t)
 
 
-def _bridge_predicates(registry: Registry | None, bridge: str | None) -> dict[str, Callable[..., bool]]:
-    if registry is None or not bridge:
-        return {}
-    try:
-        cls = registry.bridge(bridge).load()
-    except Exception:  # noqa: BLE001 - an unloadable bridge contributes nothing here
-        return {}
-    extra = getattr(cls, "weakness_predicates", None)
-    return dict(extra()) if callable(extra) else {}
+@attrs.frozen(kw_only=True)
+class Entry:
+    """A predicate the table offers: its function, focus, keywords and one-line help."""
+
+    fn: Callable[..., bool] = attrs.field(eq=False)
+    focus: dict[str, Any] | None = None
+    keywords: tuple[str, ...] = ()
+    description: str = ""
 
 
-def translate(text: str) -> str | None:
+def table(registry: Registry | None = None, bridge: str | None = None) -> dict[str, Entry]:
+    """Built-ins plus the predicates contributed for ``bridge`` (or for any bridge)."""
+    from .guidance import builtin_focus
+
+    out = {name: Entry(fn=fn, focus=builtin_focus(name), description=(fn.__doc__ or "").strip())
+           for name, fn in BUILTIN.items()}
+    for name, info in (registry.weakness_predicates() if registry is not None else {}).items():
+        if info.bridge not in (None, bridge):
+            continue
+        try:
+            fn = info.load()
+        except errors.PluginError:  # an unloadable predicate is not offered
+            continue
+        out[name] = Entry(fn=fn, focus=dict(info.focus) if info.focus else None,
+                          keywords=tuple(info.keywords), description=info.description)
+    return out
+
+
+def translate(text: str, entries: dict[str, Entry] | None = None) -> str | None:
     """Plain words → a predicate string by keywords, or ``None``."""
     words = text.lower()
+    for name, entry in (entries or {}).items():  # a bridge's own words first: they are specific
+        if entry.keywords and all(k in words for k in entry.keywords):
+            return name
     for keys, predicate in KEYWORDS:
         if all(k in words for k in keys):
             return predicate
     return None
 
 
-def resolve(text: str, *, registry: Registry | None = None, bridge: str | None = None) -> Weakness:
-    """A predicate string (``calls:combine:div``) or plain words → ``Weakness``."""
-    table = {**BUILTIN, **_bridge_predicates(registry, bridge)}
-    name, *args = text.strip().split(":")
-    if name not in table:
-        translated = translate(text)
-        if translated is None:
-            raise errors.EnvhError(
-                f"Cannot read the weakness {text!r} as a predicate. Use one of: "
-                + ", ".join(sorted(table)) + " (e.g. weakness:repeats:3, weakness:calls:bash:pytest), "
-                "or words naming one (\"submits before running tests\", \"repeats an action\", "
-                "\"stops without reaching the goal\").")
-        name, *args = translated.split(":")
-    fn = table[name]
-    return Weakness(text=text, predicate=":".join([name, *args]), fn=fn, args=tuple(args))
+def _make(text: str, predicate: str, entries: dict[str, Entry], how: str) -> Weakness:
+    name, *args = predicate.split(":")
+    entry = entries[name]
+    focus = entry.focus
+    if name in BUILTIN:  # a built-in's focus depends on its arguments
+        from .guidance import builtin_focus
+
+        focus = builtin_focus(predicate)
+    return Weakness(text=text, predicate=":".join([name, *args]), fn=entry.fn, args=tuple(args),
+                    focus=focus, translated_by=how)
+
+
+def check_predicate(predicate: str, entries: dict[str, Entry]) -> str:
+    """``predicate`` if it names a table entry with readable arguments, else an error."""
+    name, *args = str(predicate).strip().split(":")
+    if name not in entries:
+        raise errors.EnvhError(f"unknown predicate {name!r}; choose one of: {', '.join(sorted(entries))}")
+    if name in ("repeats", "invalid") and any(not a.isdigit() or int(a) < 1 for a in args):
+        raise errors.EnvhError(f"{name} takes a whole number >= 1, got {':'.join(args)!r}")
+    try:  # the arguments must make sense to the predicate: try it on an empty episode
+        entries[name].fn(Trajectory(key="check", spec_id="check"), *args)
+    except Exception as exc:  # noqa: BLE001 - any failure means the arguments do not fit
+        raise errors.EnvhError(f"{predicate!r}: the arguments do not fit {name} ({exc!r})") from None
+    return ":".join([name, *args])
+
+
+def resolve(text: str, *, registry: Registry | None = None, bridge: str | None = None,
+            reader: Callable[[str, dict[str, str]], str | None] | None = None) -> Weakness:
+    """A predicate string (``calls:combine:div``) or plain words → ``Weakness``.
+
+    Plain words go through the keywords first; when none fits and ``reader`` is given
+    (``reader(text, {name: description}) -> predicate``, e.g. the ``llm`` designer's
+    ``translate_weakness``), its answer is checked against the table and used.
+    """
+    entries = table(registry, bridge)
+    name = text.strip().split(":")[0]
+    if name in entries:
+        return _make(text, check_predicate(text.strip(), entries), entries, "")
+    translated = translate(text, entries)
+    if translated is not None:
+        return _make(text, translated, entries, "keywords")
+    if reader is not None:
+        answer = reader(text, {k: e.description for k, e in sorted(entries.items())})
+        if answer:
+            try:
+                return _make(text, check_predicate(answer, entries), entries, "designer")
+            except errors.EnvhError as exc:
+                raise errors.EnvhError(f"The designer read the weakness {text!r} as {answer!r}, which is not a "
+                                       f"usable predicate: {exc}.") from None
+    raise errors.EnvhError(
+        f"Cannot read the weakness {text!r} as a predicate. Use one of: "
+        + ", ".join(sorted(entries)) + " (e.g. weakness:repeats:3, weakness:calls:bash:pytest), "
+        "or words naming one (\"submits before running tests\", \"repeats an action\", "
+        "\"stops without reaching the goal\").")
+
+
+def weakness_focus(ctx: Any) -> tuple[dict[str, Any] | None, str]:
+    """Where the weakness is, for a designer context: the focus of the predicate (built-in
+    or the bridge's, at its default arguments) that shows most in the failed episodes
+    beyond the won ones, and its name; ``(None, "")`` when none separates them."""
+    from .guidance import focus_for
+
+    entries = table(ctx.registry, ctx.bridge)
+    probes = []
+    for name, entry in entries.items():
+        if entry.focus is None:
+            continue
+        try:
+            probes.append(_make(name, check_predicate(name, entries), entries, ""))
+        except errors.EnvhError:  # needs arguments (calls:TOOL): nothing to probe with
+            continue
+    episodes = list(ctx.episodes)
+    return focus_for(probes, [t for t in episodes if not t.success], [t for t in episodes if t.success])

@@ -124,5 +124,36 @@ class LLMDesigner:
         return Proposal(layers=args["layers"], diagnosis=args["diagnosis"], rationale=args["rationale"],
                         meta=meta, usage={self.model: dict(self.usage)})
 
+    def translate_weakness(self, text: str, predicates: dict[str, str]) -> str | None:
+        """Plain words → one of ``predicates`` (name → help) with its arguments, through a
+        forced ``name_predicate`` call; ``None`` when the model never names a usable one."""
+        names = sorted(predicates)
+        tool = {"type": "function", "function": {
+            "name": "name_predicate",
+            "description": "Name the trajectory predicate that measures the weakness described in plain words.",
+            "parameters": {"type": "object", "required": ["name", "args", "rationale"], "properties": {
+                "name": {"type": "string", "enum": names},
+                "args": {"type": "array", "items": {"type": "string"},
+                         "description": "the predicate's arguments (NAME:ARG:... without the name)"},
+                "rationale": {"type": "string"}}}}}
+        listing = "\n".join(f"- {n}: {predicates[n] or n}" for n in names)
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": "You turn a plain-words weakness of an agent into a predicate over its "
+                                          "trajectories, chosen from a fixed table."},
+            {"role": "user", "content": f"Weakness: {text!r}\n\nPredicates:\n{listing}"}]
+
+        def check(args: dict[str, Any]) -> str:
+            if args.get("name") not in predicates:
+                raise Malformed(f"name must be one of {names}, got {args.get('name')!r}")
+            extra = args.get("args") or []
+            if not isinstance(extra, list) or not all(isinstance(a, str | int) for a in extra):
+                raise Malformed("args must be a list of strings")
+            return ":".join([args["name"], *(str(a) for a in extra)])
+
+        try:
+            return str(self._call(messages, tool, check))
+        except Malformed:
+            return None
+
     def close(self) -> None:
         self.client.close()
