@@ -128,36 +128,46 @@ class TaskLoop:
         self.r.usage.rollouts = self.r.rollouts.count()
         return trajs, self.r.measure(trajs)
 
-    def validate(self, spec: dict[str, Any], rnd: int, band: tuple[float, float]) -> tuple[list[Any], dict[str, Any]]:
-        binary = self.r.target.binary
-        trajs: list[Any] = []
-        values: list[float] = []
-        while (more := self.r.validator.next_batch(values, band, binary=binary)) > 0:
-            seeds = [self.r.seed + 1000 * rnd + len(trajs) + i for i in range(more)]
+    def _sequence(self, spec: dict[str, Any], rnd: int, played: list[Any], used: int, more: int) -> list[Any]:
+        """Episodes ``used .. used + more`` of this validation's seed sequence, playing what is
+        missing. A pool plays at least one episode per worker: episodes past the point where
+        the rule stops are kept as spares and never enter the decision, which reads the
+        outcomes in seed order, so the operating characteristic is unchanged."""
+        missing = used + more - len(played)
+        if missing > 0:
+            spare = max(0, self.r.rollouts.workers - missing)
+            if self.r.budget.max_rollouts is not None:  # spares never push past the budget
+                spare = min(spare, max(0, self.r.budget.max_rollouts - self.r.usage.rollouts - missing))
+            n = missing + spare
+            seeds = [self.r.seed + 1000 * rnd + len(played) + i for i in range(n)]
             sid = spec_id(spec, self.r.registry)
             if not all(self.r.rollouts.cached(self.r.rollouts.key(self.task, sid, f"validate:{rnd}", s))
                        for s in seeds):
-                self._spend(more)
-            new = self.r.rollouts.run(spec, self.task, seeds, f"validate:{rnd}")
+                self._spend(missing)  # the spares only use workers that would idle
+            played += self.r.rollouts.run(spec, self.task, seeds, f"validate:{rnd}")
             self.r.usage.rollouts = self.r.rollouts.count()
-            trajs += new
-            values += [self.r.value(t) for t in new]
+        return played[used:used + more]
+
+    def validate(self, spec: dict[str, Any], rnd: int, band: tuple[float, float]) -> tuple[list[Any], dict[str, Any]]:
+        binary = self.r.target.binary
+        played: list[Any] = []
+        values: list[float] = []
+        while (more := self.r.validator.next_batch(values, band, binary=binary)) > 0:
+            values += [self.r.value(t) for t in self._sequence(spec, rnd, played, len(values), more)]
         decision, decisive = self.r.validator.decide(values, band, binary=binary)
-        stats = self.r.measure(trajs)
+        stats = self.r.measure(played[:len(values)])
         stats.update(decision=decision, decisive=decisive, band=list(band),
                      confidence=self.r.validator.confidence(values, band, binary=binary))
+        used = len(values)
         if self.r.weakness is not None:  # the floor: success must not collapse with the weakness
-            wins = [float(t.success) for t in trajs]
+            wins = [float(t.success) for t in played[:used]]
             floor = (SUCCESS_FLOOR, 1.0)
             while (more := self.r.validator.next_batch(wins, floor)) > 0:
-                seeds = [self.r.seed + 1000 * rnd + len(trajs) + i for i in range(more)]
-                self._spend(more)
-                new = self.r.rollouts.run(spec, self.task, seeds, f"validate:{rnd}")
-                self.r.usage.rollouts = self.r.rollouts.count()
-                trajs += new
-                wins += [float(t.success) for t in new]
+                wins += [float(t.success) for t in self._sequence(spec, rnd, played, len(wins), more)]
             stats["floor_decision"] = self.r.validator.decide(wins, floor)[0]
-        return trajs, stats
+            used = max(used, len(wins))
+        stats["spares"] = len(played) - used  # played ahead by idle workers, not in any decision
+        return played[:used], stats
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> str:
@@ -267,6 +277,10 @@ class TaskLoop:
                                 "unsolvable for this policy; loosen it")
         if decision != "in":
             return "rejected", f"{self.r.target.metric} {decision} the band"
+        if not stats.get("decisive", True):
+            return "rejected", (f"{self.r.target.metric} {stats.get(self.r.target.metric)} looks in the band, but "
+                                f"{stats['n']} rollouts cannot judge it with the stated error rates (the outcomes "
+                                "vary too much for the band, or --k-max cut the validation short): widen the band")
         if self.r.target.kind == "weakness":
             ids = _layer_ids(self.base, proposal.layers)
             if not any(candidate_acted(t, ids) for t in trajs if not t.success):
@@ -297,10 +311,11 @@ class TaskLoop:
 
 
 def untrusted(data: Any) -> Any:
-    """``data`` with every contract that carries code marked ``trust: untrusted``."""
+    """``data`` with every contract marked ``trust: untrusted``: code runs in the jail, and
+    one that names a Python class (``cls``, imported in this process) is refused."""
     if isinstance(data, dict):
         out = {k: untrusted(v) for k, v in data.items()}
-        if out.get("kind") == "contract" and isinstance(out.get("code"), str):
+        if out.get("kind") == "contract":
             out["trust"] = "untrusted"
         return out
     if isinstance(data, list):
