@@ -332,3 +332,25 @@ def test_one_audit_log_serves_one_live_curriculum_and_a_torn_line_is_dropped(tmp
     blocked.write_text("not a directory")
     with pytest.raises(errors.StateError, match="Cannot open the curriculum audit log"):
         envh.make(spec(audit=str(blocked / "audit.jsonl")))
+
+
+def test_anchored_episodes_join_no_window_and_replay_skips_them(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    s = spec(anchor=0.5, audit=str(audit), policy={"window": 4, "early": False})
+    with envh.make(s) as env:
+        anchored = 0
+        for i in range(24):
+            result = env.reset(seed=i)
+            if result.info["curriculum"]["anchored"]:  # the base task: always failed here
+                anchored += 1
+                env.step(Action(tool="stop"))
+            else:
+                for action in env.unwrapped.solve():
+                    env.step(action)
+        layer = layer_of(env)
+    state = layer.curriculum.state()  # after close: the last episode is counted too
+    assert 6 <= anchored <= 18 and state["episodes"] == 24
+    decisions = [json.loads(line) for line in audit.read_text().splitlines() if json.loads(line)["type"] == "decision"]
+    assert decisions and all(d["window"] == {"episodes": 4, "successes": 4, "rate": 1.0} for d in decisions)
+    with envh.make(s) as env:
+        assert layer_of(env).curriculum.state() == state

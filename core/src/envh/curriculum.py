@@ -137,6 +137,10 @@ class Curriculum:
         self.rates = [*self.rates, rate][-10:]
         return record
 
+    def skip_episode(self) -> None:
+        """Count an episode that joins no window (an anchored one, on the base distribution)."""
+        self.episodes += 1
+
     def _start_from(self, params: Any) -> None:
         if params == {n: p.init for n, p in self.plans.items()} or params == {n: p.safe for n, p in self.plans.items()}:
             self.values = dict(params)
@@ -263,6 +267,12 @@ class Curriculum:
                                         "under another configuration")
             nxt = records[i + 1] if i + 1 < len(records) else None
             logged = nxt if nxt is not None and nxt.get("type") == "decision" else None
+            if record.get("anchored") is True:
+                if logged is not None:
+                    raise errors.StateError(f"Curriculum audit log has a decision after the anchored episode "
+                                            f"{self.episodes + 1}, which joins no window: the log is damaged")
+                self.skip_episode()
+                continue
             last = i == episodes[-1]
             if self.coach is not None and logged is None and not last and len(self.outcomes) + 1 >= self.window:
                 raise errors.StateError(f"Curriculum audit log lacks the coach's decision after episode "

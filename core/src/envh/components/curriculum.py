@@ -3,7 +3,8 @@
 At each reset the layer records the finished episode's verdict (the base verifiers', read
 through ``evaluate``), lets the ``Curriculum`` decide at window boundaries, then starts the
 next episode on a task the bridge makes for the current parameter values — or, for an
-``anchor`` fraction of episodes, on the task it was asked for (the base distribution).
+``anchor`` fraction of episodes, on the task it was asked for (the base distribution);
+those are logged but join no window, since they say nothing about the current values.
 Parameters never change mid-episode. Every episode and decision is appended to the audit
 log (JSONL) and shown in ``info["envh"]``; the log is also how a resumed run restores the
 curriculum. The layer's randomness comes from its own ``seed``, never from the env's.
@@ -145,6 +146,9 @@ class CurriculumLayer(EnvHarness):
         except errors.EnvhError:
             success = False
         self._log({"type": "episode", "episode": self.curriculum.episodes + 1, "success": success, **done})
+        if done.get("anchored"):  # a base-distribution task says nothing about the current values
+            self.curriculum.skip_episode()
+            return
         decision = self.curriculum.end_episode(success)
         if decision is not None:
             self._log({"type": "decision", **decision})
