@@ -264,6 +264,8 @@ def test_playground_plays_a_stack_with_untrusted_contract_code(page, server) -> 
         page.locator("#step").click()
     expect(page.locator("#verdict")).to_contain_text("true")
     shot(page, "playground")
+    page.locator("#check").click()
+    expect(page.locator("#error.ok")).to_contain_text("spec ok: ")  # the spec id, shown as good news
     page.fill("#spec", "bridge: toy24\nlayers:\n  - kind: contract\n    code: |\n      def oops(:\n")
     page.locator("#check").click()
     expect(page.locator("#error")).not_to_be_empty()

@@ -17,6 +17,7 @@
     $('error').textContent = out.error ? String(out.error) : '';
     $('error').dataset.type = out.error_type || '';
     $('error').dataset.source = source;
+    $('error').className = 'bad';
     if (out.markers) window.envhEditor.setMarkers(out.markers);
   }
 
@@ -62,7 +63,10 @@
   async function check() {
     const out = await api('/api/spec/check', {spec: window.envhEditor.value()});
     showError(out, 'check');
-    if (out.ok) $('error').textContent = 'spec ok: ' + out.spec_id;
+    if (out.ok) {
+      $('error').textContent = 'spec ok: ' + out.spec_id;
+      $('error').className = 'ok';
+    }
   }
 
   $('spec').addEventListener('input', () => {  // a check's verdict is about the text before the edit
