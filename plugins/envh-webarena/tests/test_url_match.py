@@ -74,3 +74,6 @@ def test_url_match_closes_the_substring_holes(ref: str, page: str) -> None:
 
 def test_url_match_compares_hosts_case_blind_and_paths_decoded() -> None:
     assert ours("http://Shop.Test:80/café/x", "http://shop.test/caf%C3%A9/x/") == 1.0
+    assert ours("http://shop.test/a%2Fb", "http://shop.test/a/b") == 0.0  # an encoded '/' is data
+    assert ours("http://shop.test/f/books", "http://shop.test/f//books") == 0.0  # as upstream
+    assert ours("http://shop.test/", "http://shop.test") == 1.0

@@ -88,7 +88,7 @@ def _split_url(url: str) -> tuple[str, list[str], dict[str, list[str]]]:
     host = parts.netloc.lower().rsplit("@", 1)[-1]
     for default in (":80", ":443"):
         host = host.removesuffix(default)
-    segments = [unquote(s) for s in parts.path.split("/") if s]
+    segments = [unquote(s) for s in parts.path.rstrip("/").split("/")]  # '/a//b' is not '/a/b'
     return host, segments, parse_qs(parts.query)
 
 
