@@ -125,3 +125,26 @@ def test_a_band_the_baseline_pushes_past_one_is_reported_unreachable(registry, t
                    target="beats-baseline:0.95")
     assert summary["stops"] == {f"toy24/{TASK}": "target_unreachable"}
     assert summary["usage"]["rollouts"] == 5  # the observation only: no round was spent
+
+
+def test_a_worker_pool_plays_ahead_without_changing_any_decision(registry, tmp_path):
+    """With two workers a validation plays at least two episodes at a time; episodes past the
+    rule's stop are spares outside the decision, so every verdict equals the one-worker run's.
+    (Pool workers load policies from installed plugins: the seeded random policy, from a
+    start where 24 is already reached, wins about half its episodes.)"""
+    with envh.make(SPEC, registry=registry) as env:
+        env.reset(task=envh.TaskRef(suite="toy24", split="medium", instance_id="1,2,6,6"), seed=0)
+        plan = [{"tool": a.tool, "args": dict(a.args)} for a in env.unwrapped.solve() if a.tool == "combine"]
+    spec = {"bridge": "toy24", "layers": [{"kind": "stage", "actions": plan}]}
+    runs = {}
+    for workers in (1, 2):  # guide at rate 0.5 answers every other off-plan action with stop()
+        cfg = RigConfig(spec=spec, tasks=TASK, out=str(tmp_path / f"w{workers}"), max_steps=6, workers=workers,
+                        policy="random:3", target="sr:0.7-0.9", rounds=1, designer="template:guide")
+        rig(cfg, registry=registry)
+        from envh_rigger.journal import Journal
+
+        runs[workers] = [e["attempt"]["result"] for e in Journal(tmp_path / f"w{workers}").events(kind="attempt")]
+    key = ("decision", "n", "successes")
+    assert runs[1] and [[r[k] for k in key] for r in runs[1]] == [[r[k] for k in key] for r in runs[2]]
+    assert 0 < runs[1][0]["successes"] < runs[1][0]["n"]
+    assert all(r["spares"] == 0 for r in runs[1]) and runs[2][0]["spares"] == 1  # a worker played ahead
