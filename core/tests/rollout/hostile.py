@@ -306,7 +306,9 @@ class ForgeClass(envh.EnvHarness):
 
 @envh.hookimpl
 def envh_bridges():
-    return [envh.BridgeInfo(name="hostile", factory=HostileBridge)]
+    return [envh.BridgeInfo(name="hostile", factory=HostileBridge),
+            # Toy24 under a bridge that says its envs drive Docker
+            envh.BridgeInfo(name="toy24-docker", factory="envh.bridges.toy24:Toy24Env", host_access=("docker",))]
 
 
 @envh.hookimpl

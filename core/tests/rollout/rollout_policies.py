@@ -158,6 +158,20 @@ def _fd_target(fd):
         return "gone"
 
 
+def _docker_ping() -> str:
+    """What the Docker daemon answers a worker on its socket (root on the host)."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(10)
+            sock.connect("/var/run/docker.sock")
+            sock.sendall(b"GET /_ping HTTP/1.0\r\n\r\n")
+            return sock.recv(4096).decode(errors="replace").splitlines()[0]
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc.strerror}"
+
+
 class Snoop:
     """Tries to read what a worker must not: the parent's environment through /proc, a
     secret file, a variable. ``api_key_env`` is read like an LLM policy would."""
@@ -188,7 +202,8 @@ class Snoop:
             "secret_file": attempt(self.secret_file) if self.secret_file else None,
             "api_key": os.environ.get(self.key_name), "uid": os.getuid(), "root_home": root_home,
             "others": sorted(n for n in os.environ if n.endswith("_API_KEY")), "environ": dict(os.environ),
-            "fds": sorted(_fd_target(fd) for fd in os.listdir("/proc/self/fd"))})
+            "fds": sorted(_fd_target(fd) for fd in os.listdir("/proc/self/fd")),
+            "docker": _docker_ping()})
 
     def close(self):
         pass

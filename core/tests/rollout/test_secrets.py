@@ -26,8 +26,8 @@ from envh.rollout.executors.pool import PoolExecutor
 from envh.rollout.trajectory import EpisodeRequest
 reg = envh.make_plugin_manager(entry_points=False, plugins=[rollout_policies, hostile])
 envh.plugins.set_registry(reg)
-spec = {"bridge": "toy24"}
 options = {"parent_pid": os.getpid(), "secret_file": sys.argv[2], **json.loads(sys.argv[3])}
+spec = {"bridge": options.pop("bridge", "toy24")}
 request = EpisodeRequest(key="snoop", spec=envh.spec_to_data(envh.parse_spec(spec, reg), reg),
                          spec_id=envh.spec_id(spec, reg), policy="snoop", policy_options=options)
 with PoolExecutor(1, isolation=sys.argv[1], plugins=["rollout_policies", "hostile"], entry_points=False) as pool:
@@ -139,3 +139,36 @@ def test_ray_actors_cannot_read_the_driver_through_another_thread(registry, ray_
     (t,) = ray_executor.run([request])
     assert t.error_class is None, t.error
     assert t.steps[0].raw["parent_environ"].startswith("PermissionError"), t.steps[0].raw["parent_environ"][:40]
+
+
+DOCKER_SOCKET = "/var/run/docker.sock"
+
+
+def _docker_up():
+    if not os.path.exists(DOCKER_SOCKET):
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("no Docker daemon (dev/setup.d/docker.sh starts it; required under CI)", pytrace=False)
+        pytest.skip("no Docker daemon here")
+
+
+def test_the_docker_daemon_is_out_of_reach_unless_the_bridge_declares_it(secret_file):
+    """Docker's socket is root on the host: a uid-0 worker (``namespace``) of a bridge that
+    does not drive Docker must not reach it; one of a bridge that declares it does."""
+    _docker_up()
+    assert snoop("none", secret_file)["docker"].startswith("HTTP/1.")  # the control: the daemon answers
+    assert snoop("namespace", secret_file)["docker"].startswith("ConnectionRefusedError")
+    assert snoop("namespace", secret_file, bridge="toy24-docker")["docker"].startswith("HTTP/1.")
+
+
+def test_user_workers_reach_docker_only_for_a_bridge_that_declares_it(secret_file):
+    _docker_up()
+    denied = snoop("user", secret_file)
+    assert denied["uid"] == 65534 and not denied["docker"].startswith("HTTP/1."), denied["docker"]
+    granted = snoop("user", secret_file, bridge="toy24-docker")
+    assert granted["uid"] == 65534 and granted["docker"].startswith("HTTP/1."), granted["docker"]
+    assert granted["secret_file"].startswith("PermissionError")  # the group opens Docker, nothing of root's
+
+
+def test_an_unknown_host_access_is_refused_at_registration():
+    with pytest.raises(ValueError, match="unknown host access"):
+        envh.BridgeInfo(name="x", factory="a:b", host_access=("network",))

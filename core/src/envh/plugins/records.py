@@ -52,7 +52,25 @@ class Contribution:
 
 @attrs.frozen(kw_only=True)
 class BridgeInfo(Contribution):
-    """A benchmark bridge; ``factory(**config)`` returns an ``ActionableEnv``."""
+    """A benchmark bridge; ``factory(**config)`` returns an ``ActionableEnv``.
+
+    ``host_access`` names what of the host its env must reach from an isolated pool
+    worker, beyond its own work directory: ``"docker"`` (the Docker daemon's sockets,
+    which are root on the host). Workers of bridges that do not name it cannot reach it.
+    """
+
+    host_access: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+    @host_access.validator
+    def _known_access(self, _attribute: Any, value: tuple[str, ...]) -> None:
+        unknown = sorted(set(value) - set(HOST_ACCESS))
+        if unknown:
+            raise ValueError(f"bridge {self.name!r} asks for unknown host access {unknown}; "
+                             f"known: {', '.join(HOST_ACCESS)}")
+
+
+#: What of the host a bridge may ask isolated workers to reach (``BridgeInfo.host_access``).
+HOST_ACCESS = ("docker",)
 
 
 @attrs.frozen(kw_only=True)

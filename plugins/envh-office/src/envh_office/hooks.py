@@ -20,6 +20,7 @@ def envh_bridges() -> list[BridgeInfo]:
                    description="OfficeQA: answer questions from U.S. Treasury Bulletins with glob, read, "
                                "grep and answer; graded by the benchmark's number and text matching."),
         BridgeInfo(name="spreadsheetbench", factory="envh_office.sheet_bridge:SpreadsheetBenchEnv",
+                   host_access=("docker",),
                    description="SpreadsheetBench: edit a workbook (run_python in a container, native cell "
                                "tools); graded at answer_position after LibreOffice recalculation."),
     ]

@@ -11,7 +11,7 @@ from envh import BridgeInfo, TemplateInfo, hookimpl
 @hookimpl
 def envh_bridges() -> list[BridgeInfo]:
     return [BridgeInfo(
-        name="swebench", factory="envh_swebench.bridge:SWEBenchEnv",
+        name="swebench", factory="envh_swebench.bridge:SWEBenchEnv", host_access=("docker",),
         description="SWE-bench: fix a repository issue in a Docker container (bash, "
                     "str_replace_editor, submit); graded by swebench's own test-log parsers.")]
 

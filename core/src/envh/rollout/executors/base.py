@@ -172,6 +172,41 @@ def prepare_work_dir(path: str, owner: tuple[int, int] | None) -> str:
     return path
 
 
+def spec_bridges(spec: Any) -> set[str]:
+    """Every bridge a spec's data names: its own and its chain legs', at any depth."""
+    found: set[str] = set()
+    stack = [spec]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if isinstance(value.get("bridge"), str):
+                found.add(value["bridge"])
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+    return found
+
+
+def bridge_host_access(requests: Iterable[EpisodeRequest], registry: Any = None) -> frozenset[str]:
+    """What the requests' bridges declare their envs must reach (``BridgeInfo.host_access``)."""
+    from ...plugins import get_registry
+
+    names: set[str] = set()
+    seen: set[str] = set()
+    for request in requests:
+        if request.spec_id not in seen:
+            seen.add(request.spec_id)
+            names |= spec_bridges(request.spec)
+    access: set[str] = set()
+    for name in names:
+        try:
+            info = (registry or get_registry()).bridge(name)
+        except Exception:  # noqa: BLE001 - an unknown bridge fails in the worker, with its cause
+            continue
+        access.update(getattr(info, "host_access", ()))
+    return frozenset(access)
+
+
 def policy_env_names(requests: Iterable[EpisodeRequest], registry: Any = None) -> set[str]:
     """Variables the requests' policies name (``api_key_env``, given or by default): the
     only secrets a worker receives besides ``pass_env``."""

@@ -12,6 +12,12 @@ Levels (``isolation=``):
   world-readable files and its own work directory; the parent's home is replaced by an
   empty one, with just the Python installation bound back read-only.
 
+At ``namespace`` and ``user`` the Docker daemon (its sockets, and containerd's, are root on
+the host) is out of reach unless the bridges the pool plays declare ``host_access=("docker",)``
+(``BridgeInfo``): its sockets are covered by ``/dev/null`` and its runtime directories by
+an empty tmpfs; a ``user`` worker of such a bridge gets the socket's group. A daemon
+reached over TCP (``DOCKER_HOST=tcp://...``) is not covered.
+
 ``auto`` is ``namespace`` for a root parent with ``unshare``/``setpriv`` (util-linux)
 available, else ``none``; ``envh run`` asks for ``user``. Both need root (a non-root parent
 has no secrets beyond its own user's to protect from a same-user child, and cannot make
@@ -114,14 +120,56 @@ def _home_binds() -> list[str]:
     return _hidden_roots().get(home, [])
 
 
-def wrap(argv: list[str], level: str, work_dir: str) -> list[str]:
-    """``argv`` run at isolation ``level`` (already resolved), starting in ``work_dir``."""
+DOCKER_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/containerd/containerd.sock")
+DOCKER_DIRS = ("/run/docker", "/run/containerd", "/var/run/docker", "/var/run/containerd")
+
+
+def _docker_paths() -> tuple[list[str], list[str]]:
+    """The Docker daemon's sockets (``DOCKER_HOST``'s unix socket too) and runtime
+    directories that exist here, resolved and without repeats."""
+    sockets = list(DOCKER_SOCKETS)
+    host = os.environ.get("DOCKER_HOST", "")
+    if host.startswith("unix://"):
+        sockets.append(host[len("unix://"):])
+    seen: set[str] = set()
+    found_sockets, found_dirs = [], []
+    for path in sockets:
+        real = os.path.realpath(path)
+        if real not in seen and os.path.exists(real) and not os.path.isdir(real):
+            seen.add(real)
+            found_sockets.append(real)
+    for path in DOCKER_DIRS:
+        real = os.path.realpath(path)
+        if real not in seen and os.path.isdir(real):
+            seen.add(real)
+            found_dirs.append(real)
+    return found_sockets, found_dirs
+
+
+def _docker_group() -> int | None:
+    for path in _docker_paths()[0]:
+        try:
+            return os.stat(path).st_gid
+        except OSError:
+            continue
+    return None
+
+
+def wrap(argv: list[str], level: str, work_dir: str, host_access: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    """``argv`` run at isolation ``level`` (already resolved), starting in ``work_dir``;
+    ``host_access`` is what the pool's bridges declared (``BridgeInfo.host_access``)."""
     if level == "none":
         return argv
     drop = ["setpriv", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all"]
     lines = ["set -e"]
+    if "docker" not in host_access:
+        sockets, dirs = _docker_paths()
+        lines += [f"mount --bind /dev/null {shlex.quote(p)}" for p in sockets]
+        lines += [f"mount -t tmpfs -o mode=0755,size=1m envh-hidden {shlex.quote(p)}" for p in dirs]
     if level == "user":
-        drop[1:1] = [f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+        group = _docker_group() if "docker" in host_access else None
+        groups = "--clear-groups" if group is None else f"--groups={group}"
+        drop[1:1] = [f"--reuid={NOBODY}", f"--regid={NOBODY}", groups]
         n = 0
         work = str(Path(work_dir).resolve())
         for root, binds in _hidden_roots().items():

@@ -37,6 +37,7 @@ from ... import errors
 from ..trajectory import EpisodeRequest, Trajectory, request_to_data, trajectory_from_data
 from . import isolation as fence
 from .base import (
+    bridge_host_access,
     default_workers,
     lost_attempt,
     policy_env_names,
@@ -135,7 +136,8 @@ class PoolExecutor:
                  retries: int = 2, memory_mb: int | None = 16384, cpu_s: float | None = None,
                  pass_env: Iterable[str] | bool = (), plugins: Iterable[str] = (), entry_points: bool = True,
                  log_path: str | None = None, python: str | None = None, isolation: str | None = "auto",
-                 work_dir: str | None = None, registry: Any = None, **_ignored: Any) -> None:
+                 work_dir: str | None = None, registry: Any = None, host_access: Iterable[str] = (),
+                 **_ignored: Any) -> None:
         if (workers is not None and int(workers) < 0) or (memory_mb is not None and memory_mb < 0):
             raise ValueError(f"workers and memory_mb cannot be negative (got {workers}, {memory_mb})")
         self.workers = int(workers or default_workers())
@@ -149,8 +151,9 @@ class PoolExecutor:
         self._own_dir = work_dir is None
         self.work_dir = prepare_work_dir(work_dir or tempfile.mkdtemp(prefix="envh-pool-"), self.owner)
         self.env = self._environ(set())
-        self.cmd = fence.wrap([python or sys.executable, "-m", "envh.rollout.executors.worker"],
-                                  isolation_level, self.work_dir)
+        self.argv = [python or sys.executable, "-m", "envh.rollout.executors.worker"]
+        self.host_access = frozenset(host_access)
+        self.cmd = fence.wrap(self.argv, isolation_level, self.work_dir, self.host_access)
         self.log: IO[bytes] | None = None
         self.logged = 0
         if log_path:
@@ -228,6 +231,7 @@ class PoolExecutor:
     def run(self, requests: Iterable[EpisodeRequest]) -> Iterator[Trajectory]:
         queue = collections.deque(with_timeout(r, self.timeout_s) for r in requests)
         self._ensure_env(queue)
+        self._ensure_access(queue)
         try:
             yield from self._loop(queue)
         finally:  # the caller stopped early: episodes still playing must not leak into the next run
@@ -239,6 +243,16 @@ class PoolExecutor:
         env = self._environ(policy_env_names(requests, self.registry))
         if env != self.env:
             self.env = env
+            for worker in [w for w in self.pool if w.request is None]:
+                self._retire(worker)
+
+    def _ensure_access(self, requests: Iterable[EpisodeRequest]) -> None:
+        """Let the workers reach what these requests' bridges declare (``host_access``),
+        respawning idle ones; what no bridge declared stays out of reach."""
+        needed = bridge_host_access(requests, self.registry)
+        if not needed <= self.host_access:
+            self.host_access |= needed
+            self.cmd = fence.wrap(self.argv, self.isolation, self.work_dir, self.host_access)
             for worker in [w for w in self.pool if w.request is None]:
                 self._retire(worker)
 
