@@ -140,3 +140,17 @@ def _said(message):
     if message.get("tool_calls"):
         return " ".join(f"{c['function']['name']}{c['function']['arguments']}" for c in message["tool_calls"])
     return message["content"]
+
+
+def test_the_conversation_export_of_a_trimmed_episode_has_each_turn_once(episode):
+    from envh.rollout.export import to_messages
+
+    t, sent = episode
+    messages = to_messages(t, raw_arguments=True)
+    said = [_said(m) if m.get("tool_calls") else m["content"] for m in messages if m["role"] == "assistant"]
+    assert said == [_reply(s.turn) for s in t.steps]
+    assert messages[:2] == sent[0] and [m["role"] for m in messages].count("system") == 1
+    # every observation the policy was shown appears once, in order (the last one's reply ended the run)
+    shown = [m["content"] for m in messages if m["role"] in ("user", "tool") and "Not executed" not in m["content"]]
+    newest = [next(m for m in reversed(r) if "Not executed" not in (m["content"] or "")) for r in sent]
+    assert shown == [m["content"] for m in newest]

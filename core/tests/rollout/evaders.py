@@ -28,12 +28,15 @@ class Evader:
     ``block`` (``pthread_sigmask``), ``handler`` (a handler that does nothing); then it
     spins for ``seconds`` (``swallow``: and swallows every exception raised meanwhile;
     ``sleep``: sleeps in one C call instead of spinning; ``regex``: runs a catastrophic
-    regular expression, one C call that holds the GIL for hours)."""
+    regular expression, one C call that holds the GIL for hours). ``then``: on the first
+    exception, ``raise`` another one or ``answer`` with an action (``how=none`` leaves the
+    timer working, so that exception is the deadline itself)."""
 
     def __init__(self, arg: str | None = None, how: str = "ignore", seconds: float = 20.0, swallow: bool = False,
-                 sleep: bool = False, regex: bool = False, **options: object) -> None:
+                 sleep: bool = False, regex: bool = False, then: str = "", **options: object) -> None:
         self.how = arg or how
         self.seconds, self.swallow, self.sleep, self.regex = float(seconds), swallow, sleep, regex
+        self.then = then
         self.policy_id = f"test-evader:{self.how}"
 
     def start(self, *, task, tools, observation, seed=None):
@@ -49,6 +52,8 @@ class Evader:
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
         elif self.how == "handler":
             signal.signal(signal.SIGALRM, lambda *_: None)
+        elif self.how == "none":  # leaves the timer alone (see ``then``)
+            pass
         else:
             raise ValueError(f"unknown way {self.how!r}")
 
@@ -63,7 +68,11 @@ class Evader:
                     time.sleep(end - time.monotonic())
                 else:
                     _burn(0.05)
-            except BaseException:  # noqa: BLE001 - the point: nothing raised here gets out
+            except BaseException as exc:  # noqa: BLE001 - the point: nothing raised here gets out
+                if self.then == "raise":  # the deadline turned into an ordinary error
+                    raise ValueError("something else went wrong") from exc
+                if self.then == "answer":  # the deadline swallowed, an answer given all the same
+                    return PolicyStep(action=Action(tool="stop"), raw="stop after the deadline")
                 if not self.swallow:
                     raise
         return PolicyStep(action=Action(tool="stop"), raw="stop")

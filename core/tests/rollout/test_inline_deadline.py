@@ -73,7 +73,10 @@ def test_a_policy_that_disables_the_timer_still_times_out_inline(registry, how):
         # the next episode's timer works again: the signal's handler and mask were restored
         (honest,) = inline.run([req(registry, "next", "sleepy:5")])
     assert evaded.error_class == "timeout" and evaded.stop == "error", evaded.error
-    if how == "block":  # the kernel hands the timer's signal to a thread not blocking it (the watchdog's)
+    if how == "block":
+        # another OS thread of the process (a tokenizer's pool, a server earlier tests left) may
+        # take the signal the main thread blocks, and Python runs its handler on the main thread
+        # all the same: then the timer did its job; alone, the main thread needs the watchdog
         assert evaded.error_type in ("_Overrun", "_Deadline"), evaded.error_traceback
     else:
         assert evaded.error_type == "_Overrun", evaded.error_traceback
@@ -84,6 +87,22 @@ def test_a_policy_that_disables_the_timer_still_times_out_inline(registry, how):
     assert evaded.verdict is not None and evaded.verdict.success is False
     assert honest.error_class == "timeout" and honest.error_type == "_Deadline" and honest.duration_s < BOUND
     assert _alarm_state() == before
+
+
+@pytest.mark.parametrize("then", ["raise", "answer"])
+def test_a_deadline_turned_into_another_error_or_an_answer_is_still_a_timeout(registry, then):
+    """The timer works, but the policy catches its deadline: raising something else must not
+    make the row a policy error, and answering anyway must not get the answer played."""
+    with InlineExecutor(registry=registry, timeout_s=LIMIT) as inline:
+        first = req(registry, "evade", "evader:none", policy_options={"then": then})
+        inline.check(first.policy, first.policy_options, spec=first.spec, spec_id=first.spec_id)
+        list(inline.run([req(registry, "warm", "sleepy:0.01", timeout_s=120)]))
+        (t,) = inline.run([first])
+    assert t.error_class == "timeout" and f"{LIMIT:g} s limit" in t.error, (t.error_class, t.error)
+    assert t.steps == () and t.duration_s < BOUND  # the late answer was not played
+    assert t.verdict is not None and t.verdict.success is False
+    if then == "raise":
+        assert t.error_type == "ValueError" and "something else went wrong" in t.error
 
 
 def test_nothing_is_raised_after_an_episode_that_ended_near_its_limit(registry, monkeypatch):

@@ -192,19 +192,24 @@ def _alarm(timeout_s: float | None, on_stuck: Callable[[], None] | None = None,
     def fire(_signum: int, _frame: Any) -> None:
         raise _Deadline(f"the episode ran past its {timeout_s:g} s limit")
 
-    previous = signal.signal(signal.SIGALRM, fire) if usable else None
-    # an earlier episode may have left the timer's signal blocked on this thread
-    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM}) if usable else None
+    # SIG_IGN first: a timer signal still pending from an earlier, blocked one is discarded
+    previous = signal.signal(signal.SIGALRM, signal.SIG_IGN) if usable else None
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM}) if usable else None
     watch: _Watchdog | _NoWatch = _NoWatch()
     if usable:
-        signal.setitimer(signal.ITIMER_REAL, float(timeout_s))  # type: ignore[arg-type]
+        # started with the timer's signal blocked, the watchdog's thread inherits the block:
+        # the kernel then hands the signal to this thread, where it interrupts a blocked call
         watch = _Watchdog(float(timeout_s), on_stuck, region)  # type: ignore[arg-type]
+        signal.signal(signal.SIGALRM, fire)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})  # an earlier episode may have blocked it
+        signal.setitimer(signal.ITIMER_REAL, float(timeout_s))  # type: ignore[arg-type]
     try:
         yield watch
     finally:
         _stop(watch)
         if usable:
             signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, signal.SIG_IGN)  # drops this timer's signal if the code blocked it
             signal.signal(signal.SIGALRM, previous)
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # type: ignore[arg-type]
         if track:
@@ -399,6 +404,10 @@ class _Episode:
 
     def fail(self, error_class: str, message: str, exc: BaseException | None = None) -> None:
         if self.fields.get("error_class") is None:
+            if error_class in ("policy_error", "env_error") and self.deadline is not None \
+                    and time.monotonic() > self.deadline:  # the deadline turned into another exception
+                error_class = "timeout"
+                message = f"the episode ran past its {self.req.timeout_s:g} s limit; then {message}"
             self.fields.update(error_class=error_class, error=message, stop="error")
             if exc is not None:
                 self.fields.update(error_type=type(exc).__name__, error_traceback=format_traceback(exc),
@@ -463,6 +472,7 @@ class _Episode:
             except BaseException as exc:  # noqa: BLE001 - the endpoint failed after its retries, etc.
                 self.policy_failed(exc, "")
                 return self.take_verdict()
+            self.check_time()  # a policy that swallowed the deadline does not get its answer played
             policy_s = time.monotonic() - t0
             common = {"index": index, "raw": raw, "usage": usage, "policy_s": policy_s,
                       "turn": decision.turn}
@@ -498,6 +508,7 @@ class _Episode:
                 return self.env_failed(exc)
             self.env_sound = True
             self.steps.append(record)
+            self.check_time()  # nor an env step that swallowed it
             obs = resp.observation
             if resp.terminated or resp.truncated:
                 f["stop"] = "terminated" if resp.terminated else "truncated"
