@@ -148,3 +148,16 @@ def test_a_worker_pool_plays_ahead_without_changing_any_decision(registry, tmp_p
     assert runs[1] and [[r[k] for k in key] for r in runs[1]] == [[r[k] for k in key] for r in runs[2]]
     assert 0 < runs[1][0]["successes"] < runs[1][0]["n"]
     assert all(r["spares"] == 0 for r in runs[1]) and runs[2][0]["spares"] == 1  # a worker played ahead
+
+
+def test_code_a_designer_wrote_is_validated_with_a_worker_pool_too(registry, tmp_path):
+    """Untrusted code plays in this process (its hooks in the jail) even when --workers asks
+    for a pool: inside pool workers the jail cannot start, and every episode would be an error."""
+    cfg = RigConfig(spec=SPEC, tasks=TASK, out=str(tmp_path / "pool"), max_steps=40, workers=2,
+                    policy="random:3", target="sr:0.7-0.9", rounds=1, designer="writer")
+    rig(cfg, registry=registry)
+    from envh_rigger.journal import Journal
+
+    (attempt,) = [e["attempt"] for e in Journal(tmp_path / "pool").events(kind="attempt")]
+    assert attempt["layers"][0]["trust"] == "untrusted"
+    assert attempt["result"]["n"] >= 1 and not attempt["result"]["error_classes"], attempt["result"]
