@@ -205,10 +205,10 @@ def test_mistyped_curriculum_values_are_refused_not_rounded_or_crashed_on(layer)
         envh.make(spec(**layer))
 
 
-@pytest.mark.parametrize("line", ['[1]', '5', '{"type": "episode", "success": "false"}'])
+@pytest.mark.parametrize("line", ['[1]', '5', '{"type": "episode", "success": "false"}', '\udcff'])
 def test_a_tampered_audit_log_is_refused_on_resume(tmp_path: Path, line: str) -> None:
     audit = tmp_path / "audit.jsonl"
-    audit.write_text(line + "\n" + json.dumps({"type": "episode", "success": True}) + "\n")
+    audit.write_text(line + "\n" + json.dumps({"type": "episode", "success": True}) + "\n", errors="surrogateescape")
     with pytest.raises(errors.StateError):
         envh.make(spec(audit=str(audit)))
 

@@ -120,7 +120,11 @@ class CurriculumLayer(EnvHarness):
     def _resume(self) -> None:
         assert self.audit is not None and self._audit_file is not None
         records = []
-        text = self.audit.read_text(encoding="utf-8")
+        try:
+            text = self.audit.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise errors.StateError(f"{self.audit} is not UTF-8 text ({exc.reason} at byte {exc.start}); the audit "
+                                    "log is damaged") from None
         if text and not text.endswith("\n"):  # a line torn by a kill: drop it, that episode is played again
             keep = text.rfind("\n") + 1
             self._audit_file.truncate(len(text[:keep].encode("utf-8")))
