@@ -47,6 +47,12 @@ def test_writes_past_the_bound_fail_inside_the_container(env):
                          f"rm {scratch}/x.bin")
         assert "No space left on device" in full.observation.text, scratch
         assert f"size={8 * 2**20}" in full.observation.text and full.info["error"]["type"] == "disk_limit"
+    # files, not only bytes: millions of empty files would cost kernel memory
+    for place in ("/tmp", "/root", "."):
+        files = bash(env, f"mkdir -p {place}/many && cd {place}/many && "
+                          "for i in $(seq 1 9000); do : > f$i || { echo stopped at $i; break; }; done; "
+                          f"cd - >/dev/null; rm -rf {place}/many")
+        assert "No space left on device" in files.observation.text and "stopped at" in files.observation.text, place
     elsewhere = bash(env, "touch /etc/x /usr/x /opt/x /x 2>&1 | grep -c 'Read-only file system'")
     assert elsewhere.observation.text.split()[0] == "4"
 
@@ -148,3 +154,26 @@ def test_a_workspace_that_cannot_be_filled_is_an_infra_error_and_leaves_nothing(
     with pytest.raises(errors.InfraError, match="/no-such-repo is not a directory in the image"):
         env.reset()
     assert {c.id for c in own_containers()} == before and volumes() == before_volumes
+
+
+def test_a_full_disk_is_the_policys_to_clear_not_an_infra_error(make_env):
+    """Found by attacking the bound: submit stages the diff through /tmp, so a policy that
+    filled /tmp made submit raise InfraError ("index file smaller than expected") and left
+    no diff to grade at close. Now submit says what to do and the episode goes on; at
+    the episode's end /tmp is emptied to capture the diff."""
+    env = make_env(disk="16m", scratch="8m", disk_mode="tmpfs", reward_on_submit=False)
+    env.reset()
+    bash(env, "echo fixed >> mathx/stats.py; head -c 9000000 /dev/zero > /tmp/fill")
+    refused = env.step(Action(tool="submit"))
+    assert refused.info["error"]["type"] == "disk_limit" and not refused.terminated
+    assert "delete files you do not need" in refused.observation.text
+    assert not env.get_env_state()["submitted"]
+    bash(env, "rm /tmp/fill")
+    done = env.step(Action(tool="submit"))
+    assert done.terminated and "+fixed" in done.observation.data["patch"]
+
+    unsubmitted = make_env(disk="16m", scratch="8m", disk_mode="tmpfs", reward_on_submit=False)
+    unsubmitted.reset()
+    bash(unsubmitted, "echo fixed >> mathx/stats.py; head -c 9000000 /dev/zero > /tmp/fill")
+    unsubmitted.close()
+    assert unsubmitted.patch is not None and "+fixed" in unsubmitted.patch

@@ -46,6 +46,15 @@ class DiffTooLargeError(errors.EnvhError):
 
 
 NO_SPACE = "No space left on device"  # strerror(ENOSPC), as tools print it
+
+
+class NoSpaceForDiffError(errors.EnvhError):
+    """The episode filled the disk: the diff cannot be captured until it frees some."""
+
+    def __init__(self) -> None:
+        super().__init__("Submitting needs a little free space in /tmp to capture the diff, and the disk "
+                         "limit is reached; delete files you do not need (in /tmp, build output, large "
+                         "files) and submit again.")
 TREE_MARK = "@@envh-tree@@"
 # After each bash call: what git reports changed, then size and modification time of every
 # modified or untracked file (summed), so any change by any command is seen (sed -i, an
@@ -268,14 +277,20 @@ class SWEBenchEnv(Bridge):
             info["error"] = error
         return self._respond(EnvResponse(observation=Observation(text=text, data=data), info=info))
 
-    def _diff(self, box: runtime.Sandbox, inst: Instance) -> str:
+    def _diff(self, box: runtime.Sandbox, inst: Instance, *, make_room: bool = False) -> str:
         """The working tree against the base commit, new files included. Staged through a
-        scratch index, so neither submit nor evaluate changes what `git status` shows."""
-        res = box.run(
-            'idx="$(mktemp)"; cp "$(git rev-parse --git-dir)/index" "$idx" 2>/dev/null; '
-            'GIT_INDEX_FILE="$idx" git add -A && GIT_INDEX_FILE="$idx" git -c core.fileMode=false '
-            f'diff --cached --binary {inst.base_commit} > {DIFF_PATH}; code=$?; rm -f "$idx"; exit $code',
-            timeout=120, limit=20_000)
+        scratch index, so neither submit nor evaluate changes what `git status` shows.
+        Both need room in /tmp: when the episode filled it, NoSpaceForDiffError, or with
+        ``make_room`` (the episode is over) /tmp is emptied and it retries."""
+        capture = ('idx="$(mktemp)" && { cp "$(git rev-parse --git-dir)/index" "$idx" 2>/dev/null; '
+                   'GIT_INDEX_FILE="$idx" git add -A && GIT_INDEX_FILE="$idx" git -c core.fileMode=false '
+                   f'diff --cached --binary {inst.base_commit} > {DIFF_PATH}; }}; code=$?; rm -f "$idx"; exit $code')
+        res = box.run(capture, timeout=120, limit=20_000)
+        if res["exit_code"] != 0 and self._disk_full(box, res["output"]):
+            if not make_room:
+                raise NoSpaceForDiffError()
+            box.run("find /tmp -xdev -mindepth 1 -delete 2>/dev/null; true", timeout=120, limit=1000)
+            res = box.run(capture, timeout=120, limit=20_000)
         if res["exit_code"] != 0:
             raise box.infra_error(f"capturing the diff failed: {res['output'][-500:]}")
         try:  # read back whole: a diff cut in the middle would grade a different patch
@@ -287,12 +302,24 @@ class SWEBenchEnv(Bridge):
         box.run(f"rm -f {DIFF_PATH}", timeout=30, limit=1000)
         return raw.decode("utf-8", "replace")
 
+    def _disk_full(self, box: runtime.Sandbox, output: str) -> bool:
+        """Did a failed bookkeeping command fail for want of space the episode used up?"""
+        if not self.limits.disk_bytes:
+            return False
+        if NO_SPACE in output or "smaller than expected" in output:
+            return True
+        free = box.run("df -Pk /tmp | awk 'NR == 2 { print $4 }'", timeout=30, limit=200)
+        return free["exit_code"] == 0 and free["output"].strip().isdigit() and int(free["output"]) < 8192
+
     def _submit(self, box: runtime.Sandbox, state: EpisodeState, inst: Instance) -> EnvResponse:
         try:
             self.patch = self._diff(box, inst)
         except DiffTooLargeError as exc:
             state.record("submit", output=str(exc), error=str(exc))
             return self._respond(self.error_response(str(exc), kind="diff_too_large"))
+        except NoSpaceForDiffError as exc:
+            state.record("submit", output=str(exc), error=str(exc))
+            return self._respond(self.error_response(str(exc), kind="disk_limit"))
         state.submitted, state.patch_chars = True, len(self.patch)
         text = f"Submitted a diff of {len(self.patch)} characters touching {len(state.files_touched)} file(s)."
         state.record("submit", output=text)
@@ -319,7 +346,7 @@ class SWEBenchEnv(Bridge):
         if state.submitted or self.box is None:  # after close(): the diff captured then
             patch = self.patch
         else:
-            patch = self._diff(self.box, inst)
+            patch = self._diff(self.box, inst, make_room=True)
         if patch is None:
             raise errors.EnvhError("SWEBenchEnv.evaluate(): the episode's container is gone and no diff was captured")
         if patch not in self._verdicts:
@@ -385,7 +412,7 @@ class SWEBenchEnv(Bridge):
             box = self.box
             if self.inst is not None and self.state is not None and not self.state.submitted:
                 try:  # evaluate() after close() grades what the episode left
-                    self.patch = self._diff(box, self.inst)
+                    self.patch = self._diff(box, self.inst, make_room=True)
                 except errors.EnvhError:  # a dead container, or a diff too large to grade
                     self.patch = None
             self.box = None

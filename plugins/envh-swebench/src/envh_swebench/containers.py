@@ -508,7 +508,8 @@ def _tmpfs_workspace(client: docker.DockerClient, image: str, workdir: str, limi
         "read_only": True,
         "mounts": [Mount(target=workdir, source=volumes[0], type="volume"),
                    Mount(target="/tmp", source=volumes[1], type="volume")],
-        "tmpfs": {path: f"size={scratch},mode={'0700' if path == '/root' else '1777'},exec"
+        "tmpfs": {path: f"size={scratch},nr_inodes={workspace.inodes(scratch)},"
+                        f"mode={'0700' if path == '/root' else '1777'},exec"
                   for path in workspace.SCRATCH_TMPFS}}
     memory = parse_size(limits.memory)
     if memory:  # tmpfs pages count as the container's memory: the processes keep theirs

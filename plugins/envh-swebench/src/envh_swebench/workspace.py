@@ -31,12 +31,20 @@ MOUNT = "/envh-workspace"  # where the helper sees the volume it fills
 SCRATCH_TMPFS = ("/root", "/var/tmp")  # never read through the archive API: plain tmpfs
 
 
+def inodes(size: int) -> int:
+    """Files a tmpfs of ``size`` bytes may hold: one per 16 KiB on average (repositories
+    average far more per file), at least 8192. Without a bound, millions of empty files
+    cost kernel memory and no bytes."""
+    return max(size // 16384, 8192)
+
+
 def create_volume(client: Any, size: int, labels: dict[str, str], *, mode: str) -> str:
     """A new tmpfs volume of ``size`` bytes; returns its name."""
     name = f"envh-swebench-ws-{uuid.uuid4().hex[:12]}"
     try:
         client.volumes.create(name=name, driver="local", labels=labels, driver_opts={
-            "type": "tmpfs", "device": "tmpfs", "o": f"size={size},mode={mode},nosuid,nodev"})
+            "type": "tmpfs", "device": "tmpfs",
+            "o": f"size={size},nr_inodes={inodes(size)},mode={mode},nosuid,nodev"})
     except docker.errors.DockerException as exc:
         raise errors.InfraError(f"Could not create a tmpfs volume for the episode's workspace: {exc}") from exc
     return name
