@@ -405,7 +405,8 @@ class _Episode:
     def fail(self, error_class: str, message: str, exc: BaseException | None = None) -> None:
         if self.fields.get("error_class") is None:
             if error_class in ("policy_error", "env_error") and self.deadline is not None \
-                    and time.monotonic() > self.deadline:  # the deadline turned into another exception
+                    and time.monotonic() > self.deadline \
+                    and not isinstance(exc, errors.EndpointError):  # the deadline turned into another exception
                 error_class = "timeout"
                 message = f"the episode ran past its {self.req.timeout_s:g} s limit; then {message}"
             self.fields.update(error_class=error_class, error=message, stop="error")
