@@ -14,8 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 
+def _count(n: str) -> int:
+    if not str(n).isdigit() or int(n) < 1:
+        raise ValueError(f"a count is a whole number >= 1, got {n!r}")
+    return int(n)
+
+
 def bad_position(t: Any, n: str = "1") -> bool:
-    return sum(1 for s in t.steps if (s.error or {}).get("type") == "bad_position") >= int(n)
+    return sum(1 for s in t.steps if (s.error or {}).get("type") == "bad_position") >= _count(n)
 
 
 def _numbers(obs: Any) -> tuple[str, ...] | None:
@@ -37,4 +43,4 @@ def revisits(t: Any, n: str = "1") -> bool:
         found += state in seen
         seen.add(state)
         previous = state
-    return found >= int(n)
+    return found >= _count(n)
