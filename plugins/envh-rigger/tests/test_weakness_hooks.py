@@ -65,6 +65,8 @@ def test_a_bridges_predicates_apply_to_that_bridge_only_and_bad_arguments_are_re
         resolve("toy24.revisits:many", registry=registry, bridge="toy24")
     with pytest.raises(errors.EnvhError, match="whole number"):
         resolve("repeats:0", registry=registry, bridge="toy24")
+    with pytest.raises(errors.EnvhError, match="do not fit"):  # a count of 0 would show in every episode
+        resolve("toy24.bad-position:0", registry=registry, bridge="toy24")
     # plain words name a bridge's predicate by its keywords
     assert resolve("it keeps revisiting old numbers", registry=registry, bridge="toy24").predicate == "toy24.revisits"
 
@@ -88,6 +90,8 @@ def test_alfworld_revisits_counts_returns_with_nothing_done_since():
     assert w.shows(circles) and not w.shows(purposeful)
     assert resolve("alfworld.revisits:2", registry=reg, bridge="alfworld").shows(circles)
     assert not resolve("alfworld.revisits:3", registry=reg, bridge="alfworld").shows(circles)
+    with pytest.raises(errors.EnvhError, match="do not fit"):
+        resolve("alfworld.revisits:0", registry=reg, bridge="alfworld")
 
 
 def _config(server, tmp_path, target, **kw):

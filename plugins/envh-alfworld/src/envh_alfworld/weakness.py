@@ -26,6 +26,8 @@ def _command(step: Any) -> str:
 
 def revisits(t: Any, n: str = "1") -> bool:
     """alfworld.revisits[:N]: goes back to a location with nothing done since it was there, N times."""
+    if not str(n).isdigit() or int(n) < 1:
+        raise ValueError(f"a count is a whole number >= 1, got {n!r}")
     since: dict[str, int] = {}  # location -> number of world changes when last visited
     changes = found = 0
     for step in t.steps:

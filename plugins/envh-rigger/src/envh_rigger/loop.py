@@ -180,7 +180,8 @@ class TaskLoop:
                                                 "band": list(band), "direction": direction,
                                                 "diagnosis": diagnosis, "usage": r.usage.to_data(),
                                                 "reference": self._reference_note(),
-                                                "weakness": r.weakness.predicate if r.weakness else None})
+                                                "weakness": r.weakness.predicate if r.weakness else None,
+                                                "weakness_read_by": r.weakness.translated_by if r.weakness else None})
         r.echo(f"[{self.key}] baseline {baseline['success_rate']:.2f} ({baseline['n']} rollouts), "
                f"band {band} on {r.target.metric}, direction {direction or 'none needed'}")
         if direction is None:

@@ -184,7 +184,9 @@ def write_report(out: Path, journal: Journal, tasks: list[TaskRef], target: Targ
                 lines.append(f"  - {claim.get('axis')}: {claim.get('claim')} — episode seed {ev.get('seed')}, "
                              f"step {ev.get('step')}: \"{str(ev.get('quote', ''))[:120]}\"")
             if b.get("weakness"):
-                lines.append(f"  Weakness predicate: `{b['weakness']}`")
+                by = {"keywords": " (read from the words by keywords)",
+                      "designer": " (read from the words by the designer)"}.get(b.get("weakness_read_by") or "", "")
+                lines.append(f"  Weakness predicate: `{b['weakness']}`{by}")
             if b.get("reference"):
                 lines.append(f"  Solvability check: {b['reference']}")
             lines.append(f"  {_guarantee(target, b['band'], validator)}.")
