@@ -133,6 +133,13 @@ def test_kind_values_are_the_registered_kinds_and_each_kind_its_own_keys(page) -
     page.wait_for_selector("#completions", state="hidden")
     _type_at_end(page, "bridge: t", "o")
     _offers(page, ["toy24"])
+    _type_at_end(page, "bridge: toy24\n", "la")
+    _offers(page, ["layers"])
+    page.keyboard.press("Enter")
+    assert page.input_value("#spec") == "bridge: toy24\nlayers:\n  - "  # the first layer started
+    _offers(page, ["kind"])
+    page.keyboard.press("Enter")
+    _offers(page, sorted(REGISTRY.component_kinds()))
 
 
 def test_characters_outside_the_bmp_before_the_cursor_do_not_shift_the_insertion(page) -> None:

@@ -74,6 +74,16 @@ def test_completion_offers_the_keys_valid_at_the_path() -> None:
     assert editor.complete(text, offset, SCHEMA)["items"] == []  # inside a key that has its value
 
 
+def test_a_list_of_records_starts_its_first_item() -> None:
+    inserts = {i["label"]: i["insert"] for i in editor.complete("bridge: toy24\n", 14, SCHEMA)["items"]}
+    assert inserts == {"config": "config: ", "layers": "layers:\n  - ", "trust": "trust: "}
+    text = "bridge: toy24\nlayers:\n  - kind: chain\n    le"
+    inserts = {i["label"]: i["insert"] for i in editor.complete(text, len(text), SCHEMA)["items"]}
+    assert inserts == {"legs": "legs:\n      - ", "leg_tasks": "leg_tasks: "}
+    text += "gs:\n      - "  # accepted: the item's keys are offered next
+    assert labels(text + "¦") == ["bridge", "config", "layers", "trust"]
+
+
 def test_no_suggestions_inside_strings_code_or_flow_collections() -> None:
     code = "bridge: toy24\nlayers:\n  - kind: contract\n    code: |\n      def filter_action(a, s, m):\n        ret¦\n"
     assert labels(code) == []

@@ -165,6 +165,15 @@ def _yaml_scalar(value: Any) -> str:
     return json.dumps(value)
 
 
+def _key_insert(name: str, prop: dict[str, Any], walk: SchemaWalk, column: int) -> str:
+    """``name: `` — or, for a list of records (``layers``, ``legs``, ``actions``), the key
+    with its first item started on the next line, where completion goes on."""
+    items = walk.deref(prop.get("items")) if prop.get("type") == "array" else {}
+    if items.get("type") == "object" and ("properties" in items or "oneOf" in items):
+        return f"{name}:\n{' ' * (column + 2)}- "
+    return f"{name}: "
+
+
 def _variants(lines: list[str], index: int, probe: str, column: int) -> Iterator[str]:
     """The text with the cursor's line replaced by ``probe``: whole; with only the rest of
     the cursor's block after it; with nothing after it (later lines may be half-written)."""
@@ -227,7 +236,7 @@ def complete(text: str, offset: int, schema: dict[str, Any]) -> dict[str, Any]:
             if name.startswith(prefix) and name not in present:
                 prop = walk.deref(prop)
                 detail = " — ".join(p for p in (_summary(prop, walk), str(prop.get("description", ""))) if p)
-                items.append({"label": name, "insert": f"{name}: ", "detail": detail})
+                items.append({"label": name, "insert": _key_insert(name, prop, walk, len(lead)), "detail": detail})
     return {"from": offset - len(prefix), "to": offset + len(tail), "items": items}
 
 
