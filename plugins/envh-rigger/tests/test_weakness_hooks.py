@@ -140,3 +140,17 @@ def test_words_nobody_can_read_are_refused_before_any_state(registry, tmp_path):
 
 
 assert rig_policies  # the conftest registers it; imported here for the scripted policies' names
+
+
+def test_a_malformed_focus_from_a_plugin_means_anywhere_not_broken_episodes():
+    class Bad:
+        @envh.hookimpl
+        def envh_weakness_predicates(self):
+            return [envh.WeaknessInfo(name="bad.pattern", factory="envh_rigger.weakness:stops_early",
+                                      focus={"tools": ["stop"], "pattern": "(unclosed"}),
+                    envh.WeaknessInfo(name="bad.tools", factory="envh_rigger.weakness:stops_early",
+                                      focus={"tools": "stop"})]
+
+    reg = envh.make_plugin_manager(entry_points=False, plugins=[envh_rigger.hooks, Bad()])
+    assert resolve("bad.pattern", registry=reg, bridge="toy24").focus is None
+    assert resolve("bad.tools", registry=reg, bridge="toy24").focus is None

@@ -131,9 +131,26 @@ def table(registry: Registry | None = None, bridge: str | None = None) -> dict[s
             fn = info.load()
         except errors.PluginError:  # an unloadable predicate is not offered
             continue
-        out[name] = Entry(fn=fn, focus=dict(info.focus) if info.focus else None,
-                          keywords=tuple(info.keywords), description=info.description)
+        out[name] = Entry(fn=fn, focus=_checked_focus(info.focus), keywords=tuple(info.keywords),
+                          description=info.description)
     return out
+
+
+def _checked_focus(focus: Any) -> dict[str, Any] | None:
+    """A plugin's focus as guide reads it, or ``None`` (anywhere) when it is malformed: a
+    bad pattern would otherwise fail every guided episode."""
+    if not isinstance(focus, dict):
+        return None
+    try:
+        tools, pattern = focus.get("tools"), focus.get("pattern")
+        if tools is not None and not (isinstance(tools, list | tuple) and all(isinstance(t, str) for t in tools)):
+            return None
+        if pattern is not None:
+            re.compile(str(pattern))
+    except re.error:
+        return None
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in focus.items()
+            if k in ("tools", "pattern", "repeats")}
 
 
 def translate(text: str, entries: dict[str, Entry] | None = None) -> str | None:
