@@ -176,3 +176,23 @@ def test_c_code_holding_the_gil_still_ends_the_run(tmp_path, cli_env):
     assert "Timeout (" in proc.stderr and "evaders.py" in proc.stderr  # where it was stuck
     hard = 3 + runner.WATCHDOG_GRACE_S + runner.WATCHDOG_GIVE_UP_S + runner.WATCHDOG_HARD_S
     assert took < hard + 30, took
+
+
+def test_a_timer_armed_around_an_episode_goes_on_after_it(registry):
+    """pytest-timeout, or any caller's own limit, uses the same process-wide timer: the
+    episode's limit borrows it and hands back what is left."""
+    fired = []
+    previous = signal.signal(signal.SIGALRM, lambda *_: fired.append(time.monotonic()))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30.0)
+        with InlineExecutor(registry=registry, timeout_s=5) as inline:
+            (t,) = inline.run([req(registry, "quick", "sleepy:0.01")])
+        left = signal.getitimer(signal.ITIMER_REAL)[0]
+        assert signal.getsignal(signal.SIGALRM) is not previous and t.error_class is None
+        assert 20 < left <= 30, left
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        time.sleep(0.5)
+        assert len(fired) == 1  # the caller's handler is back in place
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

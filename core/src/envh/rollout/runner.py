@@ -196,13 +196,14 @@ def _alarm(timeout_s: float | None, on_stuck: Callable[[], None] | None = None,
     previous = signal.signal(signal.SIGALRM, signal.SIG_IGN) if usable else None
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM}) if usable else None
     watch: _Watchdog | _NoWatch = _NoWatch()
+    outer, started = (0.0, 0.0), time.monotonic()
     if usable:
         # started with the timer's signal blocked, the watchdog's thread inherits the block:
         # the kernel then hands the signal to this thread, where it interrupts a blocked call
         watch = _Watchdog(float(timeout_s), on_stuck, region)  # type: ignore[arg-type]
         signal.signal(signal.SIGALRM, fire)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})  # an earlier episode may have blocked it
-        signal.setitimer(signal.ITIMER_REAL, float(timeout_s))  # type: ignore[arg-type]
+        outer = signal.setitimer(signal.ITIMER_REAL, float(timeout_s))  # type: ignore[arg-type]
     try:
         yield watch
     finally:
@@ -212,6 +213,8 @@ def _alarm(timeout_s: float | None, on_stuck: Callable[[], None] | None = None,
             signal.signal(signal.SIGALRM, signal.SIG_IGN)  # drops this timer's signal if the code blocked it
             signal.signal(signal.SIGALRM, previous)
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # type: ignore[arg-type]
+            if outer[0] > 0:  # a timer armed around this one (an outer limit, pytest-timeout) goes on
+                signal.setitimer(signal.ITIMER_REAL, max(outer[0] - (time.monotonic() - started), 0.001), outer[1])
         if track:
             signal.signal(signal.SIGINT, previous_int)
 
