@@ -236,12 +236,16 @@ class OddPlugin:
         return [BridgeInfo(name="oddtoy", factory=OddToy)]
 
 
-def test_odd_values_and_failing_close_are_answers_never_a_server_error(tmp_path) -> None:
+def test_odd_values_and_failing_close_are_answers_never_a_server_error(tmp_path, monkeypatch) -> None:
+    import envh.ui.playground
+
+    monkeypatch.setattr(envh.ui.playground, "MAX_SESSIONS", 1)  # every new session evicts the one before
     registry = make_plugin_manager(entry_points=False, plugins=[OddPlugin()])
     c = TestClient(create_app([tmp_path], token=TOKEN, registry=registry), base_url="http://127.0.0.1:8765")
     c.cookies.set(COOKIE, TOKEN)
-    sessions = [c.post("/api/play/new", json={"spec": "bridge: oddtoy\n", "task": "easy/2,3,4"}) for _ in range(10)]
+    sessions = [c.post("/api/play/new", json={"spec": "bridge: oddtoy\n", "task": "easy/2,3,4"}) for _ in range(3)]
     assert {r.status_code for r in sessions} == {200}  # the two oldest were evicted, their close failed
+    assert all("session" in r.json() for r in sessions)
     r = c.post(f"/api/play/{sessions[-1].json()['session']}/step", json={"action": "combine i=0 j=1 op=add"})
     assert r.status_code == 200 and r.json().get("reward") == "nan", r.json()
     assert c.post("/api/spec/check", json={"spec": "bridge: oddtoy\n"}).json()["ok"] is True
