@@ -177,3 +177,22 @@ def test_a_full_disk_is_the_policys_to_clear_not_an_infra_error(make_env):
     bash(unsubmitted, "echo fixed >> mathx/stats.py; head -c 9000000 /dev/zero > /tmp/fill")
     unsubmitted.close()
     assert unsubmitted.patch is not None and "+fixed" in unsubmitted.patch
+
+
+def test_sparse_files_cannot_carry_a_snapshot_past_the_bound(make_env):
+    """Found by attacking the bound: a sparse file takes no room in tmpfs, but a snapshot
+    (docker commit) writes it out whole on the host's disk, and git hashes all of it. No
+    file may be larger than `disk` (as in 'check'), and a snapshot whose files add up to
+    more is skipped: the state restores by replay instead."""
+    env = make_env(disk="16m", scratch="8m", disk_mode="tmpfs", snapshot=True, reward_on_submit=False)
+    env.reset()
+    huge = bash(env, "truncate -s 100G huge.bin; ls -la huge.bin")
+    assert "File too large" in huge.observation.text and "No such file" not in huge.observation.text
+    bash(env, "rm -f huge.bin; truncate -s 15M a.bin b.bin; echo kept > kept.txt")
+    saved = env.save_state()
+    assert "snapshot" not in saved and "over the 16777216" in saved["snapshot_skipped"]
+    other = make_env(disk="16m", scratch="8m", disk_mode="tmpfs", reward_on_submit=False)
+    other.from_state(saved)  # by replay
+    assert "kept" in bash(other, "cat kept.txt").observation.text
+    bash(env, "rm a.bin b.bin")
+    assert "snapshot" in env.save_state()

@@ -28,7 +28,7 @@ from envh import (
 )
 
 from . import runtime
-from .containers import FileTooLargeError
+from .containers import FileTooLargeError, SnapshotTooLargeError
 from .editor import TOOL_PARAMETERS, Editor, EditorError
 from .instances import Instance, load_instances
 from .state import STATE_SCHEMA, EpisodeState, changed_paths, counts_as_test_run
@@ -377,7 +377,11 @@ class SWEBenchEnv(Bridge):
         ``docker commit`` of the container, which ``from_state`` starts from directly."""
         saved = super().save_state()
         if self.snapshot and self.box is not None and self.state is not None and self._last is not None:
-            image = self.box.commit()
+            try:
+                image = self.box.commit(max_bytes=self.limits.disk_bytes)
+            except SnapshotTooLargeError as exc:  # the replay form still restores it
+                saved["snapshot_skipped"] = str(exc)
+                return saved
             self._snapshots.append(image)
             self._gc_snapshots(keep=self.max_snapshots)
             saved["snapshot"] = {

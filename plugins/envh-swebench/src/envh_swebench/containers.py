@@ -130,6 +130,14 @@ def _path_problem(exc: Exception) -> bool:
     return any(m in text for m in ("not a directory", "file name too long", "no such file", "invalid argument"))
 
 
+class SnapshotTooLargeError(errors.EnvhError):
+    """A snapshot would write more to the host's disk than the episode's disk bound."""
+
+    def __init__(self, size: int | None, limit: int) -> None:
+        super().__init__(f"Not snapshotting: the files to keep hold {'an unknown number of' if size is None else size} "
+                         f"bytes (apparent size), over the {limit} the disk bound allows")
+
+
 class NotRegularFileError(OSError):
     """The path is a FIFO, a device or a link, not a regular file."""
 
@@ -291,7 +299,7 @@ class Sandbox:
             _remove_volumes(client, volumes)
             raise
         box = cls(client=client, container=container, workdir=workdir, disk_mode=mode, volumes=volumes,
-                  file_limit=limits.disk_bytes if mode == "check" else None)
+                  file_limit=limits.disk_bytes)  # also with a tmpfs: a sparse file takes no room there
         try:
             container.start()
             if mode == "tmpfs":  # a tmpfs volume lives while a container has it mounted: fill it now
@@ -452,11 +460,21 @@ class Sandbox:
             return None
         return int(rows[0].get("SizeRw") or 0) if rows else None
 
-    def commit(self, repository: str = "envh-swebench-snapshot") -> str:
+    def commit(self, repository: str = "envh-swebench-snapshot", *, max_bytes: int | None = None) -> str:
         """Snapshot the container's filesystem as an image; returns the image id. With a
         tmpfs workspace the image holds the repository as it is now (scratch places are
-        not kept: they start empty, as in any new episode)."""
+        not kept: they start empty, as in any new episode). ``max_bytes``: refuse
+        (SnapshotTooLargeError) when what would be written to the host's disk is larger,
+        counting files at their apparent size (a sparse file is written out whole)."""
         conf = {"Labels": {LABEL: "snapshot", OWNER_LABEL: owner_token()}}
+        if max_bytes is not None:
+            if self.disk_mode == "tmpfs":
+                res = self.run(f"du -s --apparent-size -B1 {self.workdir} | cut -f1", timeout=120, limit=200)
+                size = int(res["output"].strip()) if res["exit_code"] == 0 and res["output"].strip().isdigit() else None
+            else:
+                size = self.disk_used()
+            if size is None or size > max_bytes:
+                raise SnapshotTooLargeError(size, max_bytes)
         if self.disk_mode == "tmpfs":
             from . import workspace
 
