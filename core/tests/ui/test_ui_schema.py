@@ -74,6 +74,14 @@ def test_completion_offers_the_keys_valid_at_the_path() -> None:
     assert editor.complete(text, offset, SCHEMA)["items"] == []  # inside a key that has its value
 
 
+def test_details_name_the_type_and_the_sentence_of_the_docstring_about_the_key() -> None:
+    text = "bridge: toy24\nlayers:\n  - kind: chain\n    "
+    details = {i["label"]: i["detail"] for i in editor.complete(text, len(text), SCHEMA)["items"]}
+    assert details["mode"].startswith("sequential | alternate — mode: sequential (the next leg starts")
+    assert details["carry"].startswith("boolean — carry prefixes the new leg's observation")
+    assert details["id"] == "string | null"
+
+
 def test_a_list_of_records_starts_its_first_item() -> None:
     inserts = {i["label"]: i["insert"] for i in editor.complete("bridge: toy24\n", 14, SCHEMA)["items"]}
     assert inserts == {"config": "config: ", "layers": "layers:\n  - ", "trust": "trust: "}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -28,6 +29,15 @@ _SCALARS = {int: "integer", float: "number", str: "string", bool: "boolean", typ
 def _doc(cls: type) -> str:
     doc = inspect.getdoc(cls) or ""
     return "" if doc == inspect.getdoc(LayerSpec) else doc
+
+
+def _field_doc(doc: str, name: str) -> str:
+    """The first sentence of a record's docstring that names field ``name`` (as
+    ````name````), without the markup: what the editor shows beside the key."""
+    for sentence in re.split(r"(?<=[.;])\s+", " ".join(doc.split())):
+        if f"``{name}``" in sentence:
+            return sentence.replace("``", "")
+    return ""
 
 
 class _Builder:
@@ -69,8 +79,9 @@ class _Builder:
                     required.append(field.name)
                 elif not isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
                     prop["default"] = _plain(field.default)
-                if field.metadata.get("description"):
-                    prop["description"] = str(field.metadata["description"])
+                described = field.metadata.get("description") or _field_doc(_doc(cls), field.name)
+                if described:
+                    prop["description"] = str(described)
                 props[field.name] = prop
             self.defs[name] = {"type": "object", "title": cls.__name__, "description": _doc(cls),
                                "properties": props, "required": required, "additionalProperties": False}
