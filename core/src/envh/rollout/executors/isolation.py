@@ -6,8 +6,11 @@ Levels (``isolation=``):
 * ``none``: a plain child process (its environment is still scrubbed).
 * ``namespace``: its own PID and mount namespaces with a fresh ``/proc`` (the parent and
   every other process are invisible, so ``/proc/<ppid>/environ`` does not exist), no
-  capabilities and no way to gain any (``no_new_privs``). It keeps the parent's uid, so it
-  reads what the parent's user owns — data in private temporary directories keeps working.
+  capabilities but ``CAP_SETFCAP`` (the jail of untrusted code needs it to map uid 0 into
+  its user namespace) and no way to gain any (``no_new_privs``). It keeps the parent's
+  uid, so it reads what the parent's user owns — data in private temporary directories
+  keeps working — and, as uid 0, can write what root owns: it fences off the parent's
+  secrets, not the host from hostile code (that is the jail's and ``user``'s job).
 * ``user``: ``namespace`` plus the uid and gid of ``nobody``: it reads only
   world-readable files and its own work directory; the parent's home is replaced by an
   empty one, with just the Python installation bound back read-only.
@@ -160,7 +163,13 @@ def wrap(argv: list[str], level: str, work_dir: str, host_access: frozenset[str]
     ``host_access`` is what the pool's bridges declared (``BridgeInfo.host_access``)."""
     if level == "none":
         return argv
-    drop = ["setpriv", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all"]
+    # A uid-0 worker keeps CAP_SETFCAP alone: without it the kernel refuses it the user
+    # namespace the jail of untrusted code needs (mapping uid 0 takes CAP_SETFCAP), and
+    # every untrusted spec failed in it. It grants nothing a uid-0 file owner lacks (it
+    # can already chmod u+s what it owns); with no_new_privs, file capabilities never
+    # raise the worker's own. ``user`` workers need nothing: nobody maps itself.
+    bounding = "-all,+setfcap" if level == "namespace" else "-all"
+    drop = ["setpriv", "--no-new-privs", "--inh-caps=-all", f"--bounding-set={bounding}"]
     lines = ["set -e"]
     if "docker" not in host_access:
         sockets, dirs = _docker_paths()

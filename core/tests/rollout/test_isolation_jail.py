@@ -1,0 +1,29 @@
+"""Untrusted contract code runs in its jail inside isolated pool workers too, at every
+isolation level: a worker of the ``namespace`` level (uid 0 with no capabilities) could not
+make the jail's user namespace, so every untrusted spec failed there."""
+
+from __future__ import annotations
+
+import os
+
+import envh
+import pytest
+from envh.rollout.executors.pool import PoolExecutor
+from envh.rollout.trajectory import EpisodeRequest
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the isolation levels that hold as root need root")
+
+CODE = "def filter_observation(observation, state, memo):\n    return observation.text.upper()\n"
+SPEC = {"bridge": "toy24", "trust": "untrusted", "layers": [{"kind": "contract", "code": CODE}]}
+
+
+@pytest.mark.parametrize("isolation", ["none", "namespace", "user"])
+def test_an_untrusted_contract_plays_in_a_pool_worker(registry, worker_env, isolation):
+    data = envh.spec_to_data(envh.parse_spec(SPEC, registry), registry)
+    request = EpisodeRequest(key="jailed", spec=data, spec_id=envh.spec_id(SPEC, registry), policy="solver",
+                             max_steps=6)
+    with PoolExecutor(1, isolation=isolation, **worker_env) as pool:
+        (t,) = pool.run([request])
+    assert t.error_class is None, t.error
+    assert t.steps and all(s.observation.text == s.observation.text.upper() for s in t.steps)
+    assert t.success
