@@ -195,3 +195,39 @@ def test_unwritable_outputs_and_bad_filters_are_clear_errors(played):
         proc = envh_cli("export", str(out), "--format", "messages", *args)
         assert proc.returncode != 0 and "Traceback" not in proc.stderr, args
         assert "error" in proc.stderr.lower() or "must" in proc.stderr, proc.stderr
+
+
+# A chat template that renders tools and calls the way tool-calling templates (Qwen's, Hermes')
+# do: each tool schema through ``tojson``, each call's arguments as written.
+TOOLS_TEMPLATE = (
+    "{%- if tools %}<|im_start|>system\n{%- for tool in tools %}\n{{ tool | tojson }}{%- endfor %}<|im_end|>\n"
+    "{% endif %}{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+    "{%- for c in m.tool_calls or [] %}<tool_call>{{ c.function.name }} {{ c.function.arguments }}</tool_call>"
+    "{%- endfor %}<|im_end|>\n{% endfor %}")
+
+
+def test_the_verl_rows_render_what_the_model_was_shown(played, tmp_path):
+    """What verl's dataset does with a row (``pd.read_parquet``, then ``apply_chat_template``
+    with the row's ``tools``), with a real tokenizer: after ``decode_verl_frame`` the
+    rendered text is the conversation and tools as sent; undecoded, the JSON text is refused
+    (verl's stock dataset would fail loudly, not train on wrong schemas)."""
+    pd = pytest.importorskip("pandas")
+    from envh.rollout.policies.localmodels import cache_root, load_tokenizer
+
+    if not (cache_root() / "smollm2-135m" / "config.json").exists() and os.environ.get("CI") != "true":
+        pytest.skip("the converted SmolLM2 model is not in the cache (dev/setup.d/local_llm.sh)")
+    tokenizer = load_tokenizer("smollm2")
+    tokenizer.chat_template = TOOLS_TEMPLATE
+    out, ts, requests = played
+    path = tmp_path / "v.parquet"
+    assert envh_cli("export", str(out), "--format", "verl", "-o", str(path)).returncode == 0
+    raw = pd.read_parquet(path)
+    row = export.decode_verl_frame(raw).set_index("key").loc["native"]
+    rendered = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False)
+    expected = tokenizer.apply_chat_template(export.to_messages(ts["native"], raw_arguments=True),
+                                             tools=requests[0]["tools"], tokenize=False)
+    assert rendered == expected and '"i": null' not in rendered
+    assert '<tool_call>combine {"i": 0, "j": </tool_call>' in rendered  # the broken call, as written
+    undecoded = raw.set_index("key").loc["native"]["tools"]
+    with pytest.raises((ValueError, TypeError)):
+        tokenizer.apply_chat_template([{"role": "user", "content": "x"}], tools=undecoded, tokenize=False)
