@@ -60,12 +60,17 @@ def remove_volume(client: Any, name: str) -> None:
 
 
 def _helper(client: Any, image: str, script: str, workdir: str, volume: str, labels: dict[str, str],
-            *, what: str, timeout: float = 900) -> Any:
+            *, what: str, committed: bool = False, timeout: float = 900) -> Any:
     """Run ``sh -c script workdir`` in a helper container from ``image`` with ``volume`` at
-    MOUNT; returns the (stopped) container, for the caller to commit or remove."""
+    MOUNT; returns the (stopped) container, for the caller to commit or remove. As the
+    entrypoint (an image's own is not wanted here), unless the container is to be
+    ``committed``: a snapshot keeps its container's entrypoint, and episodes replace only
+    the command."""
+    argv = ["sh", "-c", script, workdir]
+    how: dict[str, Any] = {"command": argv} if committed else {"entrypoint": argv}
     try:
         helper = client.containers.create(
-            image, ["sh", "-c", script, workdir], user="root", network_mode="none", labels=labels,
+            image, **how, user="root", network_mode="none", labels=labels,
             name=f"envh-swebench-helper-{uuid.uuid4().hex[:10]}", working_dir="/",
             mounts=[Mount(target=MOUNT, source=volume, type="volume")])
     except docker.errors.DockerException as exc:
@@ -104,7 +109,7 @@ def commit(client: Any, image: str, workdir: str, volume: str, labels: dict[str,
     """An image of ``image`` whose ``workdir`` holds the volume's files now: a snapshot a
     later episode fills its workspace from (scratch places start empty)."""
     script = f'find "$0" -mindepth 1 -maxdepth 1 -exec rm -rf {{}} + && cp -a {MOUNT}/. "$0"/'
-    helper = _helper(client, image, script, workdir, volume, labels, what="snapshot the workspace")
+    helper = _helper(client, image, script, workdir, volume, labels, what="snapshot the workspace", committed=True)
     try:
         made = helper.commit(repository=repository, tag=tag, conf=conf)
     except docker.errors.DockerException as exc:
