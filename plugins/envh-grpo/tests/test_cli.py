@@ -67,6 +67,8 @@ def test_dry_run_of_the_8xh100_paper_config():
     (["loss.baseline=median"], "loss.baseline"),
     (["optim.lrr=1"], "extra fields found (lrr) @ $.optim"),
     (["envs=[{spec: toy24, split: nosuch}]"], "nosuch"),
+    (["rollout.executor=pol"], "rollout.executor 'pol': choose one of inline, pool, ray"),
+    (["rollout.workers=0"], "rollout.workers must be >= 1"),
 ])
 def test_impossible_configs_stop_before_any_work(sets, message):
     proc = run("--dry-run", *[a for s in sets for a in ("--set", s)])

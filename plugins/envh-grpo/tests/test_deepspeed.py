@@ -6,36 +6,35 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
+from envh_grpo import procs
 
 pytestmark = pytest.mark.slow
 
 SETTINGS = ["steps=2", "save_every=1", "group_size=2", "groups_per_step=2", "max_turns=2",
             "max_response_tokens=6", "micro_batch=2", "loss.kl_coef=0.05", "optim.lr=1e-4", "threads=1",
             "log.progress=false", "log.tensorboard=false", "log.wandb=false",
-            "envs=[{spec: toy24, split: easy}]", "seed=0"]
+            "envs=[{spec: toy24, split: easy}]", "seed=1"]  # seed 1: step 1 has a group whose rewards differ
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _launch(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-           f"--master_port={_port()}", "-m", "envh_grpo.launch", *extra]
+def _launch(out: Path, *extra: str, nproc: int = 2, env_extra: dict[str, str] | None = None,
+            expect: int = 0) -> subprocess.CompletedProcess[str]:
+    """torchrun --standalone (its store binds a free port itself: no port picked here that
+    another test could take first); every process of the job is reaped whatever happens."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           "-m", "envh_grpo.launch", *extra]
     for s in [*SETTINGS, f"output_dir={out}"]:
         cmd += ["--set", s]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env=env)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore", GLOO_SOCKET_IFNAME="lo",
+               OMP_NUM_THREADS="1", **(env_extra or {}))
+    proc = procs.run_job(cmd, env=env, timeout=800, capture=True)
+    assert proc.returncode == expect, proc.stdout[-3000:] + proc.stderr[-5000:]
     return proc
 
 
@@ -100,5 +99,27 @@ def test_resume_refuses_a_different_config(runs, tmp_path):
                                                                     for a in ("--set", s)]]
     env = dict(os.environ, WORLD_SIZE="1", RANK="0", HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
     env.pop("LOCAL_RANK", None)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 2 and "different training config" in proc.stderr
+    proc = procs.run_job(cmd, env=env, timeout=600, capture=True)
+    assert proc.returncode == 2 and "different training config" in proc.stderr, proc.stderr[-3000:]
+
+
+def test_a_job_whose_launcher_dies_leaves_no_worker_behind(tmp_path):
+    """The launcher killed mid-run (a timeout): its workers, in sessions of their own, are reaped too."""
+    script = tmp_path / "sleep.py"
+    script.write_text("import time\ntime.sleep(600)\n")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script)]
+    tag = procs.new_tag()
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", **{procs.TAG: tag})
+    launcher = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while len(procs.tagged(tag)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert len(procs.tagged(tag)) == 3  # torchrun and its two workers
+        launcher.kill()  # what a timeout does to the launcher: its workers live on, orphaned
+        launcher.wait()
+        time.sleep(1)
+        assert len(procs.tagged(tag)) == 2
+    finally:
+        procs.reap(tag)
+    assert procs.tagged(tag) == []

@@ -22,8 +22,8 @@ class Recording:
     def __init__(self, engine):
         self.engine, self.calls = engine, []
 
-    def generate(self, prompts, sampling, seed):
-        out = self.engine.generate(prompts, sampling, seed)
+    def generate(self, prompts, sampling, seeds):
+        out = self.engine.generate(prompts, sampling, seeds)
         self.calls += [(tuple(p), g) for p, g in zip(prompts, out)]
         return out
 
@@ -103,3 +103,31 @@ def test_verdict_comes_from_the_base_or_a_chain_of_base_verdicts():
                    envh.Action(tool="combine", args={"i": 0, "j": 1, "op": "mul"}), envh.Action(tool="stop")):
         plain.step(action)
     assert verdict(plain).success is True
+
+
+def test_a_completion_does_not_depend_on_the_rest_of_its_batch(smollm2):
+    """Each prompt samples from its own seeded stream: alone or batched with others (other
+    lengths, so other padding) it gets the same tokens; another seed gets other tokens."""
+    _, tok, model = smollm2
+    engine = HFEngine(model, tok)
+    sampling = SamplingConfig(max_new_tokens=8, temperature=1.0, top_p=0.95, stop=())
+    a = tok("The capital of France is", add_special_tokens=False)["input_ids"]
+    b = tok("Once upon a time, in a land far away, there lived", add_special_tokens=False)["input_ids"]
+    (alone,) = engine.generate([a], sampling, [11])
+    together = engine.generate([b, a, b], sampling, [5, 11, 6])
+    assert together[1].ids == alone.ids and len(alone.ids) == 8
+    assert torch.allclose(torch.tensor(together[1].logprobs), torch.tensor(alone.logprobs), atol=1e-4)
+    assert together[0].ids != together[2].ids  # same prompt, other seed: another sample
+    others = [engine.generate([a], sampling, [s])[0].ids for s in (12, 13, 14)]
+    assert any(o != alone.ids for o in others)
+    # the log-probs are under the sampling distribution (top-p as transformers warps it)
+    ids = torch.tensor([list(a) + list(alone.ids)])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(a) - 1:-1].float()
+    from transformers import TopPLogitsWarper
+
+    warped = torch.log_softmax(TopPLogitsWarper(0.95)(ids, logits), -1)  # transformers' own top-p
+    want = warped[torch.arange(8), torch.tensor(alone.ids)]
+    assert torch.allclose(want, torch.tensor(alone.logprobs), atol=1e-3)
+    with pytest.raises(ValueError, match="as many seeds"):
+        engine.generate([a, b], sampling, [1])

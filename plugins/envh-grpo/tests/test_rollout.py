@@ -21,7 +21,7 @@ class Replay:
     def __init__(self, tok, replies):
         self.tok, self.replies, self.calls = tok, list(replies), 0
 
-    def generate(self, prompts, sampling, seed):
+    def generate(self, prompts, sampling, seeds):
         out = []
         for _ in prompts:
             text = self.replies[self.calls]
@@ -86,3 +86,22 @@ def test_parse_reply_never_raises(text):
     tools = envh.make("toy24").tools()
     action, problem = parse_reply(text, tools)
     assert (action is None) != (problem is None)
+
+
+def test_a_workspace_layers_meta_action_counts_reach_diversity_and_spam(tokenizer):
+    env = envh.make({"bridge": "toy24", "layers": [{"kind": "workspace"}]})
+    replies = ['note("try products first")</action>', 'note("again")</action>', 'note("and again")</action>',
+               'note("once more")</action>', 'track("world")</action>', 'note("bad", 3)</action>',
+               "combine(0, 1, mul)</action>", "combine(0, 1, mul)</action>", "stop()</action>"]
+    ep = _play(tokenizer, replies, env=env)
+    assert ep.success and ep.stop == "terminated"
+    # the counts come from the workspace layer's state: 4 notes (the refused one is not counted), 1 track
+    assert ep.facts.meta == {"track": 1, "commit": 0, "recall": 0, "note": 4}
+    assert ep.facts.meta_turns == ("note", "note", "note", "note", "track", "", "", "", "")
+    assert ep.invalid_turns[5]  # the workspace refused note's extra argument
+    terms = cost_aware(ep.facts, RewardConfig(), epoch=0)
+    distinct = len(set(ep.facts.actions)) / 9  # valid actions: 4 notes, track, 2× combine, stop
+    assert terms.raw_diversity == pytest.approx(0.5 * (distinct + 2 / 4))
+    assert terms.raw_spam == 1 + 1  # one repeated reply + one note beyond the allowance of 3
+    plain = _play(tokenizer, replies[6:])
+    assert plain.facts.meta is None  # no workspace layer: the terms are the plain ones

@@ -5,8 +5,8 @@ Layout under ``output_dir/checkpoints``: ``step-N/`` (DeepSpeed's files, or
 ``trainer.pt`` without DeepSpeed), ``step-N/rng-rank{r}.pt``, ``step-N/state.json``, and
 ``latest`` naming the newest complete one; ``latest`` is written last, so a run killed
 while saving resumes from the previous checkpoint. Resuming refuses a different
-configuration (only ``steps``, ``output_dir``, ``save_every``, ``eval`` and ``log`` may
-change).
+configuration (only ``steps``, ``output_dir``, ``save_every``, ``eval``, ``log`` and
+``rollout``, which says where episodes run and not what they are, may change).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from envh import errors
 
-MUTABLE = ("steps", "output_dir", "save_every", "eval", "log")
+MUTABLE = ("steps", "output_dir", "save_every", "eval", "log", "rollout")  # rollout: where, not what
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

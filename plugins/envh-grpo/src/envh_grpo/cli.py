@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -107,16 +106,21 @@ def train(config_path: str | None, sets: tuple[str, ...], steps: int | None, out
 
 def _launch(config: Any, config_path: str | None, sets: tuple[str, ...], steps: int | None,
             output_dir: str | None, resume: bool) -> None:
+    from . import procs
     from .config import check
 
     check(config, world_size=config.nproc)  # before starting anything
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={config.nproc}",
-           "--master_addr=127.0.0.1", "-m", "envh_grpo.launch"]
+    # --standalone: the rendezvous store binds a free loopback port itself (a fixed
+    # master port collides with any other job on the machine)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={config.nproc}",
+           "-m", "envh_grpo.launch"]
     cmd += [config_path] if config_path else []
     cmd += [a for s in sets for a in ("--set", s)]
     cmd += ["--set", f"steps={config.steps}", "--set", f"output_dir={config.output_dir}"]
     cmd += ["--resume"] if resume else []
     del steps, output_dir
-    code = subprocess.call(cmd)
+    env = dict(os.environ)
+    env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one node: gloo talks over loopback only
+    code = procs.run_job(cmd, env=env).returncode  # Ctrl-C or a crash also ends every worker
     if code:
         raise errors.EnvhError(f"Training processes exited with code {code}: {' '.join(cmd)}")

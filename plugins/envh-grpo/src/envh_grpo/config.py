@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 import cattrs
+import envh
 from envh import errors
 
 from .rewards import RewardConfig
@@ -86,6 +87,22 @@ class VLLMConfig:
 
 
 @attrs.frozen(kw_only=True)
+class RolloutConfig:
+    """Where episodes run. ``executor: null`` plays them in this process in lock step; an
+    envh executor name (``pool``, ``ray``) steps the envs in its workers while this process
+    generates every live episode's turn in one batch (``remote.py``); the episodes are the
+    same either way. ``options`` go to the executor (e.g. ``isolation``, ``memory_mb``);
+    ``host`` is where the generation server listens (loopback; a Ray cluster across nodes
+    needs an address its workers can reach, still guarded by a per-rollout token)."""
+
+    executor: str | None = None
+    workers: int | None = None
+    options: dict[str, Any] = attrs.field(factory=dict)
+    linger_s: float = 0.05
+    host: str = "127.0.0.1"
+
+
+@attrs.frozen(kw_only=True)
 class LogConfig:
     jsonl: bool = True
     tensorboard: str = "auto"
@@ -123,6 +140,7 @@ class TrainConfig:
     optim: OptimConfig = OptimConfig()
     deepspeed: DeepSpeedConfig = DeepSpeedConfig()
     vllm: VLLMConfig = VLLMConfig()
+    rollout: RolloutConfig = RolloutConfig()
     log: LogConfig = LogConfig()
     nproc: int = 1
     threads: int | None = None
@@ -263,6 +281,14 @@ def check(config: TrainConfig, *, world_size: int = 1, model_config: dict[str, A
     if context is not None and c.max_prompt_tokens + c.max_response_tokens > context:
         problems.append(f"max_prompt_tokens + max_response_tokens = {c.max_prompt_tokens + c.max_response_tokens} "
                         f"exceeds the model's context of {context} tokens")
+    ro = c.rollout
+    if ro.executor is not None:
+        known = sorted(envh.get_registry().executors())
+        if ro.executor not in known:
+            problems.append(f"rollout.executor {ro.executor!r}: choose one of {', '.join(known)} (or null: "
+                            "in this process)")
+    if (ro.workers is not None and ro.workers < 1) or not ro.linger_s >= 0:
+        problems.append("rollout.workers must be >= 1 and rollout.linger_s >= 0")
     if c.eval.every < 0 or (c.eval.every and c.eval.episodes < 1):
         problems.append("eval.every must be >= 0 and eval.episodes >= 1")
     if problems:

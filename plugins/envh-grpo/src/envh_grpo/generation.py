@@ -2,7 +2,9 @@
 
 Both engines take prompts as token ids and return exactly the ids they sampled with the
 log-prob of each under the sampling distribution (temperature and top-p applied), so the
-trainer never re-tokenises text.
+trainer never re-tokenises text. Each prompt comes with its own seed and draws from its own
+random stream, so a completion does not depend on which other prompts share its batch
+(rollouts played in lock step and rollouts played by executor workers sample the same).
 
 * ``hf`` — transformers ``generate`` on the training model itself (no weight sync).
 * ``vllm`` — an in-process vLLM engine. On GPU weights are synced in place after every
@@ -41,8 +43,9 @@ class SamplingConfig:
 
 
 class Engine(Protocol):
-    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int) -> list[Generation]:
-        """One completion per prompt."""
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig,
+                 seeds: Sequence[int]) -> list[Generation]:
+        """One completion per prompt, the i-th sampled from a stream seeded by ``seeds[i]``."""
 
     def sync(self, model: Any) -> None:
         """Take the trained weights of ``model``."""
@@ -85,8 +88,11 @@ class HFEngine:
     def close(self) -> None:
         self.model = None
 
-    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int) -> list[Generation]:
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig,
+                 seeds: Sequence[int]) -> list[Generation]:
         torch = self.torch
+        if len(seeds) != len(prompts):
+            raise ValueError(f"{len(prompts)} prompts need as many seeds, got {len(seeds)}")
         if not prompts:
             return []
         if sampling.max_new_tokens <= 0:
@@ -99,17 +105,19 @@ class HFEngine:
                 ids[row, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
                 att[row, width - len(p):] = 1
         sample = sampling.temperature > 0
+        # greedy over what the row sampler leaves: it draws each row from its own stream
         options: dict[str, Any] = {
-            "max_new_tokens": sampling.max_new_tokens, "do_sample": sample, "pad_token_id": self.pad,
+            "max_new_tokens": sampling.max_new_tokens, "do_sample": False, "pad_token_id": self.pad,
             "eos_token_id": self.tok.eos_token_id, "suppress_tokens": [self.pad],
-            "output_scores": True, "return_dict_in_generate": True}
+            "output_scores": not sample, "return_dict_in_generate": True,
+            "temperature": None, "top_p": None, "top_k": None}
         if sampling.stop:  # transformers' stop_strings preprocesses the vocabulary on every call
             options["stopping_criteria"] = self._stops(sampling.stop)
-        if sample:
-            options.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
-        else:
-            options.update(temperature=None, top_p=None, top_k=None)
-        torch.manual_seed(seed)
+        sampler = _RowSampler(seeds, sampling.temperature, sampling.top_p) if sample else None
+        if sampler is not None:
+            from transformers import LogitsProcessorList
+
+            options["logits_processor"] = LogitsProcessorList([sampler])
         was_training = self.model.training
         self.model.eval()
         try:
@@ -118,14 +126,22 @@ class HFEngine:
         finally:
             self.model.train(was_training)
         new = out.sequences[:, width:]
-        logps = torch.stack([torch.log_softmax(s.float(), dim=-1) for s in out.scores], dim=1) \
-            if out.scores else None
+        if sampler is not None:
+            logps = torch.stack(sampler.logps, dim=1) if sampler.logps else None
+        else:
+            logps = torch.stack([torch.log_softmax(s.float(), dim=-1) for s in out.scores], dim=1) \
+                if out.scores else None
         results = []
         for row in range(len(prompts)):
             toks = new[row].tolist()
             n = toks.index(self.pad) if self.pad in toks else len(toks)
             toks = toks[:n]
-            lp = [] if logps is None else logps[row, torch.arange(n), torch.tensor(toks, dtype=torch.long)].tolist()
+            if logps is None:
+                lp = []
+            elif sampler is not None:  # the sampler kept the chosen token's log-prob per step
+                lp = logps[row, :n].tolist()
+            else:
+                lp = logps[row, torch.arange(n), torch.tensor(toks, dtype=torch.long)].tolist()
             stopped = bool(toks) and (toks[-1] == self.tok.eos_token_id or self._hit_stop(toks, sampling.stop))
             results.append(Generation(ids=tuple(toks), logprobs=tuple(float(x) for x in lp),
                                       finish="stop" if stopped or n < sampling.max_new_tokens else "length"))
@@ -147,6 +163,36 @@ class HFEngine:
     def _hit_stop(self, toks: list[int], stops: Sequence[str]) -> bool:
         tail = self.tok.decode(toks[-8:], skip_special_tokens=False)
         return any(tail.endswith(s) or s in tail for s in stops)
+
+
+class _RowSampler:
+    """A logits processor that samples every row from its own seeded stream (temperature,
+    then top-p as transformers' warpers do) and keeps the sampled token's log-prob; it
+    leaves only that token finite, so greedy decoding emits it."""
+
+    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float) -> None:
+        self.seeds, self.temperature, self.top_p = [int(s) for s in seeds], temperature, top_p
+        self.gens: list[Any] = []
+        self.logps: list[Any] = []
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        if not self.gens:
+            self.gens = [torch.Generator(device=scores.device).manual_seed(s) for s in self.seeds]
+        logits = scores.float() / self.temperature
+        if self.top_p < 1.0:
+            sorted_logits, order = torch.sort(logits, descending=False, dim=-1)
+            cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+            drop = cumulative <= (1 - self.top_p)
+            drop[..., -1:] = False  # keep at least the most likely token
+            logits = logits.masked_fill(drop.scatter(1, order, drop), float("-inf"))
+        logp = torch.log_softmax(logits, dim=-1)
+        probs = logp.exp()
+        picks = torch.stack([torch.multinomial(probs[r], 1, generator=g)[0] for r, g in enumerate(self.gens)])
+        self.logps.append(logp.gather(1, picks[:, None])[:, 0])
+        out = torch.full_like(scores, float("-inf"))
+        return out.scatter_(1, picks[:, None], 0.0)
 
 
 def _vllm() -> Any:
@@ -198,7 +244,8 @@ class VLLMEngine:
             warnings.simplefilter("ignore", FutureWarning)
             return LLM(model=folder, tokenizer=self.model_dir, skip_tokenizer_init=False, **self.kwargs)
 
-    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int) -> list[Generation]:
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig,
+                 seeds: Sequence[int]) -> list[Generation]:
         vllm = _vllm()
         SamplingParams, TokensPrompt = vllm.SamplingParams, vllm.inputs.TokensPrompt
         if not prompts:
@@ -207,7 +254,7 @@ class VLLMEngine:
             return [Generation(ids=(), logprobs=(), finish="length") for _ in prompts]
         params = [SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p,
                                  max_tokens=sampling.max_new_tokens, stop=list(sampling.stop),
-                                 include_stop_str_in_output=True, logprobs=0, seed=seed + i)
+                                 include_stop_str_in_output=True, logprobs=0, seed=int(seeds[i]))
                   for i in range(len(prompts))]
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False)
         results = []

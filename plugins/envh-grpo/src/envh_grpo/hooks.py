@@ -1,4 +1,4 @@
-"""envh hook implementations: the ``grpo`` trainer and the ``envh train`` command.
+"""envh hook implementations: the ``grpo`` trainer, its ``grpo-remote`` policy and ``envh train``.
 
 Only ``@hookimpl`` functions returning records; the trainer loads lazily.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from envh import TrainerInfo, hookimpl
+from envh import PolicyInfo, TrainerInfo, hookimpl
 
 if TYPE_CHECKING:
     import click
@@ -18,6 +18,13 @@ def envh_trainers() -> list[TrainerInfo]:
     return [TrainerInfo(
         name="grpo", factory="envh_grpo.trainer:GRPOTrainer",
         description="multi-turn GRPO: token-faithful rollouts, cost-aware reward, DeepSpeed ZeRO")]
+
+
+@hookimpl
+def envh_policies() -> list[PolicyInfo]:
+    return [PolicyInfo(
+        name="grpo-remote", factory="envh_grpo.remote:RemotePolicy",
+        description="asks a GRPO trainer's generation server for each turn (rollouts in executor workers)")]
 
 
 @hookimpl

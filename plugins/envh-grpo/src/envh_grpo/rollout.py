@@ -70,6 +70,11 @@ def derive_seed(*parts: object) -> int:
     return int.from_bytes(hashlib.sha256("|".join(map(str, parts)).encode()).digest()[:4], "big") >> 1
 
 
+def sample_seed(seed: int, episode: int, turn: int) -> int:
+    """The sampling seed of ``episode``'s turn ``turn`` in a rollout seeded ``seed``."""
+    return derive_seed(seed, "episode", episode, turn)
+
+
 def parse_reply(text: str, tools: list[Any]) -> tuple[Any, str | None]:
     """(action, None) or (None, reason) for a reply that starts after the ``<action>`` prefill."""
     found = _ACTION.findall(PREFILL + text)
@@ -121,13 +126,18 @@ class _Live:
         self.actions: list[str] = []
         self.invalid: list[bool] = []
         self.texts: list[str] = []
+        self.meta: list[str] = []
         self.done, self.stop = False, "max_turns"
 
 
 def play(jobs: Sequence[Job], engine: Engine, segments: ChatSegments, sampling: SamplingConfig, *,
          max_turns: int, max_context: int, history: int | None = None, seed: int = 0) -> list[Episode]:
-    """Play every job to the end (or ``max_turns``) and return the episodes in job order."""
+    """Play every job to the end (or ``max_turns``) and return the episodes in job order.
+
+    The j-th job's turn t samples with ``sample_seed(seed, j, t)``: its tokens do not depend
+    on the other episodes of the batch (see ``remote`` for the same rollouts in workers)."""
     live = [_Live(job, segments, history) for job in jobs]
+    index = {id(ep): j for j, ep in enumerate(live)}
     for turn in range(max_turns):
         active = [ep for ep in live if not ep.done]
         if not active:
@@ -140,13 +150,14 @@ def play(jobs: Sequence[Job], engine: Engine, segments: ChatSegments, sampling: 
                 active.remove(ep)
             else:
                 prompts_now.append(prompt)
-        gens = engine.generate(prompts_now, sampling, derive_seed(seed, turn))
+        gens = engine.generate(prompts_now, sampling, [sample_seed(seed, index[id(ep)], turn) for ep in active])
         for ep, prompt, gen in zip(active, prompts_now, gens, strict=True):
             ep.turns.append(Turn(prompt_ids=tuple(prompt), completion_ids=gen.ids, logprobs=gen.logprobs,
                                  finish=gen.finish))
             text = segments.tok.decode(list(gen.ids), skip_special_tokens=True)
             ep.texts.append(text)
             action, problem = parse_reply(text, ep.tools)
+            ep.meta.append("")
             if action is None:
                 ep.invalid.append(True)
                 message = f"Your last reply was not a valid action: {problem}\n\n" + \
@@ -160,6 +171,7 @@ def play(jobs: Sequence[Job], engine: Engine, segments: ChatSegments, sampling: 
                     ep.done, ep.stop = True, f"env_error: {exc}"
                     continue
                 ep.invalid.append(bool(resp.info.get("error")))
+                ep.meta[-1] = meta_action(resp.info)
                 ep.obs = resp.observation
                 ep.tools = ep.job.env.tools() if not (resp.terminated or resp.truncated) else ep.tools
                 if resp.terminated or resp.truncated:
@@ -170,6 +182,28 @@ def play(jobs: Sequence[Job], engine: Engine, segments: ChatSegments, sampling: 
     return [_finish(ep) for ep in live]
 
 
+def meta_action(info: Any) -> str:
+    """The workspace meta-action a step took ("" for none, or one it refused)."""
+    if not isinstance(info, dict) or info.get("error"):
+        return ""
+    for effect in info.get("envh") or ():
+        if isinstance(effect, dict) and effect.get("kind") == "workspace" and effect.get("action") == "meta":
+            return str(effect.get("meta", ""))
+    return ""
+
+
+def workspace_counts(env: Any) -> dict[str, int] | None:
+    """The meta-action counts from the stack's workspace layer state; ``None`` without one."""
+    for layer in envh.iter_layers(env):
+        if getattr(layer, "kind", None) == "workspace":
+            try:
+                counts = layer.get_env_state()["workspace"]["counts"]
+                return {str(k): int(v) for k, v in dict(counts).items()}
+            except Exception:  # noqa: BLE001 - an unreadable state counts as no meta-actions
+                return {}
+    return None
+
+
 def _finish(ep: _Live) -> Episode:
     try:
         result = verdict(ep.job.env)
@@ -177,7 +211,8 @@ def _finish(ep: _Live) -> Episode:
     except Exception:  # noqa: BLE001 - an env whose verifier breaks scores as a failure
         success, score = False, 0.0
     facts = EpisodeFacts(solved=success, turns=len(ep.turns), actions=tuple(ep.actions),
-                         replies=tuple(t.completion_ids for t in ep.turns), invalid=sum(ep.invalid))
+                         replies=tuple(t.completion_ids for t in ep.turns), invalid=sum(ep.invalid),
+                         meta=workspace_counts(ep.job.env), meta_turns=tuple(ep.meta))
     return Episode(group=ep.job.group, spec=ep.job.spec, task=str(ep.job.task), turns=tuple(ep.turns),
                    facts=facts, success=success, score=score, stop=ep.stop, invalid_turns=tuple(ep.invalid),
                    texts=tuple(ep.texts))

@@ -84,6 +84,7 @@ class GRPOTrainer:
         self.step_no = 0
         self.position = 0  # groups drawn so far (the data position)
         self._envs: dict[tuple[int, int], Any] = {}
+        self._exec: Any = None
         self._setup_model()
         self.metrics = Metrics(config, Path(config.output_dir), rank=self.rank)
         if resume:
@@ -163,27 +164,47 @@ class GRPOTrainer:
         """This process's episodes of ``step``; (episodes, global group ids, seconds, tokens)."""
         c = self.config
         per_rank = c.groups_per_step // self.world
-        jobs, groups = [], []
+        drawn, groups = [], []
         for g in range(per_rank):
             global_g = self.position + self.rank * per_rank + g
             k, task = data.draw(self.sources, c.seed, global_g)
             for i in range(c.group_size):
-                jobs.append(Job(env=self._env(k, g * c.group_size + i), task=task, group=global_g,
-                                seed=derive_seed(c.seed, "reset", global_g, i), spec=self.sources[k].name))
+                drawn.append((k, g * c.group_size + i, task, global_g, derive_seed(c.seed, "reset", global_g, i)))
                 groups.append(global_g)
         t0 = time.perf_counter()
-        episodes = play(jobs, self._counting(), self.segments, self.sampling, max_turns=c.max_turns,
-                        max_context=c.max_prompt_tokens + c.max_response_tokens, history=c.history,
-                        seed=derive_seed(c.seed, "sample", step, self.rank))
+        options = {"max_turns": c.max_turns, "max_context": c.max_prompt_tokens + c.max_response_tokens,
+                   "history": c.history, "seed": derive_seed(c.seed, "sample", step, self.rank)}
+        if c.rollout.executor is None:
+            jobs = [Job(env=self._env(k, slot), task=task, group=gg, seed=seed, spec=self.sources[k].name)
+                    for k, slot, task, gg, seed in drawn]
+            episodes = play(jobs, self._counting(), self.segments, self.sampling, **options)
+        else:
+            from .remote import RemoteJob, play_remote
+
+            remote = [RemoteJob(spec=self.sources[k].spec, task=task, group=gg, seed=seed, name=self.sources[k].name)
+                      for k, _slot, task, gg, seed in drawn]
+            episodes = play_remote(remote, self._executor(), self._counting(), self.segments, self.sampling,
+                                   run_id=f"grpo-step{step}-rank{self.rank}", linger_s=c.rollout.linger_s,
+                                   host=c.rollout.host, **options)
         return episodes, groups, time.perf_counter() - t0, self._generated
+
+    def _executor(self) -> Any:
+        """The envh executor whose workers step the envs (warm across steps)."""
+        if self._exec is None:
+            import envh
+
+            ro = self.config.rollout
+            factory = envh.get_registry().executor(str(ro.executor)).load()
+            self._exec = factory(ro.workers, **ro.options)
+        return self._exec
 
     def _counting(self) -> Any:
         self._generated = 0
         trainer = self
 
         class Counting:
-            def generate(self, prompts: Any, sampling: SamplingConfig, seed: int) -> list[Generation]:
-                out: list[Generation] = trainer.gen.generate(prompts, sampling, seed)
+            def generate(self, prompts: Any, sampling: SamplingConfig, seeds: Any) -> list[Generation]:
+                out: list[Generation] = trainer.gen.generate(prompts, sampling, seeds)
                 trainer._generated += sum(len(g.ids) for g in out)
                 return out
 
@@ -422,6 +443,9 @@ class GRPOTrainer:
         return checkpoint.load(self)
 
     def close(self) -> None:
+        if self._exec is not None:
+            self._exec.close()
+            self._exec = None
         self.gen.close()
         for env in self._envs.values():
             env.close()
