@@ -27,3 +27,13 @@ def test_an_untrusted_contract_plays_in_a_pool_worker(registry, worker_env, isol
     assert t.error_class is None, t.error
     assert t.steps and all(s.observation.text == s.observation.text.upper() for s in t.steps)
     assert t.success
+
+
+def test_an_untrusted_contract_plays_in_a_ray_actor(registry, ray_executor):
+    """Ray actors under a root driver give up their capabilities too (``setpriv``)."""
+    data = envh.spec_to_data(envh.parse_spec(SPEC, registry), registry)
+    request = EpisodeRequest(key="jailed-ray", spec=data, spec_id=envh.spec_id(SPEC, registry), policy="solver",
+                             max_steps=6)
+    (t,) = ray_executor.run([request])
+    assert t.error_class is None, t.error
+    assert t.success and all(s.observation.text == s.observation.text.upper() for s in t.steps)

@@ -112,7 +112,7 @@ def apply_memory_budget(memory_mb: int | None) -> None:
 
 
 def drop_capabilities() -> None:
-    """Give up every capability and the means to regain one (no_new_privs). Where it
+    """Give up every capability but CAP_SETFCAP and the means to regain one (no_new_privs). Where it
     matters — an actor of a root driver — this keeps episode code from reading the
     driver's ``/proc/<pid>/environ`` or tracing other processes. Ray runs an actor's
     tasks on the thread that built it, whose capabilities these are."""
@@ -123,8 +123,10 @@ def drop_capabilities() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     pr_set_no_new_privs, pr_capbset_drop = 38, 24
     libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0)
+    cap_setfcap = 31  # kept: the jail of untrusted code maps uid 0 with it (see isolation.wrap)
     for cap in range(64):
-        libc.prctl(pr_capbset_drop, cap, 0, 0, 0)
+        if cap != cap_setfcap:
+            libc.prctl(pr_capbset_drop, cap, 0, 0, 0)
 
     class Header(ctypes.Structure):
         _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
@@ -134,6 +136,7 @@ def drop_capabilities() -> None:
                     ("inheritable", ctypes.c_uint32)]
 
     header, data = Header(0x20080522, 0), (Data * 2)()
+    data[0].effective = data[0].permitted = 1 << cap_setfcap
     if libc.capset(ctypes.byref(header), data) != 0:
         raise OSError(ctypes.get_errno(), "capset failed: cannot drop the actor's capabilities")
 
@@ -255,9 +258,11 @@ class RayExecutor:
         if self.isolation != "none" and shutil.which("setpriv"):
             # capabilities are per thread: dropped only on the task thread, Ray's other
             # threads in the actor's process keep them (its GC thread runs a replaceable
-            # function on request), so the whole process starts without any
+            # function on request), so the whole process starts without any but CAP_SETFCAP,
+            # which the jail of untrusted code needs to map uid 0 (see isolation.wrap)
             runtime_env["py_executable"] = " ".join(shlex.quote(a) for a in (
-                "setpriv", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--", sys.executable))
+                "setpriv", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all,+setfcap", "--",
+                sys.executable))
         if runtime_env:
             cls = cls.options(runtime_env=runtime_env)
         keep: list[str] | bool = True if isinstance(self.pass_env, bool) else [*self.pass_env, *self.env_vars]
