@@ -196,3 +196,26 @@ def test_sparse_files_cannot_carry_a_snapshot_past_the_bound(make_env):
     assert "kept" in bash(other, "cat kept.txt").observation.text
     bash(env, "rm a.bin b.bin")
     assert "snapshot" in env.save_state()
+
+
+def test_a_daemon_that_refuses_the_layer_cap_gets_the_tmpfs_bound(make_env, docker_client, monkeypatch):
+    """Where the daemon looks able to cap the layer but refuses (xfs without pquota), auto
+    takes the tmpfs workspace in the same reset; an explicit storage-opt says why it fails.
+    Here the daemon is made to look able: it then refuses for real (overlay2 on extfs)."""
+    from envh_swebench import containers, runtime
+
+    client = runtime.client()
+    if containers._storage_opt_supported(client):  # a daemon that really caps the layer: it does
+        capped = make_env(disk="64m")
+        capped.reset()
+        assert capped.box.disk_mode == "storage-opt"
+        return
+    monkeypatch.setitem(containers._STORAGE_OPT, id(client), True)
+    env = make_env(disk="16m", scratch="8m", reward_on_submit=False)
+    env.reset()
+    assert env.box.disk_mode == "tmpfs" and containers._STORAGE_OPT[id(client)] is False
+    assert "ok" in bash(env, "echo ok").observation.text
+    monkeypatch.setitem(containers._STORAGE_OPT, id(client), True)
+    strict = make_env(disk="16m", disk_mode="storage-opt")
+    with pytest.raises(errors.InfraError, match="refused to cap the writable layer"):
+        strict.reset()

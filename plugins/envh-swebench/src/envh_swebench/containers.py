@@ -284,8 +284,10 @@ class Sandbox:
                 if "storage_opt" not in kwargs or "storage" not in str(exc).lower():
                     raise
                 _STORAGE_OPT[id(client)] = False  # e.g. xfs without pquota: the daemon said no
-                raise errors.InfraError(f"The daemon refused to cap the writable layer ({exc}); "
-                                        "use disk_mode 'tmpfs' (or 'auto').") from exc
+                if limits.disk_mode != "auto":
+                    raise errors.InfraError(f"The daemon refused to cap the writable layer ({exc}); "
+                                            "use disk_mode 'tmpfs' (or 'auto').") from exc
+                container = None  # auto: the tmpfs workspace instead, below
         except docker.errors.ImageNotFound as exc:
             _remove_volumes(client, volumes)
             raise errors.InfraError(
@@ -298,6 +300,8 @@ class Sandbox:
         except BaseException:
             _remove_volumes(client, volumes)
             raise
+        if container is None:
+            return cls.start(client, image, workdir=workdir, limits=limits, instance_id=instance_id, purpose=purpose)
         box = cls(client=client, container=container, workdir=workdir, disk_mode=mode, volumes=volumes,
                   file_limit=limits.disk_bytes)  # also with a tmpfs: a sparse file takes no room there
         try:
