@@ -149,3 +149,53 @@ def test_a_spare_that_is_not_pristine_or_fits_other_options_is_not_used(demo_sit
         assert "Signed in" not in fresh.page.content()
     finally:
         fresh.close()
+
+
+def _renderers(pgid: int) -> set[int]:
+    import os
+
+    out = set()
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[2]) != pgid:
+                    continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"--type=renderer" in f.read():
+                    out.add(int(pid))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def test_a_spare_whose_renderer_died_is_replaced(demo_sites) -> None:
+    """The made-ahead page's renderer killed (as the OOM killer would) before the reset:
+    the episode gets a working context made on the spot, not an error."""
+    import os
+    import time
+
+    from envh_webarena.runtime import shared_runtime
+    from envh_webarena.session import BrowserSession
+
+    runtime = shared_runtime()
+    if runtime._spare is not None:  # start from no spare at all
+        runtime._spare.discard()
+        runtime._spare = None
+    first = BrowserSession(runtime)
+    first.close()
+    before = _renderers(runtime.pid)  # type: ignore[arg-type]
+    runtime.make_spare()
+    runtime.browser()._sync(runtime._spare.task)  # the spare's page exists: its renderer too
+    new = _renderers(runtime.pid) - before  # type: ignore[arg-type]
+    assert new  # the spare page's renderer (and any Chromium started beside it): all killed
+    for pid in new:
+        os.kill(pid, 9)
+    time.sleep(0.5)  # nothing calls Playwright meanwhile: the crash is news only at the reset
+    hits = runtime.spare_hits
+    session = BrowserSession(runtime)
+    try:
+        assert runtime.spare_hits == hits
+        session.page.goto(f"{demo_sites['shop'].url}/")
+        assert session.snapshot(max_chars=2000)["axtree"]
+    finally:
+        session.close()

@@ -190,3 +190,38 @@ def test_iframes_of_other_origins_are_in_the_tree_and_take_actions(framed) -> No
 
 
 
+
+
+def test_a_new_allowed_host_name_relaunches_the_browser_with_it() -> None:
+    """Resolver rules are fixed at launch: a host name allowed later relaunches the browser
+    with a rule letting it through (and later calls keep that browser)."""
+    from envh_webarena.runtime import BrowserRuntime
+
+    seen: list[object] = []
+
+    def play() -> None:
+        runtime = BrowserRuntime(extra_hosts=("10.0.0.7:8080",))
+        try:
+            runtime.browser()
+            seen.append(_cmdline(runtime.pid))
+            runtime.extra_hosts += ("wa-shop.envh-test.invalid:7770",)
+            runtime.browser()
+            seen.extend([runtime.launches, _cmdline(runtime.pid)])
+            runtime.browser()
+            seen.append(runtime.launches)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test below
+            seen.append(exc)
+        finally:
+            runtime.close()
+
+    thread = threading.Thread(target=play)
+    thread.start()
+    thread.join(120)
+    first, launches, second, again = seen
+    assert "MAP * ~NOTFOUND" in first and "EXCLUDE 10.0.0.7" in first and "wa-shop" not in first
+    assert launches == 2 and "EXCLUDE wa-shop.envh-test.invalid" in second and again == 2
+
+
+def _cmdline(pid: int | None) -> str:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().replace(b"\0", b" ").decode()

@@ -86,7 +86,11 @@ class Spare:
 
         try:
             context_impl, page_impl = self.browser._sync(self.task)
+            # one round trip into the page: a renderer that died while nobody called
+            # Playwright shows only now (its crash event comes with the next message)
+            self.browser._sync(page_impl.title())
         except Exception:  # noqa: BLE001 - a failed spare is only a slower reset
+            self.discard()
             return None
         if self.crashed or page_impl.is_closed() or page_impl.url != "about:blank" \
                 or len(context_impl.pages) != 1:
