@@ -225,3 +225,25 @@ def test_a_new_allowed_host_name_relaunches_the_browser_with_it() -> None:
 def _cmdline(pid: int | None) -> str:
     with open(f"/proc/{pid}/cmdline", "rb") as f:
         return f.read().replace(b"\0", b" ").decode()
+
+
+def test_a_flood_of_cross_site_frames_keeps_the_observation_bounded(framed) -> None:
+    """Forty cross-site iframes: the step answers in bounded time, the tree is cut at
+    max_chars, and the first out-of-process frames are read."""
+    from envh_webarena.axtree import MAX_REMOTE_FRAMES
+    from envh_webarena.miniwob import MiniwobEnv
+
+    outer, inner = framed
+    flood = site(lambda path: ("text/html", "<html><body>" + "".join(
+        f"<iframe src='http://localhost:{inner.port}/?{i}'></iframe>" for i in range(40)) + "</body></html>"))
+    try:
+        with MiniwobEnv(tasks=["click-button"], max_chars=3000) as env:
+            env.reset(task=None, seed=0)
+            start = time.monotonic()
+            obs = env.step(Action(tool="goto", args={"url": f"{flood.url}/"})).observation
+            elapsed = time.monotonic() - start
+            shown = len(re.findall(r"textbox 'Inner box'", obs.data["axtree"]))
+            assert 1 <= shown <= MAX_REMOTE_FRAMES and len(obs.data["axtree"]) <= 3100, obs.data["axtree"][-300:]
+            assert elapsed < 60
+    finally:
+        flood.close()

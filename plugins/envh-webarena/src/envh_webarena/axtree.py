@@ -32,6 +32,10 @@ MARK_JS = """(prefix) => {
   return next;
 }"""
 
+# a page can open frames without end: only this many are looked into for out-of-process
+# ones, and only this many of those are read (each costs a CDP session per observation)
+MAX_FRAMES = 100
+MAX_REMOTE_FRAMES = 10
 _BID = re.compile(r"^[a-z]{0,4}[0-9]{1,9}$")
 _SKIP_ROLES = frozenset({"generic", "none", "presentation", "InlineTextBox", "LineBreak", "ignored"})
 _PROPS = ("focused", "checked", "selected", "expanded", "disabled", "required", "pressed", "readonly")
@@ -232,7 +236,9 @@ def _remote_sessions(page: Any) -> dict[str, Any]:
     from playwright.sync_api import Error
 
     out: dict[str, Any] = {}
-    for frame in page.frames[1:]:
+    for frame in page.frames[1:MAX_FRAMES + 1]:
+        if len(out) >= MAX_REMOTE_FRAMES:
+            break
         try:
             session = page.context.new_cdp_session(frame)
         except Error:
