@@ -336,3 +336,18 @@ def test_envs_run_off_the_event_loop_always_on_the_same_thread(tmp_path) -> None
         out = c.post(f"/api/play/{new['session']}/step", json={"action": action}).json()
         assert "error" not in out, out
     assert len(ThreadBoundToy.threads) >= 3 and len(set(ThreadBoundToy.threads)) == 1
+
+
+def test_a_step_shows_the_replaced_observation_as_data_not_text() -> None:
+    """An effect keeps the observation it replaced as the record's read-only mapping; the
+    playground answers it as JSON data, not as the mapping's repr."""
+    spec = ("bridge: toy24\nlayers:\n  - kind: contract\n    code: |\n"
+            "      def filter_observation(observation, state, memo):\n"
+            "          return observation.text + ' (seen)'\n")
+    play = Playground(REGISTRY)
+    sid = play.new(spec, "medium/1,2,6,6")["session"]
+    out = play.step(sid, '{"tool": "combine", "args": {"i": 0, "j": 1, "op": "add"}}')
+    (effect,) = [e for e in out["effects"] if e["kind"] == "contract"]
+    before = effect["observation_before"]
+    assert isinstance(before["data"], dict) and before["data"], before
+    assert out["observation"] == before["text"] + " (seen)"

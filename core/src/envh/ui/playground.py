@@ -14,6 +14,7 @@ import math
 import secrets
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
@@ -73,7 +74,7 @@ def _json(value: Any) -> Any:
     objects) becomes text rather than a response that cannot be written."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):  # records' read-only mappings (an effect's observation_before) too
         return {str(k): _json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_json(v) for v in value]
