@@ -76,7 +76,7 @@ def episodes_page(index: int, run_id: str, rows: list[dict[str, Any]], total: in
         f"<td>{escape(str(r['seed']))}</td>"
         f"<td class='{'ok' if r['success'] else 'err' if r['error_class'] else 'bad'}'>"
         f"{'success' if r['success'] else escape(r['error_class'] or 'failure')}</td>"
-        f"<td>{r['steps']}</td><td>{escape(str(r['spec_id'])[:12])}</td></tr>" for r in rows)
+        f"<td>{escape(str(r['steps']))}</td><td>{escape(str(r['spec_id'])[:12])}</td></tr>" for r in rows)
     last = max((total - 1) // page_size, 0)
     pager = (f"<p id='pager'>{total} episodes · page {page + 1} of {last + 1} "
              + (f"<a href='{link(page - 1)}'>previous</a> " if page > 0 else "")

@@ -52,6 +52,34 @@ def spec_text(text: str) -> str:
     return text if "\n" in text else text + "\n"
 
 
+#: layer options naming a file or directory on this machine, which a build opens (a
+#: curriculum's audit log is created, appended to and truncated; a workspace's library is
+#: read): a playground spec, typed or opened from a run directory's pool, names none
+FILE_OPTIONS = {"curriculum": ("audit",), "workspace": ("library",)}
+
+
+def refuse_files(data: Any, path: str = "$") -> None:
+    """Raise a ``SpecError`` at each layer option of ``data`` (chain legs included) that
+    names a file: nothing outside the run directories is read or written through the app."""
+    problems: list[str] = []
+
+    def walk(node: Any, at: str) -> None:
+        if isinstance(node, Mapping):
+            kind = node.get("kind")
+            for key in FILE_OPTIONS.get(kind, ()) if isinstance(kind, str) else ():
+                if node.get(key) is not None:
+                    problems.append(f"the playground opens no file: remove {key!r} @ {at}.{key}")
+            for key, value in node.items():
+                walk(value, f"{at}.{key}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{at}[{i}]")
+
+    walk(data, path)
+    if problems:
+        raise errors.SpecError("The spec names a file on this machine", problems)
+
+
 def error_answer(exc: BaseException, doing: str) -> dict[str, Any]:
     """The page's view of ``exc``: its type and message. An exception that is not an envh
     error (a bridge's bug: ``RuntimeError``, ``KeyError``...) is reported as the
@@ -90,9 +118,11 @@ class Playground:
         self.lock = threading.Lock()
 
     def _make(self, spec: str) -> Any:
-        from ..spec import make
+        from ..spec import load_spec_data, make
 
-        return make(spec_text(spec), trust="untrusted", registry=self.registry)
+        data = load_spec_data(spec_text(spec))
+        refuse_files(data)
+        return make(data, trust="untrusted", registry=self.registry)
 
     def new(self, spec: str, task: str) -> dict[str, Any]:
         from ..play import resolve_task
@@ -155,7 +185,9 @@ class Playground:
         try:
             text = spec_text(text)
             parsed = parse_spec(text, self.registry)
-            for path, code, limit in editor.contract_codes(load_spec_data(text)):
+            data = load_spec_data(text)
+            refuse_files(data)
+            for path, code, limit in editor.contract_codes(data):
                 try:
                     if build:
                         check_contract_code(code, trust="untrusted", time_limit=float(limit) / 1000)

@@ -15,6 +15,7 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from ..rollout.plan import wilson
 from ..rollout.store import COLUMNS, FILENAME, LATEST
@@ -33,16 +34,25 @@ class RunDirs:
     def __init__(self, dirs: Sequence[str | Path]) -> None:
         self.dirs = [Path(d).resolve() for d in dirs]
 
+    def _inside(self, index: int, path: Path) -> bool:
+        """``path`` is a file that resolves inside the directory (a symlink to elsewhere is not)."""
+        return path.is_file() and path.resolve().is_relative_to(self.dirs[index])
+
     def _db(self, index: int) -> sqlite3.Connection:
         path = self.dirs[index] / FILENAME
-        if not path.is_file():
+        if not self.has_store(index):
             raise FileNotFoundError(f"{self.dirs[index]} has no {FILENAME}")
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+        # the path is quoted: a directory named 'sweep #3' or 'a?b' would otherwise end the
+        # file name at '#'/'?' and SQLite would create that shorter name read-write. A WAL
+        # store with no -wal file (its writer closed) is opened immutable: read-only mode
+        # would create -wal and -shm files beside it; with a live writer they exist already
+        wal = Path(f"{path}-wal").exists()
+        db = sqlite3.connect(f"file:{quote(str(path))}?mode=ro{'' if wal else '&immutable=1'}", uri=True, timeout=10)
         db.execute("PRAGMA query_only = ON")
         return db
 
     def has_store(self, index: int) -> bool:
-        return (self.dirs[index] / FILENAME).is_file()
+        return self._inside(index, self.dirs[index] / FILENAME)
 
     def runs(self, index: int) -> list[dict[str, Any]]:
         """Every run in a directory with its summary (success and its Wilson 95% interval,
@@ -120,11 +130,11 @@ class RunDirs:
         base = self.dirs[index] / "pool"
         out = []
         for path in sorted((base / "specs").glob("*.json")) if (base / "specs").is_dir() else []:
-            if not re.fullmatch(r"[0-9a-f]{8,64}\.json", path.name) or path.resolve().parent != (base / "specs").resolve():
+            if not re.fullmatch(r"[0-9a-f]{8,64}\.json", path.name) or not self._inside(index, path):
                 continue
             entry_path = base / "entries" / path.name
             try:
-                entry = json.loads(entry_path.read_text()) if entry_path.is_file() else {}
+                entry = json.loads(entry_path.read_text()) if self._inside(index, entry_path) else {}
             except ValueError:
                 entry = {}
             out.append({"spec_id": path.stem, "entry": entry})
@@ -135,7 +145,7 @@ class RunDirs:
         if not re.fullmatch(r"[0-9a-f]{8,64}", spec_id):
             return None
         path = self.dirs[index] / "pool" / "specs" / f"{spec_id}.json"
-        return path.read_text() if path.is_file() else None
+        return path.read_text() if self._inside(index, path) else None
 
     def rig_rounds(self, index: int) -> list[dict[str, Any]]:
         """The designer loop's rounds per task, from the ``rig_journal`` table ``envh rig``

@@ -1,0 +1,181 @@
+"""``envh ui`` against run directories and specs built to escape it: directory names that
+end a SQLite URI early, WAL stores that a read-only open would add files beside, symlinks
+from a run directory to files outside it, HTML in store columns, playground specs naming
+files on this machine. The real app through Starlette's ASGI client, real stores."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from envh.rollout.store import FILENAME, TrajectoryStore
+from envh.ui.app import COOKIE, create_app  # the ui extra is installed by setup: missing fails, never skips
+from starlette.testclient import TestClient
+
+TOKEN = "t0ken-for-attacks"
+SECRET = "SECRET-7f3a-outside-the-run-dirs"
+
+
+def _client(*dirs: Path) -> TestClient:
+    c = TestClient(create_app(list(dirs), token=TOKEN), base_url="http://127.0.0.1:8765")
+    c.cookies.set(COOKIE, TOKEN)
+    return c
+
+
+def _episode(db: sqlite3.Connection, run_id: str, key: str, *, steps: object = 3) -> None:
+    db.execute("INSERT INTO trajectories (run_id, key, attempt, kind, spec_id, task, seed, success, steps, "
+               "created, data) VALUES (?, ?, 0, 'episode', 'abc123', 'toy24/medium/1', 0, 1, ?, 0, '{}')",
+               (run_id, key, steps))
+
+
+def _store(path: Path, run_id: str, keys: tuple[str, ...] = ("ep-1",)) -> Path:
+    """A store written by the real writer (WAL mode), closed: only the .sqlite file stays."""
+    with TrajectoryStore(path) as store:
+        store.create_run(run_id, {"config": {"policy": "scripted"}})
+        for key in keys:
+            _episode(store.db, run_id, key)
+    return path
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_run_dirs_named_with_uri_characters_are_read_not_created_beside(tmp_path: Path) -> None:
+    # SQLite reads 'file:/x/sweep #3/trajectories.sqlite?mode=ro' as the file '/x/sweep '
+    # (read-write): the name must be quoted, or a write lands outside and the page fails
+    names = ("sweep #3", "a?mode=rwc", "100%41")
+    dirs = [_store(tmp_path / name, f"run-{i}", (f"key-{i}",)) for i, name in enumerate(names)]
+    before = _files(tmp_path)
+    c = _client(*dirs)
+    home = c.get("/")
+    assert home.status_code == 200
+    for i, name in enumerate(names):
+        assert f"run-{i}" in home.text and name.replace("&", "&amp;") in home.text
+        page = c.get(f"/run/{i}", params={"id": f"run-{i}"})
+        assert page.status_code == 200 and f"key-{i}" in page.text and "1 episodes" in page.text
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)  # no 'sweep ', 'a', '100A' made
+    assert _files(tmp_path) == before
+
+
+def test_reading_a_wal_store_adds_no_file_and_changes_no_byte(tmp_path: Path) -> None:
+    run = _store(tmp_path / "run", "r1", tuple(f"ep-{i}" for i in range(60)))
+    before = _files(tmp_path)
+    assert list(before) == ["run/" + FILENAME]
+    c = _client(run)
+    assert "r1" in c.get("/").text
+    assert "60 episodes" in c.get("/run/0", params={"id": "r1", "page": "1"}).text
+    assert c.get("/rig/0").status_code == 200
+    assert _files(tmp_path) == before  # no -wal / -shm beside the store, not a byte changed
+    # a writer still running: its -wal holds rows the main file does not; they are read
+    with TrajectoryStore(run) as live:
+        live.create_run("r2-live", {"config": {}})
+        _episode(live.db, "r2-live", "live-ep")
+        assert Path(f"{run / FILENAME}-wal").exists()
+        assert "r2-live" in c.get("/").text
+        assert "live-ep" in c.get("/run/0", params={"id": "r2-live"}).text
+
+
+def test_symlinks_out_of_a_run_dir_are_not_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.json").write_text(json.dumps({"bridge": "toy24", "task": SECRET, "rationale": SECRET}))
+    _store(outside / "store", "OUTSIDE-RUN-" + SECRET)
+    (outside / "specs").mkdir()
+    (outside / "specs" / "cafebabecafebabe.json").write_text(json.dumps({"bridge": "toy24", "note": SECRET}))
+
+    a = tmp_path / "a"
+    (a / "pool" / "specs").mkdir(parents=True)
+    (a / "pool" / "entries").mkdir()
+    (a / FILENAME).symlink_to(outside / "store" / FILENAME)
+    (a / "pool" / "specs" / "deadbeefdeadbeef.json").symlink_to(outside / "secret.json")
+    (a / "pool" / "specs" / "0123456789abcdef.json").write_text(json.dumps({"bridge": "toy24"}))
+    (a / "pool" / "entries" / "0123456789abcdef.json").symlink_to(outside / "secret.json")
+    (a / "report.md").write_text("the report")
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "pool").symlink_to(outside)  # the whole pool directory elsewhere
+    (b / "report.md").write_text("the report")
+
+    c = _client(a, b)
+    home = c.get("/")
+    assert home.status_code == 200 and SECRET not in home.text and "OUTSIDE-RUN" not in home.text
+    assert c.get("/run/0", params={"id": "OUTSIDE-RUN-" + SECRET}).status_code == 404
+    rig = c.get("/rig/0")
+    assert rig.status_code == 200 and "the report" in rig.text and SECRET not in rig.text
+    assert "0123456789ab" in rig.text  # the real pool entry is listed, without the linked entry's fields
+    assert "deadbeefdead" not in rig.text
+    for d, spec_id in ((0, "deadbeefdeadbeef"), (1, "cafebabecafebabe")):
+        r = c.get("/playground", params={"d": str(d), "spec": spec_id})
+        assert r.status_code == 404 and SECRET not in r.text
+    assert "cafebabecafe" not in c.get("/rig/1").text
+    assert c.get("/playground", params={"d": "0", "spec": "0123456789abcdef"}).status_code == 200  # the control
+
+
+def test_html_in_a_store_column_is_shown_as_text(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with TrajectoryStore(run) as store:
+        store.create_run("r", {"config": {}})
+        _episode(store.db, "r", "k", steps="<b id='inj'>9</b>")  # SQLite keeps text in an INTEGER column
+    page = _client(run).get("/run/0", params={"id": "r"})
+    assert page.status_code == 200
+    assert "<b id='inj'>" not in page.text and "&lt;b id=&#x27;inj&#x27;&gt;9&lt;/b&gt;" in page.text
+
+
+CURRICULUM = """bridge: toy24
+layers:
+  - kind: curriculum
+    training: true
+    params: {{size: {{}}}}
+{extra}"""
+
+
+def test_a_playground_spec_cannot_name_a_file_to_open(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep\ntorn last line")  # the audit log reader truncates a torn last line
+    created = tmp_path / "created-by-a-leg.jsonl"
+    library = tmp_path / "library"
+    library.mkdir()
+    (library / "library.json").write_text("{}")
+    c = _client(tmp_path)
+    post = {"headers": {"origin": "http://127.0.0.1:8765"}}
+
+    ok = c.post("/api/spec/check", json={"spec": CURRICULUM.format(extra="")}, **post).json()
+    assert ok["ok"] is True, ok  # the control: the same spec without a file builds
+
+    spec = CURRICULUM.format(extra=f"    audit: {victim}\n")
+    for route in ("/api/spec/check", "/api/play/new"):
+        out = c.post(route, json={"spec": spec, "task": ""}, **post).json()
+        assert out.get("ok") is not True and "session" not in out, out
+        assert out["error_type"] == "SpecError" and "audit" in out["error"]
+        assert [m["line"] for m in out["markers"]] == [6] and out["markers"][0]["path"] == "$.layers[0].audit"
+    assert victim.read_text() == "keep\ntorn last line"
+
+    leg = ("bridge: toy24\nlayers:\n  - kind: chain\n    legs:\n      - bridge: toy24\n        layers:\n"
+           "          - kind: curriculum\n            training: true\n            params: {size: {}}\n"
+           f"            audit: {created}\n")
+    out = c.post("/api/spec/check", json={"spec": leg}, **post).json()
+    assert out["ok"] is False and out["markers"][0]["path"] == "$.layers[0].legs[0].layers[0].audit"
+    assert not created.exists()
+
+    ws = f"bridge: toy24\nlayers:\n  - kind: workspace\n    library: {library}\n"
+    out = c.post("/api/play/new", json={"spec": ws, "task": ""}, **post).json()
+    assert "session" not in out and out["error_type"] == "SpecError" and "library" in out["error"]
+    assert c.post("/api/play/new", json={"spec": "bridge: toy24\nlayers:\n  - kind: workspace\n", "task": ""},
+                  **post).json().get("session")  # the control: a workspace without a library plays
+
+
+@pytest.mark.parametrize("name", ["report.md", "metrics.jsonl", "plot.svg"])
+def test_a_report_file_linked_from_outside_is_not_served(tmp_path: Path, name: str) -> None:
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / name).write_text(SECRET)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / name).symlink_to(tmp_path / "outside" / name)
+    c = _client(run)
+    assert c.get(f"/file/0/{name}").status_code == 404
+    for route in ("/", "/rig/0", "/training/0"):
+        r = c.get(route)
+        assert r.status_code == 200 and SECRET not in r.text
