@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -103,3 +104,4 @@ def test_embedded_default_runs_logs_evaluates_and_checkpoints(tmp_path):
     assert records[1]["eval/episodes"] == 1 and "eval/success" in records[1]
     assert (out / "checkpoints" / "latest").read_text() == "step-1"
     assert list((out / "tensorboard").glob("events.*"))
+    shutil.rmtree(out / "checkpoints")  # 1.6 GB (model and optimizer state): not kept for the session

@@ -46,17 +46,26 @@ def _weights(folder: Path) -> dict[str, torch.Tensor]:
     return torch.load(folder / "mp_rank_00_model_states.pt", map_location="cpu", weights_only=False)["module"]
 
 
+def _link_tree(source: Path, target: Path) -> None:
+    """A checkpoint's copy as hard links: a ZeRO checkpoint of SmolLM2-135M is ~2 GB
+    (optimizer partitions in fp32), and real copies filled small CI disks."""
+    shutil.copytree(source, target, copy_function=os.link)
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("envh-grpo-ds")
-    full = root / "full"
-    _launch(full)
-    resumed = root / "resumed"
-    (resumed / "checkpoints").mkdir(parents=True)
-    shutil.copytree(full / "checkpoints" / "step-1", resumed / "checkpoints" / "step-1")
-    (resumed / "checkpoints" / "latest").write_text("step-1")
-    proc = _launch(resumed, "--resume")
-    return full, resumed, proc
+    try:
+        full = root / "full"
+        _launch(full)
+        resumed = root / "resumed"
+        (resumed / "checkpoints").mkdir(parents=True)
+        _link_tree(full / "checkpoints" / "step-1", resumed / "checkpoints" / "step-1")
+        (resumed / "checkpoints" / "latest").write_text("step-1")
+        proc = _launch(resumed, "--resume")
+        yield full, resumed, proc
+    finally:  # ~6 GB of checkpoints: gone with the module, not at the end of the session
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_two_zero2_steps_train_and_log_every_reward_term(runs, smollm2):
@@ -93,7 +102,7 @@ def test_resume_reproduces_the_next_step_exactly(runs):
 def test_resume_refuses_a_different_config(runs, tmp_path):
     full, _, _ = runs
     target = tmp_path / "other"
-    shutil.copytree(full / "checkpoints", target / "checkpoints")
+    _link_tree(full / "checkpoints", target / "checkpoints")
     cmd = [sys.executable, "-m", "envh_grpo.launch", "--resume", *[a for s in [*SETTINGS, f"output_dir={target}",
                                                                             "loss.kl_coef=0.2"]
                                                                     for a in ("--set", s)]]
