@@ -146,6 +146,7 @@ def test_an_episode_that_cannot_be_stopped_is_recorded_and_ends_the_run(tmp_path
     took = time.monotonic() - t0
     assert proc.returncode == ABANDONED_EXIT, (proc.returncode, proc.stdout, proc.stderr)
     assert "could not be stopped in this process" in proc.stderr and "pool executor" in proc.stderr
+    assert "no isolation, no secret scrubbing" in proc.stderr  # said before the run started
     with TrajectoryStore(out) as store:
         rows = list(store.query())
     # the process ended at the first episode that could not be stopped (on a loaded machine an

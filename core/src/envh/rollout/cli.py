@@ -182,6 +182,11 @@ def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: st
                 hint = ("\n(workers run as nobody with --isolation user: make the file world-readable, or pass "
                         "--isolation namespace)") if "Permission denied" in str(exc) and isolation == "user" else ""
                 raise type(exc)(f"{exc}{hint}") from exc
+        if executor == "inline" and policy_name != "human":
+            _console(True).print(
+                "note: --executor inline plays every episode in this process, with its environment, privileges "
+                "and memory: no isolation, no secret scrubbing, no limits but the time limit. Untrusted "
+                "policies and bridges belong in the pool executor.", markup=False, highlight=False, soft_wrap=True)
         # -- now the run directory ---------------------------------------------------------
         Path(out).mkdir(parents=True, exist_ok=True)
         lock = planning.lock_run_dir(out)  # held until this process ends
