@@ -128,3 +128,12 @@ def check_changes(out: Any, plans: Mapping[str, ParamPlan], values: Mapping[str,
         if delta:
             changes[name] = delta
     return changes
+
+
+def window_stats(cur: Any, rate: float) -> dict[str, Any]:
+    """What a coach sees at a window boundary of the curriculum ``cur`` (plain JSON data)."""
+    return {"episode": cur.episodes, "rate": rate, "successes": sum(cur.outcomes),
+            "window": len(cur.outcomes), "recent_rates": list(cur.rates), "windows_below": cur.below,
+            "floor": cur.floor, "ceiling": cur.ceiling, "values": dict(cur.values),
+            "params": {n: {"low": p.low, "high": p.high, "step": p.step, "init": p.init, "safe": p.safe,
+                           "harder": p.bounds.harder} for n, p in cur.plans.items()}}

@@ -82,6 +82,12 @@ class Curriculum:
     def active(self) -> bool:
         return self.adaptive and os.environ.get(FREEZE_VAR, "") not in ("1", "true", "yes")
 
+    def begin_episode(self) -> dict[str, int]:
+        """The next episode's values; the kill switch, read at every boundary, holds the safe defaults at once."""
+        if not self.active:
+            self.values = {n: p.safe for n, p in self.plans.items()}
+        return dict(self.values)
+
     def end_episode(self, success: bool, recorded: Mapping[str, Any] | None = None, *,
                     active: bool | None = None) -> dict[str, Any] | None:
         """Record one finished episode; at a window boundary, decide. Returns the
@@ -96,8 +102,7 @@ class Curriculum:
         if len(self.outcomes) < self.window and not early:
             return None
         rate = sum(self.outcomes) / len(self.outcomes)
-        before, fresh = dict(self.values), self.fresh
-        self.fresh = False
+        before, fresh, self.fresh = dict(self.values), self.fresh, False
         if not active:
             self.values = {n: p.safe for n, p in self.plans.items()}
             action, reason = "frozen", "kill switch: parameters held at their safe defaults"
@@ -164,16 +169,8 @@ class Curriculum:
         downs = [k for k in range(w + 1) if k / w < self.floor]
         return bool(downs) and not (self.fresh and self.grace) and high <= wilson(downs[-1], w)[1]
 
-    def stats(self, rate: float) -> dict[str, Any]:
-        """What a coach sees at a window boundary (plain JSON data)."""
-        return {"episode": self.episodes, "rate": rate, "successes": sum(self.outcomes),
-                "window": len(self.outcomes), "recent_rates": list(self.rates), "windows_below": self.below,
-                "floor": self.floor, "ceiling": self.ceiling, "values": dict(self.values),
-                "params": {n: {"low": p.low, "high": p.high, "step": p.step, "init": p.init, "safe": p.safe,
-                               "harder": p.bounds.harder} for n, p in self.plans.items()}}
-
     def _ask_coach(self, rate: float, recorded: Mapping[str, Any] | None) -> tuple[str, str]:
-        from .coach import check_changes
+        from .coach import check_changes, window_stats
 
         if recorded is not None:  # replay: the logged answer, checked like a fresh one
             after = recorded.get("after")
@@ -192,7 +189,7 @@ class Curriculum:
             decision, reason = str(recorded.get("decision", "coach")), str(recorded.get("reason", ""))
         else:
             try:
-                changes = self.coach.propose(self.stats(rate), self.plans, self.values)
+                changes = self.coach.propose(window_stats(self, rate), self.plans, self.values)
             except errors.ContractCodeError as exc:
                 return "coach-failed", f"coach failed, values held: {exc.message}"[:2000]
             decision = "coach" if changes else "hold"
@@ -222,8 +219,11 @@ class Curriculum:
             plan = self.plans.get(name)
             if plan is None or not plan.low <= value <= plan.high:
                 raise errors.StateError(f"Saved curriculum value {name}={value} is not within the plan")
-        self.values, self.outcomes = values, [bool(x) for x in state["outcomes"]]
-        self.below, self.episodes = int(state["below"]), int(state["episodes"])
+        outcomes, below, episodes = state.get("outcomes"), state.get("below"), state.get("episodes")
+        if (type(outcomes) is not list or len(outcomes) >= self.window or any(type(x) is not bool for x in outcomes)
+                or type(below) is not int or not 0 <= below < self.breaker or type(episodes) is not int or episodes < 0):
+            raise errors.StateError("Saved curriculum state is not one this plan reaches (outcomes, below, episodes)")
+        self.values, self.outcomes, self.below, self.episodes = values, outcomes, below, episodes
         self.rates = [float(r) for r in state.get("rates", ())][-10:]
         self.fresh = state.get("fresh") is True
         if self.coach is not None:

@@ -162,7 +162,7 @@ class CurriculumLayer(EnvHarness):
         self._finish_episode()
         index = self.curriculum.episodes
         rng = random.Random(f"{self.spec.seed}:{index}")  # the curriculum's own randomness
-        params = dict(self.curriculum.values)
+        params = self.curriculum.begin_episode()  # the kill switch, read at every boundary
         anchored = rng.random() < self.spec.anchor
         chosen = task if anchored else self.inner.unwrapped.task_for(params, rng)  # type: ignore[attr-defined]
         result = super().reset(task=chosen, seed=seed, options=options)
