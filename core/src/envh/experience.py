@@ -27,6 +27,7 @@ from . import errors
 
 CATEGORIES = ("general", "task", "mistakes", "locations")
 CAPACITY = 80
+MAX_TEXT = 1000  # characters of one entry (a note is at most 500): a consolidator cannot flood the library
 _WORD = re.compile(r"[a-z0-9]+")
 _MISTAKE = re.compile(r"\b(don'?t|do not|avoid|never|mistake|failed|wrong|instead of)\b")
 _LOCATION = re.compile(r"\b(is|are|usually|often|found|kept)\b.*\b(in|on|at|inside|under)\b")
@@ -121,17 +122,38 @@ class Library:
             os.fsync(f.fileno())
         os.replace(tmp, self.root / "library.json")
 
-    def pending_notes(self) -> list[tuple[Path, dict[str, Any]]]:
+    def note_files(self) -> list[Path]:
+        return sorted((self.root / "notes").glob("*.jsonl"))
+
+    def pending_notes(self, files: list[Path] | None = None) -> list[tuple[Path, dict[str, Any]]]:
         out = []
-        for path in sorted((self.root / "notes").glob("*.jsonl")):
+        for path in self.note_files() if files is None else files:
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
                     note = json.loads(line)
                 except json.JSONDecodeError:
                     continue  # a line torn by a killed worker
-                if isinstance(note, dict) and isinstance(note.get("text", ""), str):
+                if isinstance(note, dict) and "used" not in note and isinstance(note.get("text", ""), str):
                     out.append((path, note))
         return out
+
+    def count_uses(self, files: list[Path] | None = None) -> int:
+        """Fold the retrievals episodes recorded (``write_use``) into the entries' counts,
+        so LFU eviction sees what episodes used, not only what this process retrieved.
+        An entry changed or removed since is not matched. Returns the uses counted."""
+        counted = 0
+        for path in self.note_files() if files is None else files:
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    used = json.loads(line).get("used")
+                except (json.JSONDecodeError, AttributeError):
+                    continue
+                for category, texts in used.items() if isinstance(used, dict) else ():
+                    for entry in self.entries.get(category, []) if isinstance(texts, list) else ():
+                        if entry["text"] in texts:
+                            entry["count"] += 1
+                            counted += 1
+        return counted
 
 
 def write_note(root: str | Path, episode: str, note: dict[str, Any]) -> None:
@@ -141,6 +163,11 @@ def write_note(root: str | Path, episode: str, note: dict[str, Any]) -> None:
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", episode)[:120]
     with open(folder / f"{safe}.jsonl", "a", encoding="utf-8") as f:
         f.write(json.dumps(note) + "\n")
+
+
+def write_use(root: str | Path, episode: str, found: dict[str, list[str]]) -> None:
+    """Record what a ``recall`` returned (category → entry texts), for ``count_uses``."""
+    write_note(root, episode, {"used": found})
 
 
 Consolidator = Callable[[Library, dict[str, Any]], dict[str, Any]]
@@ -153,6 +180,8 @@ def rule_consolidator(library: Library, note: dict[str, Any]) -> dict[str, Any]:
     text = " ".join(str(note.get("text", "")).split())
     if len(words(text)) < 3:
         return {"op": "SKIP", "reason": "too short to be a skill"}
+    if len(text) > MAX_TEXT:
+        return {"op": "SKIP", "reason": f"longer than {MAX_TEXT} characters"}
     category = categorize(text, note.get("task_words", ()))
     if text.lower().startswith("forget:"):
         target = text.split(":", 1)[1]
@@ -194,8 +223,19 @@ class LLMConsolidator:
                   'Answer with JSON only: {"op": "ADD|UPDATE|REMOVE|SKIP", "category": '
                   f'"{"|".join(CATEGORIES)}", "index": <entry index for UPDATE/REMOVE>, "text": "<entry text>"}}. '
                   "Prefer UPDATE when the note overlaps an existing entry.")
-        reply = self.client.chat.completions.create(model=self.model, temperature=0,
-                                                    messages=[{"role": "user", "content": prompt}])
+        import openai
+
+        try:
+            reply = self.client.chat.completions.create(model=self.model, temperature=0,
+                                                        messages=[{"role": "user", "content": prompt}])
+        except openai.OpenAIError as exc:  # nothing is saved: the notes stay pending for the next run
+            status = getattr(exc, "status_code", None)
+            message = f"The llm consolidator's endpoint failed ({type(exc).__name__}: {exc}); no note was consolidated"
+            if status is None or status == 429 or status >= 500:
+                kind = "transport" if status is None else "rate_limit" if status == 429 else "server"
+                raise errors.EndpointError(message, kind=kind, status=status,
+                                           endpoint=str(self.client.base_url)) from exc
+            raise errors.EnvhError(message) from exc
         raw = reply.choices[0].message.content or ""
         try:
             decision = json.loads(raw[raw.index("{"): raw.rindex("}") + 1])
@@ -217,6 +257,8 @@ def _check(library: Library, d: dict[str, Any]) -> None:
         raise errors.StateError(f"bad index {index!r}")
     if d["op"] in ("ADD", "UPDATE") and not (isinstance(d.get("text"), str) and d["text"].strip()):
         raise errors.StateError("the entry text must be a non-empty string")
+    if d["op"] in ("ADD", "UPDATE") and len(d["text"]) > MAX_TEXT:
+        raise errors.StateError(f"the entry text is longer than {MAX_TEXT} characters")
 
 
 def consolidate(root: str | Path, consolidator: Consolidator = rule_consolidator) -> list[dict[str, Any]]:
@@ -232,7 +274,9 @@ def consolidate(root: str | Path, consolidator: Consolidator = rule_consolidator
 
 def _consolidate(root: str | Path, consolidator: Consolidator) -> list[dict[str, Any]]:
     library = Library(root)
-    pending = library.pending_notes()
+    files = library.note_files()  # one listing: a file written meanwhile waits for the next run
+    uses = library.count_uses(files)  # before the notes: an ADD evicts the least used by the episodes' counts
+    pending = library.pending_notes(files)
     decisions = []
     for _, note in pending:
         decision = consolidator(library, note)
@@ -241,8 +285,8 @@ def _consolidate(root: str | Path, consolidator: Consolidator) -> list[dict[str,
     library.save()
     done = Path(root) / "notes" / "done" / f"v{library.version}"
     done.mkdir(parents=True, exist_ok=True)
-    for path in sorted({p for p, _ in pending}):
+    for path in files:  # the files with uses only, too
         os.replace(path, done / path.name)
     with open(Path(root) / "consolidations.jsonl", "a", encoding="utf-8") as f:
-        f.write(json.dumps({"version": library.version, "decisions": decisions}) + "\n")
+        f.write(json.dumps({"version": library.version, "uses": uses, "decisions": decisions}) + "\n")
     return decisions

@@ -25,8 +25,8 @@ import attrs
 
 from .. import errors
 from ..env import ActionableEnv
-from ..experience import Library, write_note
-from ..harness import _VERDICT_COMPOSER, EnvHarness
+from ..experience import Library, write_note, write_use
+from ..harness import _VERDICT_COMPOSER, EnvHarness, iter_layers
 from ..spec import BuildContext, LayerSpec
 from ..types import Action, EnvResponse, Observation, ResetResult, ToolSpec
 from ..validation import compile_tools
@@ -76,6 +76,13 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
         if clash:
             raise errors.SpecError(f"The inner env already has tools named {sorted(clash)}; a workspace "
                                    "cannot add its meta-actions over them.")
+        from .budget import Budget
+
+        inside = [layer for layer in iter_layers(inner) if isinstance(layer, Budget) and layer.max_steps is not None]
+        if inside:
+            raise errors.SpecError(f"The step budget {inside[0].layer_id!r} sits inside the workspace, so the "
+                                   "meta-actions would not cost steps of it: put the budget outside the workspace "
+                                   "(after it in `layers`).")
         self.spec = spec
         self.library: Library | None = None
         self._start_episode()
@@ -96,6 +103,10 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
         self._start_episode()
         self._remember(result.observation.text)
         return result
+
+    def on_replay_complete(self) -> None:
+        """A stage's replayed meta-actions set up the start state; they are not the policy's."""
+        self.counts = Counter({m: 0 for m in META})
 
     def step(self, action: Action) -> EnvResponse:
         if not isinstance(action, Action) or action.tool not in META:
@@ -179,6 +190,7 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
         found = self.library.recall(query, self.spec.recall_k)
         if not found:
             return "Experience: nothing matches."
+        write_use(self.library.root, self.episode, found)  # counted at consolidation (LFU)
         return "Experience:\n" + "\n".join(f"{c}: " + " | ".join(items) for c, items in found.items())
 
     def _note(self, text: str) -> str:

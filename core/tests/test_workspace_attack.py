@@ -1,0 +1,87 @@
+"""Attacks on the workspace kind: LFU counts that must survive the episode that earned
+them, meta-actions that must not be free under any stack, a stage's replayed
+meta-actions that are not the policy's, and a hostile or unreachable LLM consolidator."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import envh
+import pytest
+from envh import Action, errors
+from envh.experience import CAPACITY, Library, LLMConsolidator, consolidate, rule_consolidator, write_note
+from envh.testing_llm import text_reply
+
+
+def test_retrievals_in_episodes_count_toward_lfu_eviction(tmp_path: Path) -> None:
+    lib = Library(tmp_path)
+    lib.apply({"op": "ADD", "category": "general", "text": "multiply the two largest numbers first"})
+    for i in range(CAPACITY - 1):
+        lib.apply({"op": "ADD", "category": "general", "text": f"filler tip number{i} zzz{i}"})
+    lib.save()
+    spec = {"bridge": "toy24", "layers": [{"kind": "workspace", "library": str(tmp_path)}]}
+    with envh.make(spec) as env:
+        for seed in range(3):  # three episodes each retrieve the oldest entry
+            env.reset(seed=seed)
+            text = env.step(Action(tool="recall", args={"query": "multiply largest"})).observation.text
+            assert "multiply the two largest numbers first" in text
+    write_note(tmp_path, "later", {"text": "subtract small numbers to reach twenty four exactly"})
+    decisions = consolidate(tmp_path, rule_consolidator)
+    assert [d["op"] for d in decisions] == ["ADD"]
+    general = {e["text"]: e["count"] for e in Library(tmp_path).entries["general"]}
+    assert len(general) == CAPACITY
+    # the used entry is kept (count 1 + 3 retrievals); an unused filler made room
+    assert general.get("multiply the two largest numbers first") == 4, general
+    assert "filler tip number0 zzz0" not in general
+
+
+def test_a_budget_inside_the_workspace_is_refused_since_meta_actions_would_be_free() -> None:
+    spec = {"bridge": "toy24", "layers": [{"kind": "budget", "max_steps": 2}, {"kind": "workspace"}]}
+    with pytest.raises(errors.SpecError, match="outside the workspace"):
+        envh.make(spec)
+    # a repetition guard alone inside is fine: it charges no steps
+    with envh.make({"bridge": "toy24", "layers": [{"kind": "budget", "max_repeats": 3},
+                                                  {"kind": "workspace"}]}):
+        pass
+
+
+def test_a_stages_replayed_meta_actions_are_not_counted_as_the_policys() -> None:
+    spec = {"bridge": "toy24", "layers": [
+        {"kind": "workspace"},
+        {"kind": "stage", "actions": [{"tool": "commit", "args": {"subgoal": "reach 24", "status": "todo"}},
+                                      {"tool": "track", "args": {"query": "world"}}]}]}
+    with envh.make(spec) as env:
+        env.reset(seed=0)
+        state = env.get_env_state()["workspace"]
+        assert state["counts"] == {"track": 0, "commit": 0, "recall": 0, "note": 0}
+        assert state["progress"] == [{"subgoal": "reach 24", "status": "todo"}]  # the staged start state stays
+        env.step(Action(tool="track", args={"query": "world"}))
+        assert env.get_env_state()["workspace"]["counts"]["track"] == 1
+
+
+def test_a_hostile_llm_answer_cannot_flood_the_library(tmp_path: Path, llm_replay_server) -> None:
+    write_note(tmp_path, "ep0", {"text": "stop as soon as a number equals 24"})
+    llm_replay_server.add(text_reply('{"op": "ADD", "category": "general", "text": "' + "spam " * 50_000 + '"}'))
+    model = LLMConsolidator("replay", base_url=llm_replay_server.base_url, api_key_env="NO_SUCH_KEY")
+    decisions = consolidate(tmp_path, model)
+    assert decisions[0]["reason"].startswith("llm answer unusable")
+    assert [e["text"] for e in Library(tmp_path).entries["general"]] == ["stop as soon as a number equals 24"]
+    assert (tmp_path / "library.json").stat().st_size < 10_000
+
+
+def test_a_hand_written_huge_note_is_skipped_by_the_rules(tmp_path: Path) -> None:
+    write_note(tmp_path, "ep0", {"text": "always check the numbers " * 10_000})
+    assert [d["op"] for d in consolidate(tmp_path)] == ["SKIP"]
+    assert Library(tmp_path).entries["general"] == []
+
+
+def test_an_unreachable_llm_consolidator_is_a_typed_error_and_loses_no_note(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: nothing listens there
+    write_note(tmp_path, "ep0", {"text": "stop as soon as a number equals 24"})
+    model = LLMConsolidator("m", base_url=f"http://127.0.0.1:{port}/v1", api_key_env="NO_SUCH_KEY", timeout=5)
+    with pytest.raises(errors.EnvhError, match="consolidator"):
+        consolidate(tmp_path, model)
+    assert len(Library(tmp_path).pending_notes()) == 1 and Library(tmp_path).version == 0
