@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -179,3 +180,28 @@ def test_a_report_file_linked_from_outside_is_not_served(tmp_path: Path, name: s
     for route in ("/", "/rig/0", "/training/0"):
         r = c.get(route)
         assert r.status_code == 200 and SECRET not in r.text
+
+
+@pytest.mark.parametrize("config", ["  data_path: /etc", "  instances: ~/tasks.jsonl", "  data: ../elsewhere",
+                                    "  full_reset: file:///etc/passwd", "  docker_url: tcp://10.0.0.1:2375",
+                                    "  sites:\n    shop: http://169.254.169.254/", "  data: tasks.json"])
+def test_a_playground_bridge_config_naming_a_path_or_url_is_refused(tmp_path: Path, config: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tasks.json").write_text("[]")  # a relative name is a file of the server's directory
+    (tmp_path / "test").mkdir()
+    c = _client(tmp_path)
+    post = {"headers": {"origin": "http://127.0.0.1:8765"}}
+    spec = f"bridge: toy24\nconfig:\n{config}\n"
+    for route, body in (("/api/spec/check", {"spec": spec, "build": False}), ("/api/play/new", {"spec": spec})):
+        out = c.post(route, json=body, **post).json()
+        assert "session" not in out and out["error_type"] == "SpecError", out
+        assert out["markers"][0]["path"].startswith("$.config.") and out["markers"][0]["line"] >= 3, out
+    leg = ("bridge: toy24\nlayers:\n  - kind: chain\n    legs:\n      - bridge: toy24\n        config:\n"
+           + textwrap.indent(config, " " * 8) + "\n")
+    out = c.post("/api/spec/check", json={"spec": leg}, **post).json()
+    assert out["ok"] is False and out["markers"][0]["path"].startswith("$.layers[0].legs[0].config."), out
+    # the control: words that are no path pass, even one naming a directory beside the server
+    ok = c.post("/api/spec/check", json={"spec": "bridge: toy24\nconfig:\n  split: test\n  memory: 2g\n"
+                                                 "  image: envh-office/sandbox:bookworm\n", "build": False}, **post)
+    assert ok.json()["ok"] is True, ok.json()

@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
@@ -58,10 +60,35 @@ def spec_text(text: str) -> str:
 FILE_OPTIONS = {"curriculum": ("audit",), "workspace": ("library",)}
 
 
+def names_a_place(value: str) -> bool:
+    """``value`` reads as a path or a URL (a bridge's data file, a Docker daemon, a reset
+    URL that ``urlopen`` would also follow to ``file://``), or names something on disk."""
+    text = value.strip()
+    if text.startswith(("/", "~", ".", "\\")) or "://" in text or re.match(r"(?i)^(file|unix|npipe):|^[a-z]:[\\/]", text):
+        return True
+    if not ("/" in text or "\\" in text or "." in text):
+        return False  # 'test', '2g': a split or a size, even where the server's directory has such a file
+    try:
+        return Path(text).exists()
+    except (OSError, ValueError):  # too long a name, a NUL: not a file it could open either
+        return False
+
+
 def refuse_files(data: Any, path: str = "$") -> None:
     """Raise a ``SpecError`` at each layer option of ``data`` (chain legs included) that
-    names a file: nothing outside the run directories is read or written through the app."""
+    names a file, and at each bridge config value naming a path or URL: nothing outside
+    the run directories is read or written through the app."""
     problems: list[str] = []
+
+    def places(node: Any, at: str) -> None:
+        if isinstance(node, str) and names_a_place(node):
+            problems.append(f"the playground opens no file or URL a bridge config names @ {at}")
+        elif isinstance(node, Mapping):
+            for key, value in node.items():
+                places(value, f"{at}.{key}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                places(value, f"{at}[{i}]")
 
     def walk(node: Any, at: str) -> None:
         if isinstance(node, Mapping):
@@ -69,6 +96,8 @@ def refuse_files(data: Any, path: str = "$") -> None:
             for key in FILE_OPTIONS.get(kind, ()) if isinstance(kind, str) else ():
                 if node.get(key) is not None:
                     problems.append(f"the playground opens no file: remove {key!r} @ {at}.{key}")
+            if "bridge" in node:
+                places(node.get("config"), f"{at}.config")
             for key, value in node.items():
                 walk(value, f"{at}.{key}")
         elif isinstance(node, list):
