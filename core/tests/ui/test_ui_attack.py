@@ -205,3 +205,26 @@ def test_a_playground_bridge_config_naming_a_path_or_url_is_refused(tmp_path: Pa
     ok = c.post("/api/spec/check", json={"spec": "bridge: toy24\nconfig:\n  split: test\n  memory: 2g\n"
                                                  "  image: envh-office/sandbox:bookworm\n", "build": False}, **post)
     assert ok.json()["ok"] is True, ok.json()
+
+
+def test_numbers_past_a_float_and_damaged_rows_leave_the_pages_readable(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with TrajectoryStore(run) as store:
+        store.create_run("r", {"config": {}})
+        _episode(store.db, "r", "damaged")  # its data is '{}': no trajectory
+        store.db.execute("CREATE TABLE rig_journal (seq INTEGER PRIMARY KEY, task TEXT, kind TEXT, data TEXT)")
+        store.db.execute("INSERT INTO rig_journal (task, kind, data) VALUES ('t1', 'attempt', ?)", (json.dumps(
+            {"attempt": {"round": 1, "spec_id": "ab", "reason": "huge-confidence", "result": {"confidence": {"p": 10**400}}}}),))
+    (run / "report.md").write_text("the report")
+    (run / "metrics.jsonl").write_text("\n".join([
+        json.dumps({"step": 0, "loss": 1.5}), json.dumps({"step": 1, "loss": 10**400}),
+        '{"step": 2, "loss": ' + "9" * 5000 + "}", json.dumps({"step": 3, "loss": 0.25})]) + "\n")
+    c = _client(run)
+    training = c.get("/training/0")
+    assert training.status_code == 200 and "1.5" in training.text and "0.25" in training.text
+    assert training.text.count("<tr class='metric'>") == 3 and "<svg class='chart'" in training.text
+    rig = c.get("/rig/0")
+    assert rig.status_code == 200 and "huge-confidence" in rig.text and "1" + "0" * 400 in rig.text
+    traj = c.get("/traj/0/1")
+    assert traj.status_code == 404 and "not a readable trajectory" in traj.text
+    assert traj.headers["content-security-policy"].startswith("default-src 'self'")

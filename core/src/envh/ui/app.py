@@ -145,12 +145,13 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
         path = runs.file(_dir(request), "metrics.jsonl")
         rows = []
         for line in (path.read_text(errors="replace").splitlines() if path else []):
-            try:
+            try:  # a line the writer tore, or a number past Python's digit limit: skipped
                 row = json.loads(line)
-            except json.JSONDecodeError:
+            except ValueError:
                 continue
-            if isinstance(row, dict):
-                rows.append(row)
+            if isinstance(row, dict):  # an integer past a float's range is shown as text, not charted
+                rows.append({k: str(v) if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**1023 else v
+                             for k, v in row.items()})
         return HTMLResponse(pages.training_page(rows))
 
     async def playground(request: Request) -> Response:

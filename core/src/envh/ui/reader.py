@@ -111,7 +111,12 @@ class RunDirs:
             row = db.execute("SELECT data FROM trajectories WHERE seq = ?", (seq,)).fetchone()
         finally:
             db.close()
-        return None if row is None else trajectory_from_json(row[0])
+        if row is None:
+            return None
+        try:
+            return trajectory_from_json(row[0])
+        except Exception as exc:  # noqa: BLE001 - cattrs' validation groups too: a damaged row is a clear 404
+            raise LookupError(f"episode {seq} is not a readable trajectory ({type(exc).__name__}: {exc})") from exc
 
     def file(self, index: int, name: str) -> Path | None:
         """A report file directly inside a run directory (``report.md``, plots, metrics),

@@ -18,7 +18,10 @@ def _d(value: Any) -> dict[str, Any]:
 
 
 def _num(value: Any) -> str:
-    return f"{value:.2f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else escape(str(value))
+    try:
+        return f"{value:.2f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else escape(str(value))
+    except OverflowError:  # an integer past a float's range
+        return escape(str(value))
 
 
 def _measured(stats: Any) -> str:
