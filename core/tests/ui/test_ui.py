@@ -149,6 +149,7 @@ def test_without_the_token_nothing_is_served(server) -> None:
         info.value.close()
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(server + "/?token=wrong", timeout=10)
+    assert info.value.code == 403  # refused, not any error (a 500 would pass a bare raises)
     info.value.close()
 
 

@@ -228,3 +228,20 @@ def test_numbers_past_a_float_and_damaged_rows_leave_the_pages_readable(tmp_path
     traj = c.get("/traj/0/1")
     assert traj.status_code == 404 and "not a readable trajectory" in traj.text
     assert traj.headers["content-security-policy"].startswith("default-src 'self'")
+
+
+def test_a_damaged_store_is_named_and_leaves_the_other_dirs_listed(tmp_path: Path) -> None:
+    good = _store(tmp_path / "good", "good-run")
+    empty, garbage = tmp_path / "empty", tmp_path / "garbage"
+    empty.mkdir()
+    garbage.mkdir()
+    (empty / FILENAME).write_bytes(b"")  # a writer killed before its first page
+    (garbage / FILENAME).write_text("<b>not a database</b>")
+    c = _client(good, empty, garbage)
+    home = c.get("/")
+    assert home.status_code == 200 and "good-run" in home.text
+    assert home.text.count("the trajectory store cannot be read") == 2 and "<b>not" not in home.text
+    for path in ("/run/1?id=x", "/run/2?id=x", "/traj/2/1"):
+        r = c.get(path)
+        assert r.status_code == 500 and r.text.startswith("envh ui: the trajectory store cannot be read"), path
+        assert r.headers["content-security-policy"].startswith("default-src 'self'")

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import json
 import secrets
+import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -104,7 +105,12 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
         return index
 
     async def home(request: Request) -> Response:
-        listed = [(i, str(d), runs.runs(i), runs.listing(i)) for i, d in enumerate(runs.dirs)]
+        listed: list[tuple[Any, ...]] = []
+        for i, d in enumerate(runs.dirs):
+            try:  # one directory's damaged store (empty, not SQLite, not envh's) leaves the others listed
+                listed.append((i, str(d), runs.runs(i), runs.listing(i)))
+            except sqlite3.Error as exc:
+                listed.append((i, str(d), [], runs.listing(i), f"the trajectory store cannot be read: {exc}"))
         return HTMLResponse(pages.runs_page(listed))
 
     async def run(request: Request) -> Response:
@@ -258,6 +264,8 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
             return await call_next(request)  # type: ignore[no-any-return]
         except (LookupError, FileNotFoundError, ValueError, OverflowError) as exc:  # 2**80 overflows SQLite
             return PlainTextResponse(f"not found: {exc}", 404)
+        except sqlite3.Error as exc:  # a damaged store, or a file by the store's name that is none
+            return PlainTextResponse(f"envh ui: the trajectory store cannot be read: {exc}", 500)
 
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(BaseHTTPMiddleware, dispatch=guard)])
     app.state.token = token

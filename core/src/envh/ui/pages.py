@@ -33,11 +33,15 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def runs_page(dirs: list[tuple[int, str, list[dict[str, Any]], list[str]]]) -> str:
+def runs_page(dirs: list[tuple[Any, ...]]) -> str:
+    """``dirs``: ``(index, name, runs, files)`` per directory, with a fifth item, the
+    problem, when its store cannot be read."""
     parts = []
-    for index, name, runs, files in dirs:
+    for index, name, runs, files, *problem in dirs:
         parts.append(f"<h2 class='dir'>{escape(name)}</h2>")
-        if runs:
+        if problem:
+            parts.append(f"<p class='bad store-error'>{escape(str(problem[0]))}</p>")
+        elif runs:
             rows = "".join(
                 f"<tr class='run'><td><a href='{run_link(index, r['run_id'])}'>{escape(r['run_id'])}</a></td>"
                 f"<td>{escape(str(r['policy'] or ''))}</td><td>{r['episodes']}</td>"
