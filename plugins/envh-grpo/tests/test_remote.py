@@ -122,6 +122,15 @@ def test_the_generation_server_refuses_strangers_and_bad_requests(tokenizer):
         assert "unknown episode" in call(server.address, {"token": token, "key": True, "op": "start"}, 30)["error"]
         assert "error" in remote._call(server.address, {"token": token, "key": 0, "op": "turn",
                                                         "message": "x"}, 30)  # no conversation yet
+        import socket
+
+        host, port = server.address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=30) as raw:  # an endless line: refused past 4 MiB
+            try:
+                raw.sendall(b"x" * (remote.MAX_LINE + 65536))
+            except OSError:
+                pass
+            assert b"over" in raw.recv(4096)
         env = envh.make("toy24")
         first = env.reset(task=TASK, seed=0)
         with pytest.raises(envh.errors.PolicyError, match="unauthorised"):
@@ -156,15 +165,16 @@ def test_a_training_step_is_the_same_whether_episodes_run_in_process_or_in_the_p
             "log": {"tensorboard": "false", "wandb": "false", "progress": False}})
         trainer = GRPOTrainer(config)
         try:
-            return trainer.train_step()
+            return trainer.train_step() | trainer.evaluate()  # held-out evaluation through the same workers
         finally:
             trainer.close()
 
     local = step()
     pooled = step(executor="pool", workers=2, options={"isolation": "none"})
     for key in ("loss", "policy_loss", "reward", "reward/solved", "reward/invalid", "gen_tokens", "policy_tokens",
-                "success", "turns", "episodes"):
+                "success", "turns", "episodes", "eval/success", "eval/score", "eval/steps", "eval/episodes"):
         assert pooled[key] == pytest.approx(local[key], abs=1e-5), key
+    assert local["eval/episodes"] == 4
 
 
 def test_a_failing_engine_stops_the_rollout_with_its_cause(tokenizer, pool):

@@ -117,4 +117,5 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: flo
     logits = logits.float()
     if temperature != 1.0:
         logits = logits / temperature
-    return torch.gather(torch.log_softmax(logits, dim=-1), -1, targets.unsqueeze(-1)).squeeze(-1)
+    # the picked logit minus logsumexp: no [B, T, V] log-softmax kept for the backward pass
+    return torch.gather(logits, -1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)

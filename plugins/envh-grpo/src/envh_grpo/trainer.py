@@ -253,8 +253,22 @@ class GRPOTrainer:
                 "mask": mask[:, 1:].to(self.device), "adv": adv[:, 1:].to(self.device)}
 
     def _logp(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        logits = model(input_ids=batch["ids"], attention_mask=batch["att"], use_cache=False).logits[:, :-1]
-        return token_logprobs(logits, batch["targets"], self.config.temperature)
+        """Log-probs of the targets, [B, T-1]; 0 where no row of the batch trains.
+
+        Only the positions some row trains on go through the LM head (``logits_to_keep``, as
+        TRL does): a prompt of hundreds of tokens times a vocabulary of 50k-150k is most of
+        the logits' memory traffic and none of the loss."""
+        keep = batch["mask"].any(dim=0).nonzero().squeeze(-1)
+        out = torch.zeros(batch["targets"].shape, dtype=torch.float32, device=batch["targets"].device)
+        if keep.numel() == 0:
+            return out + 0.0 * sum(p.sum() for p in model.parameters() if p.requires_grad)
+        try:
+            logits = model(input_ids=batch["ids"], attention_mask=batch["att"], use_cache=False,
+                           logits_to_keep=keep).logits
+        except TypeError:  # a model without logits_to_keep: every position, then pick
+            logits = model(input_ids=batch["ids"], attention_mask=batch["att"], use_cache=False).logits[:, keep]
+        lp = token_logprobs(logits, batch["targets"][:, keep], self.config.temperature)
+        return out.index_copy(1, keep, lp)
 
     def _no_grad_logp(self, model: Any, samples: list[Sample]) -> list[torch.Tensor]:
         out = []
@@ -419,17 +433,26 @@ class GRPOTrainer:
         sources = self.eval_sources or self.sources
         items = data.eval_items(sources, c.eval.episodes)
         mine = items[self.rank::self.world]
-        jobs = [Job(env=envh.make(sources[k].spec), task=task, seed=derive_seed(c.seed, "eval", i), group=i)
-                for i, (k, task) in enumerate(mine)]
         sampling = SamplingConfig(max_new_tokens=c.max_response_tokens, temperature=c.eval.temperature,
                                   top_p=c.top_p, stop=self.sampling.stop)
-        try:
-            eps = play(jobs, self.gen, self.segments, sampling, max_turns=c.max_turns,
-                       max_context=c.max_prompt_tokens + c.max_response_tokens, history=c.history,
-                       seed=derive_seed(c.seed, "eval-sample", self.step_no))
-        finally:
-            for job in jobs:
-                job.env.close()
+        options = {"max_turns": c.max_turns, "max_context": c.max_prompt_tokens + c.max_response_tokens,
+                   "history": c.history, "seed": derive_seed(c.seed, "eval-sample", self.step_no)}
+        if c.rollout.executor is not None:  # the same workers as training rollouts
+            from .remote import RemoteJob, play_remote
+
+            remote = [RemoteJob(spec=sources[k].spec, task=task, seed=derive_seed(c.seed, "eval", i), group=i)
+                      for i, (k, task) in enumerate(mine)]
+            eps = play_remote(remote, self._executor(), self.gen, self.segments, sampling,
+                              run_id=f"grpo-eval{self.step_no}-rank{self.rank}", linger_s=c.rollout.linger_s,
+                              host=c.rollout.host, **options)
+        else:
+            jobs = [Job(env=envh.make(sources[k].spec), task=task, seed=derive_seed(c.seed, "eval", i), group=i)
+                    for i, (k, task) in enumerate(mine)]
+            try:
+                eps = play(jobs, self.gen, self.segments, sampling, **options)
+            finally:
+                for job in jobs:
+                    job.env.close()
         s = self._allreduce([sum(e.success for e in eps), sum(e.score for e in eps),
                              sum(len(e.turns) for e in eps), float(len(eps))])
         n = max(s[3], 1.0)
