@@ -144,8 +144,9 @@ def test_memory_does_not_grow_with_resets(env) -> None:
     machine as V8 heaps grow and shrink) and 0.3 MB for Python. A context or page left open
     per episode costs a renderer per reset (one more process, ~300 MB/reset of summed RSS
     when session.close is made a no-op)."""
+    from statistics import linear_regression
+
     from envh_webarena.runtime import shared_runtime
-    from scipy import stats
 
     for seed in range(10):  # warm-up: caches, the JIT, the task server
         env.reset(task=CLICK, seed=seed)
@@ -159,8 +160,8 @@ def test_memory_does_not_grow_with_resets(env) -> None:
             browser, procs = group_rss_mb(pgid)  # type: ignore[arg-type]
             samples.append((seed, browser, procs, self_rss_mb()))
     resets = [s[0] for s in samples]
-    browser_slope = stats.linregress(resets, [s[1] for s in samples]).slope
-    python_slope = stats.linregress(resets, [s[3] for s in samples]).slope
+    browser_slope = linear_regression(resets, [s[1] for s in samples]).slope
+    python_slope = linear_regression(resets, [s[3] for s in samples]).slope
     print(f"browser {samples[0][1]:.0f} -> {samples[-1][1]:.0f} MB ({browser_slope:+.3f} MB/reset), "
           f"{samples[0][2]} -> {samples[-1][2]} processes; python {samples[0][3]:.0f} -> {samples[-1][3]:.0f} MB "
           f"({python_slope:+.3f} MB/reset)")
