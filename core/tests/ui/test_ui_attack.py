@@ -5,9 +5,11 @@ files on this machine. The real app through Starlette's ASGI client, real stores
 
 from __future__ import annotations
 
+import html
 import json
 import sqlite3
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -245,3 +247,28 @@ def test_a_damaged_store_is_named_and_leaves_the_other_dirs_listed(tmp_path: Pat
         r = c.get(path)
         assert r.status_code == 500 and r.text.startswith("envh ui: the trajectory store cannot be read"), path
         assert r.headers["content-security-policy"].startswith("default-src 'self'")
+
+
+def test_a_pool_spec_too_deep_or_too_long_is_refused_quickly(tmp_path: Path) -> None:
+    specs = tmp_path / "pool" / "specs"
+    specs.mkdir(parents=True)
+    (specs / "abcdef0123456789.json").write_text("[" * 200_000 + "]" * 200_000)  # json.loads would recurse
+    (specs / "abcdef0123456780.json").write_text(json.dumps({"bridge": "toy24", "x": "a" * 3_000_000}))
+    (specs / "abcdef0123456781.json").write_text(json.dumps({"bridge": "toy24", "layers": []}))
+    c = _client(tmp_path)
+    for spec_id in ("abcdef0123456789", "abcdef0123456780"):
+        start = time.monotonic()
+        r = c.get("/playground", params={"d": "0", "spec": spec_id})
+        assert r.status_code == 413 and "does not open it" in r.text and time.monotonic() - start < 2
+    ok = c.get("/playground", params={"d": "0", "spec": "abcdef0123456781"})  # the control
+    assert ok.status_code == 200 and "bridge: toy24\nlayers: []" in html.unescape(ok.text)
+
+
+def test_an_untrusted_playground_spec_cannot_name_a_python_class(tmp_path: Path) -> None:
+    c = _client(tmp_path)
+    for spec in ("bridge: toy24\ntrust: trusted\nlayers:\n  - kind: contract\n    trust: trusted\n    cls: 'os:system'\n",
+                 "bridge: toy24\nlayers:\n  - kind: chain\n    legs:\n      - bridge: toy24\n        trust: trusted\n"
+                 "        layers:\n          - kind: contract\n            cls: 'envh.harness:EnvHarness'\n"):
+        for route in ("/api/spec/check", "/api/play/new"):
+            out = c.post(route, json={"spec": spec}, headers={"origin": "http://127.0.0.1:8765"}).json()
+            assert "session" not in out and "cannot name a Python class" in out["error"], out

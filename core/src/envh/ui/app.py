@@ -36,7 +36,7 @@ from starlette.staticfiles import StaticFiles
 
 from .. import errors
 from . import editor, pages, rigpage
-from .playground import DEFAULT_SPEC, Playground
+from .playground import DEFAULT_SPEC, MAX_SPEC, Playground
 from .reader import PAGE, RunDirs
 
 if TYPE_CHECKING:
@@ -168,6 +168,9 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
             text = runs.pool_spec(_dir_of(request.query_params.get("d", "")), request.query_params["spec"])
             if text is None:
                 return PlainTextResponse("no such spec in the pool", 404)
+            if len(text) > MAX_SPEC or editor.too_deep(text):  # json would recurse, YAML take seconds (on the loop)
+                return PlainTextResponse(f"this pool spec is longer than {MAX_SPEC} characters or nested deeper "
+                                         f"than {editor.MAX_DEPTH} levels: the playground does not open it", 413)
             spec = yaml.safe_dump(json.loads(text), sort_keys=False)
         return HTMLResponse(pages.playground_page(sorted((registry or get_registry()).bridges()), spec))
 

@@ -24,6 +24,8 @@ from ..rollout.trajectory import Trajectory, trajectory_from_json
 PAGE = 50
 #: journal events a rig page reads at most (a rig run writes a handful per round and task)
 MAX_RIG_EVENTS = 20_000
+#: characters of a pool spec read at most (the playground takes 100,000)
+MAX_POOL_SPEC = 1_000_000
 #: files a run directory may show besides its store (rig plots, reports, training metrics)
 _SHOWABLE = re.compile(r"^[A-Za-z0-9_.-]{1,120}\.(png|svg|md|json|jsonl)$")
 
@@ -150,7 +152,10 @@ class RunDirs:
         if not re.fullmatch(r"[0-9a-f]{8,64}", spec_id):
             return None
         path = self.dirs[index] / "pool" / "specs" / f"{spec_id}.json"
-        return path.read_text() if self._inside(index, path) else None
+        if not self._inside(index, path):
+            return None
+        with path.open(encoding="utf-8", errors="replace") as f:
+            return f.read(MAX_POOL_SPEC + 1)  # a longer one is refused: no need to hold a huge file
 
     def rig_rounds(self, index: int) -> list[dict[str, Any]]:
         """The designer loop's rounds per task, from the ``rig_journal`` table ``envh rig``
