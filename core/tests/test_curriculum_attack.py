@@ -56,3 +56,47 @@ def test_a_crafted_saved_state_cannot_disarm_the_breaker(field: str, value: obje
         saved["data"]["curriculum"][field] = value
         with envh.make(spec()) as other, pytest.raises(errors.StateError, match="curriculum"):
             other.from_state(saved)
+
+
+def solve(env) -> None:
+    for action in env.unwrapped.solve():
+        env.step(action)
+
+
+def test_restoring_an_older_state_cannot_rewind_the_append_only_audit_log(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    s = spec(audit=str(audit), params={"size": {"range": [3, 5], "init": 3}},
+             policy={"window": 2, "floor": 0.4, "ceiling": 0.6, "early": False})
+    with envh.make(s) as env:
+        for i in range(3):
+            env.reset(seed=i)
+            solve(env)
+        env.reset(seed=3)
+        env.step(Action(tool="combine", args={"i": 0, "j": 1, "op": "add"}))
+        within = json.loads(json.dumps(env.save_state()))
+        env.from_state(within)  # a branch within the episode it was saved in is fine
+        for i in range(4, 6):
+            env.reset(seed=i)
+            solve(env)
+        with pytest.raises(errors.StateError, match="rewind or skip the append-only audit log"):
+            env.from_state(within)
+        assert env.evaluate().success  # refused before anything moved: episode 6 is still the solved one
+        env.reset(seed=6)
+    with envh.make(s) as env:  # the log is still one stream: the run resumes
+        assert env.reset(seed=7).info["curriculum"]["episode"] == 8
+    episodes = [json.loads(line)["episode"] for line in audit.read_text().splitlines()
+                if json.loads(line)["type"] == "episode"]
+    assert episodes == list(range(1, 9))  # the resumed episode 8 is logged at close
+
+
+def test_a_restored_episode_keeps_its_values_and_crafted_ones_are_refused() -> None:
+    with envh.make(spec()) as env, envh.make(spec(params={"size": {"range": [3, 5], "init": 3}})) as other:
+        env.reset(seed=0)
+        saved = json.loads(json.dumps(env.save_state()))
+        other.from_state(saved)
+        assert layer_of(other).current == layer_of(env).current and layer_of(other).current["params"] == {"size": 5}
+        assert layer_of(other).curriculum.values == {"size": 5}
+        for bad in ({"params": {"size": 99}}, {"params": {"size": 5, "extra": 1}}, {"params": "x"}, 7):
+            saved["data"]["current"] = bad
+            with pytest.raises(errors.StateError, match="curriculum"):
+                other.from_state(saved)

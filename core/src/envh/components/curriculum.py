@@ -188,9 +188,30 @@ class CurriculumLayer(EnvHarness):
     def layer_state(self) -> Any:
         return {"curriculum": self.curriculum.state(), "current": self.current}
 
+    def from_state(self, state: Mapping[str, Any]) -> Any:
+        self._restorable(state.get("data") if isinstance(state, Mapping) else None)  # before the inner env moves
+        return super().from_state(state)
+
     def load_layer_state(self, data: Any) -> None:
-        self.curriculum.load(data["curriculum"])
+        self.curriculum.load(self._restorable(data))
         self.current = data.get("current")
+
+    def _restorable(self, data: Any) -> Mapping[str, Any]:
+        saved = data.get("curriculum") if isinstance(data, Mapping) else None
+        if not isinstance(saved, Mapping):
+            raise errors.StateError("Saved curriculum layer state has no 'curriculum' object")
+        if self.audit is not None and saved.get("episodes") != self.curriculum.episodes:
+            raise errors.StateError(  # the log is append-only: a second 'episode 4' makes the run unresumable
+                f"Restoring a curriculum state of episode {saved.get('episodes')!r} would rewind or skip the "
+                f"append-only audit log {self.audit}, which is at episode {self.curriculum.episodes}. Restore "
+                "within the episode it was saved in, or into a curriculum without an audit log.")
+        current = data.get("current")
+        params = current.get("params") if isinstance(current, Mapping) else None
+        plans = self.curriculum.plans
+        if current is not None and not (isinstance(params, Mapping) and set(params) == set(plans) and all(
+                type(v) is int and plans[n].low <= v <= plans[n].high for n, v in params.items())):
+            raise errors.StateError(f"Saved curriculum episode {current!r} does not run with values of the plan")
+        return saved
 
 
 def _open_audit(path: Path) -> Any:
