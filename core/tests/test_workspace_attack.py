@@ -85,3 +85,35 @@ def test_an_unreachable_llm_consolidator_is_a_typed_error_and_loses_no_note(tmp_
     with pytest.raises(errors.EnvhError, match="consolidator"):
         consolidate(tmp_path, model)
     assert len(Library(tmp_path).pending_notes()) == 1 and Library(tmp_path).version == 0
+
+
+def test_save_and_restore_keeps_the_workspace_mid_episode() -> None:
+    import json
+
+    spec = {"bridge": "toy24", "layers": [{"kind": "workspace"}]}
+    with envh.make(spec) as a, envh.make(spec) as b:
+        a.reset(seed=0)
+        a.step(Action(tool="commit", args={"subgoal": "make 24 from 4 and 6", "status": "todo"}))
+        a.step(Action(tool="track", args={"query": "world"}))
+        b.from_state(json.loads(json.dumps(a.save_state())))
+        assert b.get_env_state() == a.get_env_state()
+        assert b.get_env_state()["workspace"]["progress"] == [{"subgoal": "make 24 from 4 and 6", "status": "todo"}]
+        same = Action(tool="track", args={"query": "world"})
+        assert b.step(same).observation == a.step(same).observation
+        broken = json.loads(json.dumps(a.save_state()))
+        broken["data"]["counts"] = "many"
+        with pytest.raises(errors.StateError, match="workspace"):
+            b.from_state(broken)
+
+
+def test_tracking_does_not_show_what_a_stage_replayed_out_of_sight() -> None:
+    staged = [{"tool": "combine", "args": {"i": 0, "j": 1, "op": "add"}},
+              {"tool": "combine", "args": {"i": 0, "j": 1, "op": "add"}}]
+    spec = {"bridge": "toy24", "layers": [{"kind": "workspace"}, {"kind": "stage", "actions": staged}]}
+    task = envh.TaskRef(suite="toy24", split="easy", instance_id="1,2,3,4")
+    with envh.make(spec) as env:
+        shown = env.reset(task=task, seed=0).observation.text
+        belief = env.step(Action(tool="track", args={"query": "world"})).observation.text
+        assert env.get_env_state()["workspace"]["belief_size"] == 2  # the reset and the last replayed answer
+        assert "[0] 3, [1] 4, [2] 3" not in belief  # 1+2 in between: the policy never saw it
+        assert shown.splitlines()[0][:40] in belief

@@ -104,9 +104,18 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
         self._remember(result.observation.text)
         return result
 
+    def on_replay_start(self) -> None:
+        self._seen_before_replay = list(self.seen)
+
     def on_replay_complete(self) -> None:
-        """A stage's replayed meta-actions set up the start state; they are not the policy's."""
+        """A stage's replayed meta-actions set up the start state; they are not the policy's.
+        The observations in between were never shown to the policy: the generic belief keeps
+        the reset's and the last one (a stage shows one of the two), as ALFWorld's tracker does."""
         self.counts = Counter({m: 0 for m in META})
+        before = getattr(self, "_seen_before_replay", None)
+        if before is not None:
+            last = [self.seen[-1]] if len(self.seen) > len(before) else []
+            self.seen, self._seen_before_replay = [*before, *last][-self.spec.belief_capacity:], None
 
     def step(self, action: Action) -> EnvResponse:
         if not isinstance(action, Action) or action.tool not in META:
@@ -146,6 +155,20 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
                               "episode (track/commit/recall/note), the progress list, belief size, notes taken"}
         schema["properties"] = props
         return schema
+
+    def layer_state(self) -> Any:
+        return {"progress": [dict(p) for p in self.progress], "seen": list(self.seen), "counts": dict(self.counts),
+                "episode": self.episode}
+
+    def load_layer_state(self, data: Any) -> None:
+        try:
+            progress = [{"subgoal": str(p["subgoal"]), "status": str(p["status"])} for p in data["progress"]]
+            counts = Counter({m: int(data["counts"][m]) for m in META})
+            seen, episode = [str(t) for t in data["seen"]], str(data["episode"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise errors.StateError(f"Saved workspace state is damaged: {exc!r}") from None
+        self.progress, self.counts = progress[-self.spec.progress_capacity:], counts
+        self.seen, self.episode = seen[-self.spec.belief_capacity:], episode
 
     # -- the stores --------------------------------------------------------------------
     def _remember(self, text: str) -> None:
