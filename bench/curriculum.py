@@ -6,7 +6,8 @@ sigmoid(k·(s − d)); each episode at difficulty d raises s by lr·exp(−(d �
 1..10 (the evaluation distribution); the *curriculum* arm lets ``envh.curriculum.Curriculum``
 (the code the ``curriculum`` layer runs, at its documented defaults: window 20, floor 0.6,
 ceiling 0.85, breaker 3, early decisions and one grace window after a harder move, step 1,
-start at 1) choose d from the observed outcomes. ``--classic`` runs the earlier rule (full
+start at 1, and the layer's default anchor: 10% of episodes, drawn from the curriculum's own
+random stream, play the fixed distribution and join no window) choose d from the observed outcomes. ``--classic`` runs the earlier rule (full
 windows only, no grace) for comparison. Both are
 scored on the fixed evaluation set (mean success over d = 1..10, computed exactly); the
 figure is episodes until that score reaches 0.8.
@@ -16,7 +17,7 @@ and grace rules were chosen on ``DEV_POPULATIONS``, other learners and seeds, an
 constant of their own), and every learner population is reported on its own, including those where the curriculum helps little (fast learners) or
 where neither arm gets there in the cap. The headline population is the first.
 
-    python bench/curriculum.py [--seeds 40] [--classic] [--dev]
+    python bench/curriculum.py [--seeds 40] [--classic] [--dev] [--anchor 0.1]
 """
 
 from __future__ import annotations
@@ -61,16 +62,20 @@ def eval_score(s: float, k: float) -> float:
     return sum(p_success(s, d, k) for d in LEVELS) / len(LEVELS)
 
 
-def run(arm: str, seed: int, lr: float, sigma: float, k: float, classic: bool = False) -> int | None:
-    rng = random.Random(seed)
+def run(arm: str, seed: int, lr: float, sigma: float, k: float, classic: bool = False,
+        anchor: float = 0.1) -> int | None:
+    rng, own = random.Random(seed), random.Random(f"curriculum:{seed}")  # the layer's own stream
     s = 0.0
     plan = ParamPlan(bounds=ParamBounds(name="level", low=1, high=10, default=1), low=1, high=10, init=1)
     cur = Curriculum({"level": plan}, **({"early": False, "grace": False} if classic else {}))
     for episode in range(1, CAP + 1):
-        d = rng.choice(LEVELS) if arm == "fixed" else cur.values["level"]
+        anchored = arm == "curriculum" and own.random() < anchor
+        d = rng.choice(LEVELS) if arm == "fixed" or anchored else cur.values["level"]
         success = rng.random() < p_success(s, d, k)
         s += lr * math.exp(-((d - s - 0.5) ** 2) / (2 * sigma * sigma))
-        if arm == "curriculum":
+        if anchored:
+            cur.skip_episode()
+        elif arm == "curriculum":
             cur.end_episode(success)
         if eval_score(s, k) >= 0.8:
             return episode
@@ -82,6 +87,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=40)
     parser.add_argument("--classic", action="store_true", help="full windows only, no grace window")
     parser.add_argument("--dev", action="store_true", help="the development populations (seeds from 777)")
+    parser.add_argument("--anchor", type=float, default=0.1, help="the layer's anchor fraction (its default 0.1)")
     args = parser.parse_args()
     populations, base = (DEV_POPULATIONS, 777) if args.dev else (POPULATIONS, 0)
     figures: dict[str, dict[str, object]] = {}
@@ -89,7 +95,8 @@ def main() -> None:
     print(f"{'population':32} {'fixed':>8} {'curric.':>8} {'ratio':>6} {'curric. wins':>13} {'never (f/c)':>12}")
     for name, (lr, sigma, k) in populations.items():
         fixed = [run("fixed", base + seed, lr, sigma, k) for seed in range(args.seeds)]
-        curr = [run("curriculum", base + 10_000 + seed, lr, sigma, k, args.classic) for seed in range(args.seeds)]
+        curr = [run("curriculum", base + 10_000 + seed, lr, sigma, k, args.classic, args.anchor)
+                for seed in range(args.seeds)]
         f_med = statistics.median(x if x is not None else CAP for x in fixed)
         c_med = statistics.median(x if x is not None else CAP for x in curr)
         wins = sum(1 for a, b in zip(fixed, curr) if (b or CAP) < (a or CAP))
@@ -103,7 +110,7 @@ def main() -> None:
     # population where the curriculum loses is not left to the table above
     worst = max(figures, key=lambda n: figures[n]["ratio"])  # type: ignore[arg-type,return-value]
     print(json.dumps({"populations": figures, "ratio": headline["ratio"], "worst_population": worst,
-                      "worst_ratio": figures[worst]["ratio"], "seeds": args.seeds, "cap": CAP, "rule": "classic" if args.classic else "default"}))
+                      "worst_ratio": figures[worst]["ratio"], "seeds": args.seeds, "cap": CAP, "anchor": args.anchor, "rule": "classic" if args.classic else "default"}))
 
 
 if __name__ == "__main__":
