@@ -105,7 +105,7 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
         return result
 
     def on_replay_start(self) -> None:
-        self._seen_before_replay = list(self.seen)
+        self._seen_before_replay: list[str] | None = list(self.seen)
 
     def on_replay_complete(self) -> None:
         """A stage's replayed meta-actions set up the start state; they are not the policy's.
