@@ -40,6 +40,9 @@ def test_a_budget_inside_the_workspace_is_refused_since_meta_actions_would_be_fr
     spec = {"bridge": "toy24", "layers": [{"kind": "budget", "max_steps": 2}, {"kind": "workspace"}]}
     with pytest.raises(errors.SpecError, match="outside the workspace"):
         envh.make(spec)
+    leg = {"bridge": "toy24", "layers": [{"kind": "budget", "max_steps": 2}]}
+    with pytest.raises(errors.SpecError, match="outside the workspace"):  # a chain leg's budget is inside too
+        envh.make({"bridge": "toy24", "layers": [{"kind": "chain", "legs": [leg]}, {"kind": "workspace"}]})
     # a repetition guard alone inside is fine: it charges no steps
     with envh.make({"bridge": "toy24", "layers": [{"kind": "budget", "max_repeats": 3},
                                                   {"kind": "workspace"}]}):

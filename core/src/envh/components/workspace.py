@@ -26,7 +26,7 @@ import attrs
 from .. import errors
 from ..env import ActionableEnv
 from ..experience import Library, write_note, write_use
-from ..harness import _VERDICT_COMPOSER, EnvHarness, iter_layers
+from ..harness import _VERDICT_COMPOSER, EnvHarness
 from ..spec import BuildContext, LayerSpec
 from ..types import Action, EnvResponse, Observation, ResetResult, ToolSpec
 from ..validation import compile_tools
@@ -78,7 +78,12 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
                                    "cannot add its meta-actions over them.")
         from .budget import Budget
 
-        inside = [layer for layer in iter_layers(inner) if isinstance(layer, Budget) and layer.max_steps is not None]
+        inside, below = [], [inner]
+        while below:  # the inner stack, a chain's legs included
+            env = below.pop()
+            if isinstance(env, Budget) and env.max_steps is not None:
+                inside.append(env)
+            below += getattr(env, "legs", None) or ([env.inner] if isinstance(env, EnvHarness) else [])
         if inside:
             raise errors.SpecError(f"The step budget {inside[0].layer_id!r} sits inside the workspace, so the "
                                    "meta-actions would not cost steps of it: put the budget outside the workspace "
