@@ -272,3 +272,20 @@ def test_an_untrusted_playground_spec_cannot_name_a_python_class(tmp_path: Path)
         for route in ("/api/spec/check", "/api/play/new"):
             out = c.post(route, json={"spec": spec}, headers={"origin": "http://127.0.0.1:8765"}).json()
             assert "session" not in out and "cannot name a Python class" in out["error"], out
+
+
+def test_a_post_body_past_the_limit_is_refused_unread(tmp_path: Path) -> None:
+    c = _client(tmp_path)
+    post = {"origin": "http://127.0.0.1:8765", "content-type": "application/json"}
+
+    def chunks(n: int):  # sent as it is made (chunked, no Content-Length), as a client could
+        yield b'{"spec": "'
+        for _ in range(n):
+            yield b"a" * 1_000_000
+        yield b'"}'
+
+    r = c.post("/api/spec/check", content=chunks(3), headers=post)
+    assert r.status_code == 413 and "over 2000000 bytes" in r.text
+    ok = c.post("/api/spec/check", content=json.dumps({"spec": "bridge: toy24\n" + "#" * 99_000 + "\n", "build": False}),
+                headers=post)
+    assert ok.status_code == 200 and ok.json()["ok"] is True  # the control: the longest spec there is passes

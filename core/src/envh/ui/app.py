@@ -55,6 +55,14 @@ PLAY_TIMEOUT = 120.0
 #: Host headers the app answers: a page another site's name resolves to 127.0.0.1 (DNS
 #: rebinding) carries that name, and gets nothing
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+#: bytes of a POST body read at most (a spec is at most 100,000 characters, JSON-escaped)
+MAX_BODY = 2_000_000
+
+
+class BodyTooLarge(ValueError):
+    """A POST body over ``MAX_BODY``."""
+
+
 #: the largest page number honoured (an OFFSET beyond SQLite's 64-bit integers is a crash)
 MAX_PAGE = 10**9
 
@@ -175,7 +183,12 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
         return HTMLResponse(pages.playground_page(sorted((registry or get_registry()).bridges()), spec))
 
     async def _body(request: Request) -> dict[str, Any]:
-        body = await request.json()
+        raw = bytearray()
+        async for chunk in request.stream():  # read as it comes: a huge body is refused, not held
+            raw += chunk
+            if len(raw) > MAX_BODY:
+                raise BodyTooLarge(f"the request body is over {MAX_BODY} bytes")
+        body = json.loads(raw)
         if not isinstance(body, dict):
             raise ValueError("the request body must be a JSON object")
         return body
@@ -265,6 +278,8 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
             return PlainTextResponse("envh ui: open the URL with the access token that `envh ui` printed.", 403)
         try:
             return await call_next(request)  # type: ignore[no-any-return]
+        except BodyTooLarge as exc:
+            return PlainTextResponse(f"envh ui: {exc}.", 413)
         except (LookupError, FileNotFoundError, ValueError, OverflowError) as exc:  # 2**80 overflows SQLite
             return PlainTextResponse(f"not found: {exc}", 404)
         except sqlite3.Error as exc:  # a damaged store, or a file by the store's name that is none
