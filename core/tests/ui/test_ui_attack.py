@@ -289,3 +289,19 @@ def test_a_post_body_past_the_limit_is_refused_unread(tmp_path: Path) -> None:
     ok = c.post("/api/spec/check", content=json.dumps({"spec": "bridge: toy24\n" + "#" * 99_000 + "\n", "build": False}),
                 headers=post)
     assert ok.status_code == 200 and ok.json()["ok"] is True  # the control: the longest spec there is passes
+
+
+def test_odd_success_flags_and_manifests_leave_the_runs_page_up(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with TrajectoryStore(run) as store:
+        store.create_run("flag-5", {"config": {}})
+        store.db.execute("INSERT INTO trajectories (run_id, key, attempt, kind, spec_id, success, steps, created, data) "
+                         "VALUES ('flag-5', 'k', 0, 'episode', 'a', 5, 3, 0, '{}')")  # wilson(5, 1): math domain error
+        store.create_run("config-text", {"config": "not a mapping"})
+        store.create_run("policy-html", {"config": {"policy": "<b id='p'>x</b>"}})
+        store.db.execute("INSERT INTO runs VALUES ('manifest-not-json', 1e300, '{')")
+    home = _client(run).get("/")
+    assert home.status_code == 200, home.text[:200]
+    for run_id in ("flag-5", "config-text", "policy-html", "manifest-not-json"):
+        assert f">{run_id}</a>" in home.text
+    assert "100.0% <span class='muted'>[20.7%, 100.0%]" in home.text and "<b id='p'>" not in home.text

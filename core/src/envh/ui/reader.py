@@ -71,11 +71,19 @@ class RunDirs:
                 errs = dict(db.execute(
                     f"SELECT error_class, COUNT(*) FROM trajectories WHERE run_id = ? AND kind = 'episode' "
                     f"AND error_class IS NOT NULL AND {LATEST} GROUP BY error_class", (run_id,)).fetchall())
-                low, high = wilson(int(wins), int(n))
-                config = json.loads(manifest).get("config", {})
+                # a store is data: success flags other than 0/1 or a manifest that is not the
+                # writer's must not take the runs page (every directory on it) down
+                wins = min(max(int(wins), 0), int(n))
+                low, high = wilson(wins, int(n))
+                try:
+                    data = json.loads(manifest)
+                except (TypeError, ValueError):
+                    data = None
+                config = data.get("config") if isinstance(data, dict) else None
                 out.append({"run_id": run_id, "created": created, "episodes": n, "successes": wins,
                             "success_rate": wins / n if n else 0.0, "wilson": (low, high),
-                            "mean_steps": steps, "errors": errs, "policy": config.get("policy")})
+                            "mean_steps": steps, "errors": errs,
+                            "policy": config.get("policy") if isinstance(config, dict) else None})
             return out
         finally:
             db.close()
