@@ -100,3 +100,12 @@ def test_a_restored_episode_keeps_its_values_and_crafted_ones_are_refused() -> N
             saved["data"]["current"] = bad
             with pytest.raises(errors.StateError, match="curriculum"):
                 other.from_state(saved)
+
+
+@pytest.mark.parametrize("params", [{"size": 2}, {"size": 12}, {"max_number": 10**9}, {"size": True},
+                                    {"size": "4"}, {"size": 4.0}, {"colour": 1}])
+def test_toy24_refuses_values_outside_its_declared_bounds(params: dict) -> None:
+    import random
+
+    with envh.make("toy24") as env, pytest.raises(errors.SpecError, match="Toy24 parameter"):
+        env.unwrapped.task_for(params, random.Random(0))

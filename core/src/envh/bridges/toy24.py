@@ -190,7 +190,14 @@ class Toy24Env(Bridge):
         }
 
     def task_for(self, params: Mapping[str, Any], rng: Any) -> TaskRef:
-        size, top = int(params.get("size", 4)), int(params.get("max_number", 13))
+        declared = self.tunable_parameters()
+        for name, value in params.items():  # outside the declared bounds is refused (a size of 12 stalls the solver)
+            bound = declared.get(name)
+            if bound is None or type(value) is not int or not bound["low"] <= value <= bound["high"]:
+                allowed = ", ".join(f"{n} {b['low']}..{b['high']}" for n, b in declared.items())
+                raise errors.SpecError(f"Toy24 parameter {name}={value!r} is not a declared tunable parameter "
+                                       f"within its bounds ({allowed})")
+        size, top = params.get("size", 4), params.get("max_number", 13)
         for _ in range(10_000):
             nums = sorted(rng.randint(1, top) for _ in range(size))
             if solver.solvable(nums):
