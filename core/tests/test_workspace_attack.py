@@ -120,3 +120,12 @@ def test_tracking_does_not_show_what_a_stage_replayed_out_of_sight() -> None:
         assert env.get_env_state()["workspace"]["belief_size"] == 2  # the reset and the last replayed answer
         assert "[0] 3, [1] 4, [2] 3" not in belief  # 1+2 in between: the policy never saw it
         assert shown.splitlines()[0][:40] in belief
+
+
+def test_a_library_that_cannot_be_written_is_a_typed_env_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    spec = {"bridge": "toy24", "layers": [{"kind": "workspace", "library": str(tmp_path / "file" / "lib")}]}
+    with envh.make(spec) as env:
+        env.reset(seed=0)
+        with pytest.raises(errors.EnvError, match="Experience library"):
+            env.step(Action(tool="note", args={"text": "multiply the two largest numbers first"}))

@@ -159,10 +159,13 @@ class Library:
 def write_note(root: str | Path, episode: str, note: dict[str, Any]) -> None:
     """Append one note to the episode's own file (no other writer touches it)."""
     folder = Path(root) / "notes"
-    folder.mkdir(parents=True, exist_ok=True)
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", episode)[:120]
-    with open(folder / f"{safe}.jsonl", "a", encoding="utf-8") as f:
-        f.write(json.dumps(note) + "\n")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / f"{safe}.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(note) + "\n")
+    except OSError as exc:  # a full disk, a library path that is not a directory, no permission
+        raise errors.EnvError(f"Cannot write to the Experience library's notes in {folder}: {exc}") from exc
 
 
 def write_use(root: str | Path, episode: str, found: dict[str, list[str]]) -> None:
