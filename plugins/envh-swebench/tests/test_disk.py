@@ -94,6 +94,7 @@ def test_a_snapshot_keeps_the_repository(make_env):
     seen = bash(other, "cat kept.txt; ls /tmp; git status --short").observation.text
     assert "kept" in seen and "?? kept.txt" in seen and "lost.txt" not in seen
     assert other.box.disk_used() == 0
+    other.close()  # first: the snapshot's owner cannot remove an image a container still runs
 
 
 def test_volumes_go_with_their_container(make_env, docker_client):
