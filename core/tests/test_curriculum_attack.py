@@ -109,3 +109,22 @@ def test_toy24_refuses_values_outside_its_declared_bounds(params: dict) -> None:
 
     with envh.make("toy24") as env, pytest.raises(errors.SpecError, match="Toy24 parameter"):
         env.unwrapped.task_for(params, random.Random(0))
+
+
+def test_a_coach_memo_with_infinity_cannot_put_non_json_into_the_audit_log(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    code = "def coach(stats, memo):\n    memo['x'] = 1e308 * 10\n    return None\n"
+    s = spec(audit=str(audit), params={"size": {"range": [3, 5], "init": 3}},
+             policy={"type": "coach", "code": code, "window": 1})
+    with envh.make(s) as env:
+        for i in range(2):
+            env.reset(seed=i)
+            env.step(Action(tool="stop"))
+
+    def strict(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    records = [json.loads(line, parse_constant=strict) for line in audit.read_text().splitlines()]
+    decisions = [r for r in records if r["type"] == "decision"]
+    assert decisions and all(d["decision"] == "coach-failed" for d in decisions)
+    assert "NaN or Infinity" in decisions[0]["reason"]

@@ -88,7 +88,10 @@ class Coach:
         memo = box.get("memo")
         if type(memo) is not dict:
             raise errors.ContractCodeError("memo must stay a dict", hook=FUNCTION)
-        size = len(json.dumps(memo))
+        try:
+            size = len(json.dumps(memo, allow_nan=False))
+        except ValueError:  # NaN or Infinity would make the audit log's line something no JSON reader takes
+            raise errors.ContractCodeError("memo holds NaN or Infinity, which is not JSON data", hook=FUNCTION) from None
         if size > MAX_MEMO:  # every decision logs it: an unbounded memo would flood the audit log
             raise errors.ContractCodeError(f"memo of {size:,} bytes exceeds the {MAX_MEMO:,} byte limit; keep "
                                            "only the statistics the coach needs", hook=FUNCTION)
