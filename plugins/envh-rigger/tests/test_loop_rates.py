@@ -151,8 +151,9 @@ def test_a_worker_pool_plays_ahead_without_changing_any_decision(registry, tmp_p
 
 
 def test_code_a_designer_wrote_is_validated_with_a_worker_pool_too(registry, tmp_path):
-    """Untrusted code plays in this process (its hooks in the jail) even when --workers asks
-    for a pool: inside pool workers the jail cannot start, and every episode would be an error."""
+    """Model-written code runs in the jail from inside the pool's worker processes too (the
+    default --workers 2): no validation episode may end in an error. (Seen failing once while
+    the jail and the workers' isolation were being changed: every episode an env_error.)"""
     cfg = RigConfig(spec=SPEC, tasks=TASK, out=str(tmp_path / "pool"), max_steps=40, workers=2,
                     policy="random:3", target="sr:0.7-0.9", rounds=1, designer="writer")
     rig(cfg, registry=registry)

@@ -135,7 +135,7 @@ class TaskLoop:
         outcomes in seed order, so the operating characteristic is unchanged."""
         missing = used + more - len(played)
         if missing > 0:
-            spare = max(0, self.r.rollouts.parallel(spec) - missing)
+            spare = max(0, self.r.rollouts.workers - missing)
             if self.r.budget.max_rollouts is not None:  # spares never push past the budget
                 spare = min(spare, max(0, self.r.budget.max_rollouts - self.r.usage.rollouts - missing))
             n = missing + spare

@@ -62,11 +62,7 @@ class Rollouts:
         return self._stored.get(key)
 
     def run(self, spec: dict[str, Any], task: TaskRef, seeds: Sequence[int], phase: str) -> list[Trajectory]:
-        """Episodes of ``spec`` on ``task`` for ``seeds`` (read back when already stored).
-
-        A spec with untrusted contract code plays in this process (its code still runs in
-        the jail): inside pool workers the jail process dies on start, so every episode
-        would end in an error."""
+        """Episodes of ``spec`` on ``task`` for ``seeds`` (read back when already stored)."""
         sid = spec_id(spec, self.registry)
         found: dict[str, Trajectory] = {}
         todo: dict[str, EpisodeRequest] = {}  # by key: a seed listed twice plays once
@@ -80,7 +76,7 @@ class Rollouts:
                     key=key, spec=spec, spec_id=sid, task=task, seed=seed, policy=self.policy,
                     policy_options=dict(self.policy_options), run_id=RUN_ID, max_steps=self.max_steps,
                     timeout_s=self.timeout_s)
-        for traj in self._play(list(todo.values()), inline=untrusted_code(spec)):
+        for traj in self._play(list(todo.values())):
             self.store.append(traj)
             self._done.add(traj.key)
             self._stored[traj.key] = traj
@@ -90,12 +86,8 @@ class Rollouts:
                 self.on_episode(traj)
         return [found[key] for key in keys]
 
-    def parallel(self, spec: dict[str, Any]) -> int:
-        """How many episodes of ``spec`` play at once."""
-        return 1 if untrusted_code(spec) else self.workers
-
-    def _play(self, requests: list[EpisodeRequest], *, inline: bool = False) -> Iterator[Trajectory]:
-        if inline or self.workers == 1 or len(requests) < 2:
+    def _play(self, requests: list[EpisodeRequest]) -> Iterator[Trajectory]:
+        if self.workers == 1 or len(requests) < 2:
             for request in requests:
                 yield run_episode(request, self.warm)
             return
@@ -115,14 +107,3 @@ class Rollouts:
             self._pool.close()
         self.warm.close()  # problems closing a warm env do not change stored results
         self.store.close()
-
-
-def untrusted_code(spec: Any) -> bool:
-    """Whether ``spec`` holds a contract marked ``trust: untrusted`` (or is marked so itself)."""
-    if isinstance(spec, dict):
-        if spec.get("trust") == "untrusted":
-            return True
-        return any(untrusted_code(v) for v in spec.values())
-    if isinstance(spec, list):
-        return any(untrusted_code(v) for v in spec)
-    return False
