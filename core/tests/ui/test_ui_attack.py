@@ -9,11 +9,14 @@ import html
 import json
 import sqlite3
 import textwrap
+import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
-from envh.rollout.store import FILENAME, TrajectoryStore
+from envh.rollout.store import FILENAME, SCHEMA, TrajectoryStore
 from envh.ui.app import COOKIE, create_app  # the ui extra is installed by setup: missing fails, never skips
 from starlette.testclient import TestClient
 
@@ -305,3 +308,47 @@ def test_odd_success_flags_and_manifests_leave_the_runs_page_up(tmp_path: Path) 
     for run_id in ("flag-5", "config-text", "policy-html", "manifest-not-json"):
         assert f">{run_id}</a>" in home.text
     assert "100.0% <span class='muted'>[20.7%, 100.0%]" in home.text and "<b id='p'>" not in home.text
+
+
+def _get(base: str, path: str) -> tuple[int, str]:
+    req = urllib.request.Request(base + path, headers={"cookie": f"{COOKIE}={TOKEN}"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, exc.read().decode()
+
+
+def test_a_store_a_writer_keeps_locked_stalls_only_its_own_page(tmp_path: Path, serve) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    db = sqlite3.connect(run / FILENAME, isolation_level=None)  # a rollback-journal store (not WAL)
+    db.executescript(SCHEMA)
+    db.execute("INSERT INTO runs VALUES ('locked-run', 0, '{}')")
+    db.execute("BEGIN EXCLUSIVE")
+    db.execute("INSERT INTO runs VALUES ('written-meanwhile', 1, '{}')")
+    assert Path(f"{run / FILENAME}-journal").exists()
+    answers: dict[str, tuple[int, str]] = {}
+    with serve(create_app([run], token=TOKEN)) as base:
+        reader = threading.Thread(target=lambda: answers.update(home=_get(base, "/")))
+        reader.start()
+        time.sleep(0.5)  # the runs page now waits for the writer's lock
+        start = time.monotonic()
+        status, css = _get(base, "/static/envh.css")
+        assert status == 200 and "nav" in css
+        assert _get(base, "/playground")[0] == 200
+        waited = time.monotonic() - start
+        db.execute("COMMIT")
+        reader.join(30)
+    db.close()
+    assert waited < 2.5, f"other pages waited {waited:.1f} s behind a locked store"
+    status, home = answers["home"]
+    assert status == 200 and "written-meanwhile" in home  # read once the writer committed, not a torn page
+
+
+def test_a_huge_report_is_shown_cut_not_read_whole(tmp_path: Path) -> None:
+    (tmp_path / "report.md").write_text("# start of the report\n" + "<b>x</b>" * 1_000_000)  # 8 MB
+    r = _client(tmp_path).get("/rig/0")
+    assert r.status_code == 200 and "# start of the report" in r.text and "<b>x" not in r.text
+    assert "(report.md goes on: 8,000,022 bytes" in r.text and len(r.text) < 6_000_000

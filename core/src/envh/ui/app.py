@@ -63,6 +63,8 @@ class BodyTooLarge(ValueError):
     """A POST body over ``MAX_BODY``."""
 
 
+#: characters of report.md the rig page shows
+MAX_REPORT = 1_000_000
 #: the largest page number honoured (an OFFSET beyond SQLite's 64-bit integers is a crash)
 MAX_PAGE = 10**9
 
@@ -112,7 +114,10 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
             raise LookupError(index)
         return index
 
-    async def home(request: Request) -> Response:
+    # the read routes are plain functions: Starlette runs them on its thread pool, so a store
+    # a writer keeps locked (up to SQLite's busy timeout) or a large report stalls only its
+    # own page, not the event loop every other page and the playground answer on
+    def home(request: Request) -> Response:
         listed: list[tuple[Any, ...]] = []
         for i, d in enumerate(runs.dirs):
             try:  # one directory's damaged store (empty, not SQLite, not envh's) leaves the others listed
@@ -121,7 +126,7 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
                 listed.append((i, str(d), [], runs.listing(i), f"the trajectory store cannot be read: {exc}"))
         return HTMLResponse(pages.runs_page(listed))
 
-    async def run(request: Request) -> Response:
+    def run(request: Request) -> Response:
         # the run id is a query value, never a path segment: ids with '/', '?', '#', '%'
         # or '..' survive the round trip through the browser unchanged
         q = request.query_params
@@ -131,31 +136,36 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
         rows, total = runs.episodes(index, run_id, page=page, **filters)
         return HTMLResponse(pages.episodes_page(index, run_id, rows, total, page, PAGE, filters))
 
-    async def trajectory(request: Request) -> Response:
+    def trajectory(request: Request) -> Response:
         t = runs.trajectory(_dir(request), int(request.path_params["seq"]))
         return HTMLResponse(pages.trajectory_page(t)) if t else PlainTextResponse("no such episode", 404)
 
-    async def compare(request: Request) -> Response:
+    def compare(request: Request) -> Response:
         index = _dir(request)
         a, b = runs.trajectory(index, int(request.path_params["a"])), runs.trajectory(index, int(request.path_params["b"]))
         if a is None or b is None:
             return PlainTextResponse("no such episode", 404)
         return HTMLResponse(pages.compare_page(a, b))
 
-    async def file(request: Request) -> Response:
+    def file(request: Request) -> Response:
         path = runs.file(_dir(request), request.path_params["name"])
         return FileResponse(path) if path else PlainTextResponse("not found", 404)
 
-    async def rig(request: Request) -> Response:
+    def rig(request: Request) -> Response:
         index = _dir(request)
         path = runs.file(index, "report.md")
-        text = path.read_text(errors="replace") if path else "(no report.md in this directory)"
+        text = "(no report.md in this directory)"
+        if path:
+            with path.open(encoding="utf-8", errors="replace") as f:
+                text = f.read(MAX_REPORT + 1)
+            if len(text) > MAX_REPORT:  # the page shows the start; the file link serves it whole
+                text = text[:MAX_REPORT] + f"\n\n(report.md goes on: {path.stat().st_size:,} bytes; open it from the runs page)"
         images = [f for f in runs.listing(index) if f.endswith((".png", ".svg"))]
         pool = runs.pool(index)
         rounds = rigpage.rounds_html(index, runs.rig_rounds(index), {p["spec_id"] for p in pool})
         return HTMLResponse(pages.text_page("Rig report", text, images, index, pool, rounds))
 
-    async def training(request: Request) -> Response:
+    def training(request: Request) -> Response:
         path = runs.file(_dir(request), "metrics.jsonl")
         rows = []
         for line in (path.read_text(errors="replace").splitlines() if path else []):
@@ -168,7 +178,7 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
                              for k, v in row.items()})
         return HTMLResponse(pages.training_page(rows))
 
-    async def playground(request: Request) -> Response:
+    def playground(request: Request) -> Response:
         spec = DEFAULT_SPEC
         if request.query_params.get("spec"):  # an accepted spec from a rig directory's pool
             import yaml

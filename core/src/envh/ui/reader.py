@@ -48,8 +48,9 @@ class RunDirs:
         # file name at '#'/'?' and SQLite would create that shorter name read-write. A WAL
         # store with no -wal file (its writer closed) is opened immutable: read-only mode
         # would create -wal and -shm files beside it; with a live writer they exist already
-        wal = Path(f"{path}-wal").exists()
-        db = sqlite3.connect(f"file:{quote(str(path))}?mode=ro{'' if wal else '&immutable=1'}", uri=True, timeout=10)
+        # (and a rollback journal means a writer holds it: read-only mode waits for its lock)
+        live = Path(f"{path}-wal").exists() or Path(f"{path}-journal").exists()  # a writer at work
+        db = sqlite3.connect(f"file:{quote(str(path))}?mode=ro{'' if live else '&immutable=1'}", uri=True, timeout=10)
         db.execute("PRAGMA query_only = ON")
         return db
 
