@@ -204,11 +204,16 @@ def test_a_trajectory_shows_what_each_layer_did(page) -> None:
 
 def test_two_trajectories_side_by_side(page) -> None:
     page.locator("tr.run a").first.click()
+    tasks = [page.locator("tr.episode").nth(i).locator("td").nth(2).inner_text() for i in (0, 1)]
+    assert tasks[0] != tasks[1]
     page.locator("input.pick").nth(0).check()
     page.locator("input.pick").nth(1).check()
     page.locator("#compare").click()
     page.wait_for_url("**/compare/**")
     assert page.locator("#left #steps").count() == 1 and page.locator("#right #steps").count() == 1
+    # each side is the episode picked for it (the same one twice would pass the line above)
+    assert tasks[0] in page.locator("#left table.meta").inner_text()
+    assert tasks[1] in page.locator("#right table.meta").inner_text()
     shot(page, "compare")
 
 
