@@ -128,3 +128,17 @@ def test_a_coach_memo_with_infinity_cannot_put_non_json_into_the_audit_log(tmp_p
     decisions = [r for r in records if r["type"] == "decision"]
     assert decisions and all(d["decision"] == "coach-failed" for d in decisions)
     assert "NaN or Infinity" in decisions[0]["reason"]
+
+
+@pytest.mark.parametrize("how", ["spec", "make"])
+def test_an_untrusted_spec_cannot_make_the_audit_log_write_a_host_file(tmp_path: Path, how: str) -> None:
+    victim = tmp_path / "victim" / "file.txt"
+    s = spec(audit=str(victim))
+    with pytest.raises(errors.SpecError, match="untrusted spec may not name a host path"):
+        envh.make({**s, "trust": "untrusted"}) if how == "spec" else envh.make(s, trust="untrusted")
+    assert not victim.parent.exists()
+    leg = {"bridge": "toy24", "layers": spec(audit=str(victim))["layers"]}  # chain legs inherit the trust
+    with pytest.raises(errors.SpecError, match="untrusted spec may not name a host path"):
+        envh.make({"bridge": "toy24", "layers": [{"kind": "chain", "legs": [leg]}]}, trust="untrusted")
+    with envh.make(spec(), trust="untrusted"):  # without a path it builds
+        pass

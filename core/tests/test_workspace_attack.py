@@ -129,3 +129,12 @@ def test_a_library_that_cannot_be_written_is_a_typed_env_error(tmp_path: Path) -
         env.reset(seed=0)
         with pytest.raises(errors.EnvError, match="Experience library"):
             env.step(Action(tool="note", args={"text": "multiply the two largest numbers first"}))
+
+
+def test_an_untrusted_spec_cannot_point_the_library_at_a_host_directory(tmp_path: Path) -> None:
+    spec = {"bridge": "toy24", "layers": [{"kind": "workspace", "library": str(tmp_path / "victim")}]}
+    with pytest.raises(errors.SpecError, match="untrusted spec may not name a host path"):
+        envh.make(spec, trust="untrusted")
+    assert not (tmp_path / "victim").exists()
+    with envh.make({"bridge": "toy24", "layers": [{"kind": "workspace"}]}, trust="untrusted"):
+        pass

@@ -270,6 +270,9 @@ def refuse_evaluation(spec: Any) -> None:
 
 
 def build(spec: CurriculumSpec, inner: ActionableEnv, ctx: BuildContext) -> CurriculumLayer:
+    if spec.audit is not None and ctx.trust == "untrusted":
+        raise errors.SpecError("An untrusted spec may not name a host path: the curriculum's `audit` log would append "
+                               "to any file the process can write. Leave it out, or build the spec as trusted.")
     if not spec.training:
         raise errors.CurriculumEvaluationError(
             "A curriculum layer adapts the task distribution, so it must not stand between a policy and a "

@@ -230,4 +230,7 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
 
 
 def build(spec: WorkspaceSpec, inner: ActionableEnv, ctx: BuildContext) -> Workspace:
+    if spec.library is not None and ctx.trust == "untrusted":
+        raise errors.SpecError("An untrusted spec may not name a host path: the workspace's `library` would be read "
+                               "and written wherever it points. Leave it out, or build the spec as trusted.")
     return Workspace(inner, spec, layer_id=spec.id or f"{ctx.index}:workspace")
