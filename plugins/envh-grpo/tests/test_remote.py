@@ -186,3 +186,38 @@ def test_a_failing_engine_stops_the_rollout_with_its_cause(tokenizer, pool):
     with pytest.raises(envh.errors.EnvhError, match="out of memory in the engine"):
         remote.play_remote(jobs, pool, Broken(), ChatSegments(tokenizer, PREFILL), SamplingConfig(), max_turns=2,
                            max_context=4096)
+
+
+def test_a_turn_left_over_by_a_dead_worker_does_not_enter_the_retried_episode(tokenizer):
+    import threading
+
+    gate = threading.Event()
+
+    class Gated(Script):
+        def generate(self, prompts, sampling, seeds):
+            gate.wait(60)
+            return super().generate(prompts, sampling, seeds)
+
+    seg = ChatSegments(tokenizer, PREFILL)
+    server = remote.GenerationServer(Gated(tokenizer, [["stop()</action>"]], 0), seg, SamplingConfig(), episodes=1,
+                                     expected=1, max_context=4096, linger_s=0.0)
+    try:
+        start = {"token": server.token, "key": 0, "op": "start", "system": "s", "observation": "o"}
+        assert remote._call(server.address, start, 30) == {"ok": True}
+        stale: dict = {}
+        first = threading.Thread(target=lambda: stale.update(remote._call(
+            server.address, {"token": server.token, "key": 0, "op": "turn", "message": None}, 60)))
+        first.start()  # the first attempt's turn waits in the engine; its worker dies meanwhile
+        for _ in range(100):
+            if server.batches:
+                break
+            threading.Event().wait(0.05)
+        assert remote._call(server.address, start, 30) == {"ok": True}  # the retry starts the episode again
+        gate.set()
+        first.join(60)
+        assert "newer attempt" in stale["error"] and server.turns[0] == []
+        again = remote._call(server.address, {"token": server.token, "key": 0, "op": "turn", "message": None}, 60)
+        assert again["text"] == "stop()</action>" and len(server.turns[0]) == 1  # turn 0's seed, once
+    finally:
+        gate.set()
+        server.close()

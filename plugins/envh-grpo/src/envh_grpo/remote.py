@@ -49,8 +49,8 @@ class RemoteJob:
 
 
 class _Slot:
-    def __init__(self, key: int, prompt: list[int]) -> None:
-        self.key, self.prompt = key, prompt
+    def __init__(self, key: int, attempt: int, prompt: list[int]) -> None:
+        self.key, self.attempt, self.prompt = key, attempt, prompt
         self.reply: dict[str, Any] | None = None
         self.done = threading.Event()
 
@@ -73,6 +73,7 @@ class GenerationServer:
         self.turns: dict[int, list[Turn]] = {k: [] for k in range(episodes)}
         self.texts: dict[int, list[str]] = {k: [] for k in range(episodes)}
         self.stopped: dict[int, str] = {}
+        self.attempts: dict[int, int] = {k: 0 for k in range(episodes)}  # starts seen (a retry starts again)
         self.unfinished = episodes
         self.failure: BaseException | None = None
         self.batches: list[int] = []  # the size of every batch sent to the engine
@@ -141,6 +142,7 @@ class GenerationServer:
         if op == "start":
             head = self.segments.head(str(request.get("system", "")), str(request.get("observation", "")))
             with self._cond:  # a retried attempt starts its episode again
+                self.attempts[key] += 1
                 self.convs[key] = Conversation(self.segments, head, self.history)
                 self.turns[key], self.texts[key] = [], []
                 self.stopped.pop(key, None)
@@ -157,8 +159,8 @@ class GenerationServer:
         if len(prompt) + self.sampling.max_new_tokens > self.max_context:
             self.stopped[key] = "context"
             return {"stop": "context"}
-        slot = _Slot(key, prompt)
         with self._cond:
+            slot = _Slot(key, self.attempts[key], prompt)
             if self._closed:
                 return {"error": "the trainer stopped the rollout"}
             self._pending.append(slot)
@@ -194,6 +196,10 @@ class GenerationServer:
                     s.done.set()
                 continue
             for s, gen in zip(batch, gens, strict=True):
+                if s.attempt != self.attempts[s.key]:  # its worker died and the episode started again
+                    s.reply = {"error": "a newer attempt of this episode started"}
+                    s.done.set()
+                    continue
                 text = self.segments.tok.decode(list(gen.ids), skip_special_tokens=True)
                 self.turns[s.key].append(Turn(prompt_ids=tuple(s.prompt), completion_ids=gen.ids,
                                               logprobs=gen.logprobs, finish=gen.finish))
