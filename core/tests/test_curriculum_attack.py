@@ -142,3 +142,14 @@ def test_an_untrusted_spec_cannot_make_the_audit_log_write_a_host_file(tmp_path:
         envh.make({"bridge": "toy24", "layers": [{"kind": "chain", "legs": [leg]}]}, trust="untrusted")
     with envh.make(spec(), trust="untrusted"):  # without a path it builds
         pass
+
+
+def test_the_anchor_fraction_holds_over_many_episodes_and_anchored_ones_play_the_requested_task() -> None:
+    task = envh.TaskRef(suite="toy24", split="hard", instance_id="1,5,5,5")
+    with envh.make(spec(anchor=0.3, policy={"window": 1000})) as env:
+        infos = [env.reset(task=task, seed=i).info for i in range(200)]
+    anchored = [i["curriculum"]["anchored"] for i in infos]
+    assert 0.2 <= sum(anchored) / len(anchored) <= 0.4  # 0.3 ± 3 sd of a binomial(200, 0.3)
+    tasks = [i["envh"][-1]["task"] for i in infos]
+    assert all((t == str(task)) == a for t, a in zip(tasks, anchored))
+    assert max(len(run) for run in "".join("a" if a else "." for a in anchored).split(".")) < 8  # no long streaks
