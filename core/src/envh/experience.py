@@ -17,6 +17,7 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -111,8 +112,17 @@ class Library:
             raise errors.StateError(f"Unknown consolidation op {op!r}")
 
     def save(self) -> None:
-        """Write the next version atomically (a reader sees the old or the new file)."""
+        """Write the next version atomically (a reader sees the old or the new file). The
+        version it replaces is kept as ``versions/v<N>.json``, so a bad consolidation (a
+        hostile note steering the LLM to remove entries) can be rolled back."""
         self.root.mkdir(parents=True, exist_ok=True)
+        current, kept = self.root / "library.json", self.root / "versions" / f"v{self.version}.json"
+        if current.exists() and not kept.exists():
+            kept.parent.mkdir(exist_ok=True)
+            try:
+                os.link(current, kept)  # the old file stays whole under its new name
+            except OSError:
+                shutil.copyfile(current, kept)
         self.version += 1
         data = {"version": self.version, "entries": self.entries}
         fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".library-")
