@@ -128,16 +128,24 @@ def _confidence(res: dict[str, Any]) -> str:
     conf = res.get("confidence")
     if not conf:
         return ""
-    return " (posterior " + ", ".join(f"{k} {v:.2f}" for k, v in conf.items()) + ")"
+    return (" (uniform-prior posterior mass " + ", ".join(f"{k} {v:.2f}" for k, v in conf.items())
+            + "; the verdict is the stopping rule's, whose error rates are stated per band)")
 
 
 def _guarantee(target: Target, band: list[float], validator: SequentialValidator) -> str:
     if not target.binary:
-        return ("mean-steps rule: t posterior, stated at sd <= one band width: P(in | centre) >= 0.95, "
-                "P(in | an edge -/+ one width) <= 0.03")
+        return ("mean-steps rule: decided past an edge at 10 rollouts when clear, else at n >= max(20, "
+                "(z s / (w/2))^2, (skewness / 0.2)^2); stated P(in | centre) >= 0.85, P(in | an edge -/+ one "
+                "width) <= 0.10 (measured on normal, Poisson and geometric counts); an 'in' needing more than "
+                "the cap is refused")
     c = validator.characteristic((band[0], band[1]))
     parts = [f"P(in | p={v['p']:.2f}) = {v['p_in']:.2f} with {v['rollouts']:.1f} rollouts" for k, v in c.items()
              if not k.startswith("p=")]
+    # and halfway out, where a wide band is lenient: the candidates it accepts most wrongly
+    w = band[1] - band[0]
+    for p in sorted({round(max(0.0, band[0] - w / 2), 4), round(min(1.0, band[1] + w / 2), 4)} - {0.0, 1.0}):
+        probs, n = validator.design_for((band[0], band[1])).operating(p)
+        parts.append(f"P(in | p={p:.2f}) = {probs['in']:.2f} with {n:.1f} rollouts")
     return "validator's exact error rates at this band: " + "; ".join(parts)
 
 

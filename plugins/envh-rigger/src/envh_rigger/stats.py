@@ -316,6 +316,10 @@ class SequentialValidator:
             below, above = float(post.cdf(lo)), float(post.sf(hi))
         return {"below": below, "in": max(0.0, 1 - below - above), "above": above}
 
+    def design_for(self, band: tuple[float, float]) -> BinaryDesign:
+        """The stopping table used at ``band`` (``operating(p)`` gives P(decision | p))."""
+        return self._binary(band)
+
     def characteristic(self, band: tuple[float, float]) -> dict[str, dict[str, float]]:
         """The exact binary operating characteristic at ``band``'s guarantee points."""
         return self._binary(band).characteristic
