@@ -166,6 +166,8 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
                 "episode": self.episode}
 
     def load_layer_state(self, data: Any) -> None:
+        if data is None:  # saved before the workspace kept its memory: it starts empty, as it did then
+            return
         try:
             progress = [{"subgoal": str(p["subgoal"]), "status": str(p["status"])} for p in data["progress"]]
             counts = Counter({m: int(data["counts"][m]) for m in META})
