@@ -20,7 +20,7 @@ Formats (``envh export --format ...``; loader lines in core/README.md):
   (``verl_messages``/``verl_tools`` for any other reader).
 * ``sft``: token level, from the recorded token ids (never retokenised): ``input_ids``,
   ``labels`` (-100 outside the model's tokens), ``loss_mask``/``completion_mask``,
-  ``logprobs`` and the rewards. Consecutive turns whose prompt extends the previous
+  ``logprobs`` (null for a row with a turn whose engine gave none) and the rewards. Consecutive turns whose prompt extends the previous
   prompt and completion form one row; otherwise a turn starts a new row.
 
 Trajectories written before turns were recorded (and non-model policies) fall back to
@@ -84,10 +84,22 @@ def _clean(message: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _new_messages(request: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The messages a turn added: everything after the last assistant message."""
-    last = max((i for i, m in enumerate(request) if m.get("role") == "assistant"), default=0)
-    return request[last + 1:]
+def _new_messages(request: list[dict[str, Any]], first: Any) -> list[dict[str, Any]]:
+    """The messages a turn added: everything after the last assistant message. A request
+    whose whole history was dropped to fit the context has none: then it is what follows
+    the system prompt, less the first observation it kept (``first``; the context fitting
+    joins it and the current observation into one user message)."""
+    last = max((i for i, m in enumerate(request) if m.get("role") == "assistant"), default=None)
+    if last is not None:
+        return request[last + 1:]
+    new = [m for m in request if m.get("role") != "system"]
+    if new and new[0].get("role") == "user" and isinstance(first, str):
+        content = new[0].get("content")
+        if content == first:
+            new = new[1:]
+        elif isinstance(content, str) and content.startswith(first + "\n\n"):
+            new = [{**new[0], "content": content[len(first) + 2:]}, *new[1:]]
+    return new
 
 
 def to_messages(trajectory: Trajectory, system: str | None = None, raw_arguments: bool = False) -> list[dict[str, Any]]:
@@ -95,10 +107,13 @@ def to_messages(trajectory: Trajectory, system: str | None = None, raw_arguments
     if not any(s.turn is not None for s in trajectory.steps):
         return _from_actions(trajectory, system)
     messages: list[dict[str, Any]] = []
+    first: Any = None
     for step, request in zip(trajectory.steps, request_messages(trajectory.steps), strict=True):
         if step.turn is None or request is None:
             continue
-        messages += [_clean(m) for m in (request if not messages else _new_messages(request))]
+        if not messages:
+            first = next((m.get("content") for m in request if m.get("role") == "user"), None)
+        messages += [_clean(m) for m in (request if not messages else _new_messages(request, first))]
         messages.append(reply_message(step.turn, raw_arguments))
     if system and messages and messages[0]["role"] == "system":
         messages[0] = {"role": "system", "content": system}
@@ -333,8 +348,10 @@ def token_rows(trajectory: Trajectory) -> Iterator[dict[str, Any]]:
         if turn is None or ids is None:
             continue
         prompt, completion = ids
-        logprobs = list(turn.logprobs) if turn.logprobs and len(turn.logprobs) == len(completion) \
-            else [0.0] * len(completion)
+        # a turn without a logprob for each of its tokens has none: 0.0 would say the
+        # sampler was certain, and a trainer would take it as the behaviour policy's
+        logprobs = list(turn.logprobs) if turn.logprobs is not None and len(turn.logprobs) == len(completion) \
+            and all(isinstance(x, (int, float)) and math.isfinite(x) for x in turn.logprobs) else None
         if row is not None and prompt[:len(row["input_ids"])] == row["input_ids"]:
             gap = prompt[len(row["input_ids"]):]
         else:
@@ -344,7 +361,8 @@ def token_rows(trajectory: Trajectory) -> Iterator[dict[str, Any]]:
             gap = prompt
         row["input_ids"] += gap + completion
         row["loss_mask"] += [0] * len(gap) + [1] * len(completion)
-        row["logprobs"] += [0.0] * len(gap) + logprobs
+        if row["logprobs"] is not None:
+            row["logprobs"] = None if logprobs is None else row["logprobs"] + [0.0] * len(gap) + logprobs
         row["turns"].append(step.index)
         row["step_rewards"].append(step.reward)
     if row is not None:

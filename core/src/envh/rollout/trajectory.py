@@ -197,12 +197,14 @@ def token_ids(steps: tuple[StepRecord, ...] | list[StepRecord]) -> list[tuple[li
     out: list[tuple[list[int], list[int]] | None] = []
     for step in steps:
         turn = step.turn
-        if turn is None or turn.prompt_token_ids is None or turn.completion_token_ids is None:
+        if turn is None or turn.prompt_token_ids is None:
             out.append(None)
             continue
+        # the policy shares prefixes with its last prompt that had ids, whether or not
+        # the engine gave that turn's completion ids
         prompt = previous[:turn.prompt_shared] + list(turn.prompt_token_ids)
         previous = prompt
-        out.append((prompt, list(turn.completion_token_ids)))
+        out.append(None if turn.completion_token_ids is None else (prompt, list(turn.completion_token_ids)))
     return out
 
 

@@ -14,6 +14,7 @@ token-faithful; the prompt is fitted to the ``max_model_len`` the server reports
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import time
@@ -193,6 +194,18 @@ def _int_list(value: Any) -> list[int] | None:
     return None
 
 
+def _logprobs(content: list[Any]) -> list[float] | None:
+    """The per-token logprobs of a reply; ``None`` unless every token has a finite number
+    (a missing one is not 0.0, a certain token, and NaN is no JSON a reader takes)."""
+    out: list[float] = []
+    for token in content:
+        value = token.get("logprob") if isinstance(token, dict) else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return None
+        out.append(float(value))
+    return out
+
+
 def _completion(response: Any, *, attempts: int, failures: list[str], sampling: dict[str, Any]) -> Completion:
     # a malformed body (a call's arguments as an object, ...) is data, not a warning
     raw = response.to_dict(warnings=False) if hasattr(response, "to_dict") else response
@@ -219,7 +232,7 @@ def _completion(response: Any, *, attempts: int, failures: list[str], sampling: 
     content = ((first.get("logprobs") or {}).get("content") if isinstance(first, dict) else None) or None
     written = None
     if isinstance(content, list):
-        logprobs = [float(t.get("logprob", 0.0)) for t in content if isinstance(t, dict)]
+        logprobs = _logprobs(content)
         # the tokens as generated: what the model wrote before a tool parser took calls out
         written = "".join(str(t.get("token", "")) for t in content if isinstance(t, dict))
     if isinstance(raw, dict):  # the ids and logprobs live on the turn record, not twice
