@@ -151,3 +151,15 @@ def test_a_steered_consolidation_can_be_rolled_back_to_the_previous_version(tmp_
     consolidate(tmp_path, LLMConsolidator("replay", base_url=llm_replay_server.base_url, api_key_env="NO_SUCH_KEY"))
     assert Library(tmp_path).entries["general"] == [] and Library(tmp_path).version == 2
     assert (tmp_path / "versions" / "v1.json").read_text() == v1  # what the rollback restores
+
+
+def test_a_read_only_library_still_answers_recall(tmp_path: Path) -> None:
+    lib = Library(tmp_path)
+    lib.apply({"op": "ADD", "category": "general", "text": "multiply the two largest numbers first"})
+    lib.save()
+    (tmp_path / "notes").write_text("")  # nothing can be filed under notes/ (as in a read-only share)
+    spec = {"bridge": "toy24", "layers": [{"kind": "workspace", "library": str(tmp_path)}]}
+    with envh.make(spec) as env:
+        env.reset(seed=0)
+        text = env.step(Action(tool="recall", args={"query": "multiply"})).observation.text
+        assert "general: multiply the two largest numbers first" in text

@@ -220,7 +220,10 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
         found = self.library.recall(query, self.spec.recall_k)
         if not found:
             return "Experience: nothing matches."
-        write_use(self.library.root, self.episode, found)  # counted at consolidation (LFU)
+        try:
+            write_use(self.library.root, self.episode, found)  # counted at consolidation (LFU)
+        except errors.EnvError:
+            pass  # a library shared read-only still answers recalls; its uses just go uncounted
         return "Experience:\n" + "\n".join(f"{c}: " + " | ".join(items) for c, items in found.items())
 
     def _note(self, text: str) -> str:
