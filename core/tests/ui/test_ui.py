@@ -290,6 +290,13 @@ def test_playground_plays_a_stack_with_untrusted_contract_code(page, server) -> 
     page.keyboard.press("Control+Space")
     expect(page.locator("#completions li .label")).to_have_text(["id", "mode", "carry", "leg_tasks"])
     shot(page, "editor")
+    # saving downloads exactly the editor's text (the app itself writes no file)
+    page.fill("#savename", "my/world.yaml")
+    with page.expect_download() as download:
+        page.locator("#save").click()
+    saved = download.value
+    assert saved.suggested_filename == "my_world.yaml"
+    assert Path(saved.path()).read_text() == page.input_value("#spec")
 
 
 def test_nothing_outside_the_run_dirs_is_readable_and_runs_stay_unchanged(page, server, run_dirs) -> None:

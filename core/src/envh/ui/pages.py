@@ -208,7 +208,8 @@ def playground_page(bridges: list[str], spec: str) -> str:
 <textarea id='spec' spellcheck='false' autocomplete='off' wrap='off'>{escape(spec)}</textarea></div></div>
 <ul id='completions' class='completions' role='listbox' hidden></ul></div>
 <p>task <input id='task' placeholder='split/instance_id'> <button id='check'>Check spec</button>
-<button id='start'>Reset</button></p>
+<button id='start'>Reset</button>
+<button id='save'>Save spec</button> as <input id='savename' size='16' value='spec.yaml'></p>
 <p id='error' class='bad'></p><ul id='problems'></ul>
 </div><div>
 <div id='tools'></div>

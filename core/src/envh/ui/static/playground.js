@@ -69,10 +69,22 @@
     }
   }
 
+  function save() {  // the spec as a YAML file, from the browser: the app never writes files
+    const blob = new Blob([window.envhEditor.value()], {type: 'application/x-yaml'});
+    const link = document.createElement('a');
+    link.href = URL.createObjectURL(blob);
+    link.download = ($('savename').value.trim() || 'spec.yaml').replace(/[\\/]/g, '_');
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+  }
+
   $('spec').addEventListener('input', () => {  // a check's verdict is about the text before the edit
     if ($('error').dataset.source === 'check') $('error').textContent = '';
   });
   $('check').addEventListener('click', check);
+  $('save').addEventListener('click', save);
   $('start').addEventListener('click', start);
   $('step').addEventListener('click', step);
   $('action').addEventListener('keydown', e => { if (e.key === 'Enter') step(); });
