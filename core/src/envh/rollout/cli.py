@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import click
 
 from .. import errors
+
+# environment variables that choose what a policy talks to or loads, when no option does
+# (the OpenAI SDK's endpoint, the embedded model's file): part of a run's configuration
+POLICY_ENV: dict[str, tuple[str, ...]] = {"openai": ("OPENAI_BASE_URL",), "local": ("ENVH_SMOLLM2_GGUF",)}
 
 
 def _console(stderr: bool = False) -> Any:
@@ -153,6 +158,9 @@ def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: st
               "executor": executor, "workers": workers, "retries": retries, "memory_mb": memory_mb,
               "cpu_s": cpu_s, "isolation": isolation, "plugins": sorted(plugins),
               "tasks": [None if t is None else str(t) for t in tasks], "keys": sorted(r.key for r in requests)}
+    chosen = {name: os.environ[name] for name in POLICY_ENV.get(policy_name, ()) if os.environ.get(name)}
+    if chosen:  # another endpoint or model file behind the same policy name is another run
+        config["policy_env"] = chosen
     policy_file = _policy_file_digest(policy)
     if policy_file:  # scripted:FILE edited in place is another policy under the same name
         config["policy_file_sha256"] = policy_file

@@ -62,6 +62,9 @@ class OpenAIPolicy(ChatPolicy):
         self.model = model or arg
         if not self.model:
             raise errors.PolicyError("The openai policy needs a model: use 'openai:MODEL' or model=...")
+        # the SDK would take $OPENAI_BASE_URL itself: resolved here, so the policy id (and
+        # every message) names the endpoint the episodes really used
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         key = os.environ.get(api_key_env)
         if not key:
             if base_url is None:
