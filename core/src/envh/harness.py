@@ -29,6 +29,7 @@ from .types import (
     ResetResult,
     TaskRef,
     ToolSpec,
+    _response,
     thaw,
 )
 
@@ -238,8 +239,7 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
         if "error" not in info:  # a refused action changes nothing: observe() keeps the state's view
             self._last_obs = obs
         if obs is not resp.observation:
-            resp = EnvResponse(observation=obs, reward=resp.reward, terminated=resp.terminated,
-                               truncated=resp.truncated, info=info)
+            resp = _response(obs, resp.reward, resp.terminated, resp.truncated, info)
         return resp
 
     def observe(self) -> Observation:

@@ -156,3 +156,29 @@ class ToolSpec:
     parameters: dict[str, Any] = attrs.field(
         factory=lambda: {"type": "object", "properties": {}, "additionalProperties": False}
     )
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _observation(text: str, data: Mapping[str, Any]) -> Observation:
+    """``Observation(text=text, data=data)`` for ``data`` taken from another record (so
+    already frozen), skipping the keyword parsing and converter: layers that rewrite an
+    observation's text do this on every step."""
+    obs = _new(Observation)
+    _set(obs, "text", text)
+    _set(obs, "data", data)
+    return obs
+
+
+def _response(observation: Observation, reward: float, terminated: bool, truncated: bool,
+              info: dict[str, Any]) -> EnvResponse:
+    """``EnvResponse(...)`` from the fields of a response already checked, on the step path."""
+    resp = _new(EnvResponse)
+    _set(resp, "observation", observation)
+    _set(resp, "reward", reward)
+    _set(resp, "terminated", terminated)
+    _set(resp, "truncated", truncated)
+    _set(resp, "info", info)
+    return resp

@@ -33,7 +33,7 @@ from ..plugins.records import resolve
 from ..sandbox import Sandbox
 from ..spec import BuildContext, LayerSpec
 from ..stateview import LazyState
-from ..types import Action, Block, EnvResponse, Observation, ResetResult
+from ..types import Action, Block, EnvResponse, Observation, ResetResult, _observation
 
 HOOKS = ("filter_action", "modify_transition", "filter_observation")
 TRUST_LEVELS = ("trusted", "untrusted")
@@ -151,7 +151,7 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
             if new_obs is not None and new_obs is not obs:
                 if type(new_obs) is str:
                     o_eff = new_obs != obs.text
-                    new_obs = Observation(text=new_obs, data=obs.data)
+                    new_obs = _observation(new_obs, obs.data)
                 elif type(new_obs) is Observation:
                     o_eff = new_obs != obs
                 else:
