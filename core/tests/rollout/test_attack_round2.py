@@ -5,9 +5,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import envh
+import hostile
 import pytest
+from envh.rollout import export
+from envh.rollout.runner import run_episode
+from envh.rollout.store import TrajectoryStore
+from envh.rollout.trajectory import EpisodeRequest
+from envh.testing_llm import LLMReplayServer, tool_reply
+from envh.types import Observation, ResetResult
 
-from .test_cli import SPEC, envh, run_args
+from .test_cli import SPEC, run_args
+from .test_cli import envh as envh_cli
 
 
 @pytest.fixture
@@ -27,10 +36,59 @@ def test_resume_refuses_an_openai_endpoint_changed_through_the_environment(tmp_p
     base = ["--split", "easy", "--tasks", "1", "--policy", "openai:replay-model", "--executor", "inline",
             "--policy-option", "retries=0", "--policy-option", "timeout=2", "--max-endpoint-failures", "1"]
     env = {**cli_env, "OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}  # nothing listens
-    first = envh(*run_args(spec, out, *base), env=env, check=False)
+    first = envh_cli(*run_args(spec, out, *base), env=env, check=False)
     assert "differs" not in first.stderr and (out / "trajectories.sqlite").exists(), first.stderr
-    same = envh(*run_args(spec, out, *base, "--resume", "--retry", "failed"), env=env, check=False)
+    same = envh_cli(*run_args(spec, out, *base, "--resume", "--retry", "failed"), env=env, check=False)
     assert "differs" not in same.stderr, same.stderr
-    moved = envh(*run_args(spec, out, *base, "--resume", "--retry", "failed"),
+    moved = envh_cli(*run_args(spec, out, *base, "--resume", "--retry", "failed"),
                  env={**env, "OPENAI_BASE_URL": "http://127.0.0.1:10/v1"}, check=False)
     assert moved.returncode == 2 and "OPENAI_BASE_URL" in moved.stderr, moved.stderr
+
+
+class _Undecodable(hostile.HostileBridge):
+    """Text a bridge decoded with ``surrogateescape`` (file names, process output): lone
+    surrogates in the observation, or in the message of what it raises."""
+
+    name = "undecodable"
+
+    def _reset(self, task, seed, options):
+        if self.mode == "raise":
+            raise RuntimeError("cannot open caf\udce9.txt")
+        return ResetResult(observation=Observation(text="files: caf\udce9.txt", data={"names": ["caf\udce9.txt"]}))
+
+
+class _Plugin:
+    @envh.hookimpl
+    def envh_bridges(self):
+        return [envh.BridgeInfo(name="undecodable", factory=_Undecodable)]
+
+
+def test_lone_surrogates_from_a_bridge_reach_neither_the_request_nor_the_store(tmp_path):
+    reg = envh.make_plugin_manager(entry_points=False, plugins=[hostile, _Plugin()])
+    envh.plugins.set_registry(reg)
+    try:
+        def request(key, config):
+            spec = {"bridge": "undecodable", "config": config, "layers": []}
+            return EpisodeRequest(key=key, spec=envh.spec_to_data(envh.parse_spec(spec, reg), reg),
+                                  spec_id=envh.spec_id(spec, reg), policy="openai:replay-model", max_steps=3,
+                                  policy_options={"base_url": server.base_url, "backoff_s": 0.01})
+        with LLMReplayServer() as server:
+            server.add(tool_reply("stop"))
+            played = run_episode(request("obs", {}))
+            raised = run_episode(request("raise", {"mode": "raise"}))
+            sent = server.chat_requests
+    finally:
+        envh.plugins.set_registry(None)
+    # the model was asked (before: a UnicodeEncodeError in the client, a policy_error) and
+    # saw the replaced text, which is what the trajectory records
+    assert played.error_class is None and played.success, played.error
+    assert played.initial_observation.text == "files: caf\ufffd.txt"
+    assert played.initial_observation.data["names"] == ["caf\ufffd.txt"]
+    assert "caf\ufffd.txt" in sent[0]["messages"][1]["content"]
+    assert raised.error_class == "env_error"
+    with TrajectoryStore(tmp_path) as store:  # before: UnicodeEncodeError out of append
+        store.create_run("r", {"config": {}})
+        store.append(played)
+        store.append(raised)
+        assert [t.error_class for t in store.query()] == [None, "env_error"]
+    assert export.export([played], "messages", tmp_path / "m.jsonl") == 1

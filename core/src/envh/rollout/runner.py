@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import ctypes
 import faulthandler
+import json
 import math
 import os
+import re
 import signal
 import socket
 import sys
@@ -240,7 +242,7 @@ def describe(exc: BaseException) -> str:
         text = f"{type(exc).__name__}: {exc}"
     except BaseException:  # noqa: BLE001 - a hostile __str__ must not escape either
         text = f"{type(exc).__name__}: (its message could not be read)"
-    return text[:4000]
+    return _SURROGATE.sub("\ufffd", text[:4000])
 
 
 def format_traceback(exc: BaseException) -> str:
@@ -248,7 +250,7 @@ def format_traceback(exc: BaseException) -> str:
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     except BaseException:  # noqa: BLE001
         text = describe(exc)
-    return text[-MAX_TRACEBACK:]
+    return _SURROGATE.sub("\ufffd", text[-MAX_TRACEBACK:])
 
 
 def _contained(exc: BaseException, started_interrupts: int) -> None:
@@ -297,7 +299,32 @@ def checked_observation(obs: Any, where: str) -> Observation:
     if len(obs.text) > MAX_TEXT:
         raise errors.EnvError(f"{where} returned an observation of {len(obs.text)} characters, over the "
                               f"{MAX_TEXT} a trajectory records")
-    return obs
+    return _encodable(obs)
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _without_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, Mapping):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_surrogates(v) for v in value]
+    return value
+
+
+def _encodable(obs: Observation) -> Observation:
+    """``obs`` with lone UTF-16 surrogates (text a bridge decoded with ``surrogateescape``,
+    say) replaced by U+FFFD: no request body, store or export file can hold them, so the
+    policy is shown, and the trajectory records, the replaced text."""
+    try:
+        obs.text.encode("utf-8")
+        json.dumps(thaw(obs.data), ensure_ascii=False, default=repr).encode("utf-8")
+        return obs
+    except UnicodeEncodeError:
+        return attrs.evolve(obs, text=_SURROGATE.sub("\ufffd", obs.text), data=_without_surrogates(thaw(obs.data)))
 
 
 def checked_response(resp: Any) -> EnvResponse:
@@ -312,8 +339,8 @@ def checked_response(resp: Any) -> EnvResponse:
             raise errors.EnvError(f"step() returned {name}={getattr(resp, name)!r:.80}; expected True or False")
     if not isinstance(resp.info, dict):
         raise errors.EnvError(f"step() returned info of type {type(resp.info).__name__}; expected a dict")
-    checked_observation(resp.observation, "step()")
-    return resp
+    obs = checked_observation(resp.observation, "step()")
+    return resp if obs is resp.observation else attrs.evolve(resp, observation=obs)
 
 
 def checked_tools(tools: Any) -> list[ToolSpec]:
@@ -412,7 +439,7 @@ class _Episode:
                     and not isinstance(exc, errors.EndpointError):  # the deadline turned into another exception
                 error_class = "timeout"
                 message = f"the episode ran past its {self.req.timeout_s:g} s limit; then {message}"
-            self.fields.update(error_class=error_class, error=message, stop="error")
+            self.fields.update(error_class=error_class, error=_SURROGATE.sub("\ufffd", message), stop="error")
             if exc is not None:
                 self.fields.update(error_type=type(exc).__name__, error_traceback=format_traceback(exc),
                                    retryable=isinstance(exc, errors.EndpointError))
@@ -627,7 +654,7 @@ def recordable(trajectory: Trajectory, failure: BaseException | None = None) -> 
     try:
         if failure is not None:
             raise failure
-        trajectory_to_json(trajectory)
+        trajectory_to_json(trajectory).encode("utf-8")  # the store and the exports write UTF-8
         return trajectory
     except BaseException as exc:  # noqa: BLE001
         t = trajectory
