@@ -98,6 +98,8 @@ def test_plugin_registers_bridge_and_commands():
     root = click.Group("envh")
     registry.register_commands(root)
     assert set(root.commands["alfworld"].commands) == {"check", "make-games"}
+    # the plugin's own weakness predicate, for `envh rig alfworld --target weakness:...`
+    assert registry.weakness_predicates()["alfworld.revisits"].bridge == "alfworld"
 
 
 def test_importing_the_plugin_is_cheap():

@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING
 
 from envh import BridgeInfo, TemplateInfo, hookimpl
 
+# ALFWorld's own weakness predicates (a cheap module: records and pure functions)
+from envh_alfworld.weakness import envh_weakness_predicates  # noqa: F401  (re-exported hook)
+
 if TYPE_CHECKING:
     import click
 
