@@ -9,11 +9,12 @@ import envh
 import hostile
 import pytest
 from envh.rollout import export
+from envh.rollout.policy import PolicyStep
 from envh.rollout.runner import run_episode
 from envh.rollout.store import TrajectoryStore
-from envh.rollout.trajectory import EpisodeRequest
+from envh.rollout.trajectory import EpisodeRequest, ModelTurn
 from envh.testing_llm import LLMReplayServer, tool_reply
-from envh.types import Observation, ResetResult
+from envh.types import Action, Observation, ResetResult
 
 from .test_cli import SPEC, run_args
 from .test_cli import envh as envh_cli
@@ -92,3 +93,54 @@ def test_lone_surrogates_from_a_bridge_reach_neither_the_request_nor_the_store(t
         store.append(raised)
         assert [t.error_class for t in store.query()] == [None, "env_error"]
     assert export.export([played], "messages", tmp_path / "m.jsonl") == 1
+
+
+_TURNS = {"dict": {"messages": []},
+          "ids": ModelTurn(prompt_token_ids=["a"], completion_token_ids=[1]),      # wrote, then refused on read
+          "orphan": ModelTurn(messages=["0123456789abcdef"]),                     # an address no record holds
+          "object": ModelTurn(messages=["m"], blobs={"m": "not a message"}),
+          "nan": ModelTurn(logprobs=[float("nan")], completion_token_ids=[1])}
+
+
+class _TurnPolicy:
+    """Plays ``stop`` with a malformed turn record (``mode``)."""
+
+    policy_id = "turn-writer"
+
+    def __init__(self, arg=None, **_options):
+        self.mode = arg
+
+    def start(self, *, task, tools, observation, seed=None):
+        pass
+
+    def act(self, observation, tools):
+        return PolicyStep(action=Action(tool="stop"), raw="ok", turn=_TURNS[self.mode])
+
+    def close(self):
+        pass
+
+
+class _TurnPlugin:
+    @envh.hookimpl
+    def envh_policies(self):
+        return [envh.PolicyInfo(name="turnwriter", factory=_TurnPolicy)]
+
+
+def test_a_malformed_turn_record_is_a_policy_error_not_a_store_no_export_can_read(tmp_path):
+    reg = envh.make_plugin_manager(entry_points=False, plugins=[hostile, _TurnPlugin()])
+    envh.plugins.set_registry(reg)
+    try:
+        spec = {"bridge": "hostile", "config": {}, "layers": []}
+        data, sid = envh.spec_to_data(envh.parse_spec(spec, reg), reg), envh.spec_id(spec, reg)
+        out = [run_episode(EpisodeRequest(key=mode, spec=data, spec_id=sid, policy=f"turnwriter:{mode}",
+                                          max_steps=2)) for mode in _TURNS]
+    finally:
+        envh.plugins.set_registry(None)
+    assert [t.error_class for t in out] == ["policy_error"] * len(_TURNS), [t.error for t in out]
+    assert all("turn" in t.error for t in out)
+    with TrajectoryStore(tmp_path) as store:  # before: "ids" was stored, then no query could read the run
+        store.create_run("r", {"config": {}})
+        for t in out:
+            store.append(t)
+        assert len(list(store.query())) == len(_TURNS)
+    assert export.export(out, "messages", tmp_path / "m.jsonl") == len(_TURNS)  # before: KeyError, AttributeError

@@ -46,7 +46,8 @@ from .. import errors
 from ..types import Action, EnvResponse, EvaluationResult, Observation, ToolSpec, thaw
 from .policy import PolicyStep
 from .taps import BaseTap
-from .trajectory import EpisodeRequest, StepRecord, Trajectory, jsonable, trajectory_to_json
+from .trajectory import EpisodeRequest, ModelTurn, StepRecord, Trajectory, jsonable, trajectory_to_json
+from .trajectory import read_back as turn_read_back
 from .warm import Warm
 
 MAX_TEXT = 8 * 1024 * 1024  # characters of one observation or one policy output a trajectory keeps
@@ -380,6 +381,29 @@ def checked_decision(decision: Any) -> PolicyStep:
     return decision
 
 
+def checked_turn(turn: Any, known: set[str]) -> ModelTurn | None:
+    """A policy's turn record, or ``PolicyError`` saying what is wrong with it: it must
+    read back from the store as written (plain JSON of the declared types) and name only
+    messages this episode's records hold, or the run's exports and ``envh show`` fail on
+    it. ``known``: the addresses earlier turns stored (updated)."""
+    if turn is None:
+        return None
+    if type(turn) is not ModelTurn:
+        raise errors.PolicyError(f"act() returned a turn of type {type(turn).__name__}, not ModelTurn")
+    try:
+        turn_read_back(turn)
+    except BaseException as exc:  # noqa: BLE001 - whatever the record holds, it is the policy's fault
+        raise errors.PolicyError(f"act() returned a turn record that does not read back: {describe(exc)}") from exc
+    here = known | set(turn.blobs)
+    missing = [a for a in [*turn.messages, *([turn.tools] if turn.tools else [])] if a not in here]
+    if missing:
+        raise errors.PolicyError(f"act() returned a turn naming messages no record holds: {missing[:3]}")
+    if any(not isinstance(turn.blobs[a], dict) for a in turn.messages if a in turn.blobs):
+        raise errors.PolicyError("act() returned a turn whose messages are not JSON objects")
+    known.update(turn.blobs)
+    return turn
+
+
 def clean_usage(usage: Any) -> tuple[dict[str, int], list[str]]:
     """Token counts a policy reported: non-negative integers by name; the rest is dropped
     and named (a malformed ``usage`` is the policy's problem, never the run's)."""
@@ -425,6 +449,7 @@ class _Episode:
             "policy": request.policy, "worker": f"{socket.gethostname()}:{os.getpid()}",
             "started_at": time.time(), "stop": "error"}
         self.steps: list[StepRecord] = []
+        self.addresses: set[str] = set()  # of the messages the turns recorded so far
         self.deadline = time.monotonic() + request.timeout_s if request.timeout_s else None
         self.done = False
         self.env: Any = None
@@ -497,6 +522,7 @@ class _Episode:
             t0 = time.monotonic()
             try:
                 decision = checked_decision(policy.act(obs, tools))
+                turn = checked_turn(decision.turn, self.addresses)
                 raw = recorded_raw(decision.raw)
                 usage, dropped = clean_usage(decision.usage)
                 invalid = decision.invalid
@@ -505,8 +531,7 @@ class _Episode:
                 return self.take_verdict()
             self.check_time()  # a policy that swallowed the deadline does not get its answer played
             policy_s = time.monotonic() - t0
-            common = {"index": index, "raw": raw, "usage": usage, "policy_s": policy_s,
-                      "turn": decision.turn}
+            common = {"index": index, "raw": raw, "usage": usage, "policy_s": policy_s, "turn": turn}
             if decision.action is None:
                 reason = (invalid or "unparseable output")[:2000]
                 obs = invalid_observation(reason, tools)

@@ -270,6 +270,15 @@ def trajectory_from_data(data: dict[str, Any]) -> Trajectory:
     return _converter.structure(data, Trajectory)
 
 
+def read_back(record: Any) -> Any:
+    """``record`` (an attrs record) as the store gives it back: written as strict UTF-8
+    JSON and structured again; raises whatever does not survive that."""
+    data = _converter.unstructure(record)
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False)
+    text.encode("utf-8")
+    return _converter.structure(json.loads(text), type(record))
+
+
 def trajectory_to_json(trajectory: Trajectory) -> str:
     return json.dumps(trajectory_to_data(trajectory), ensure_ascii=False, default=repr)
 
