@@ -144,3 +144,40 @@ def test_a_malformed_turn_record_is_a_policy_error_not_a_store_no_export_can_rea
             store.append(t)
         assert len(list(store.query())) == len(_TURNS)
     assert export.export(out, "messages", tmp_path / "m.jsonl") == len(_TURNS)  # before: KeyError, AttributeError
+
+
+LINGERER = '''
+import threading, time
+import envh
+from envh import Action
+from envh.rollout.policy import PolicyStep
+
+class Lingerer:
+    policy_id = "lingerer"
+    def __init__(self, arg=None, **_):
+        pass
+    def start(self, *, task, tools, observation, seed=None):
+        threading.Thread(target=time.sleep, args=(3600,), daemon=False, name="lingering").start()
+    def act(self, observation, tools):
+        return PolicyStep(action=Action(tool="stop"), raw="ok")
+    def close(self):
+        pass
+
+@envh.hookimpl
+def envh_policies():
+    return [envh.PolicyInfo(name="lingerer", factory=Lingerer)]
+'''
+
+
+def test_an_inline_run_ends_though_a_policy_left_a_thread_running(tmp_path, cli_env):
+    """Python waits at exit for every non-daemon thread: one a policy started and never
+    ended kept ``envh run --executor inline`` from ever returning."""
+    (tmp_path / "lingerer.py").write_text(LINGERER)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    env = {**cli_env, "PYTHONPATH": os.pathsep.join((str(tmp_path), cli_env["PYTHONPATH"]))}
+    proc = envh_cli("run", str(spec), "--out", str(tmp_path / "run"), "--plugin", "lingerer", "--policy", "lingerer",
+                    "--executor", "inline", "--split", "easy", "--tasks", "1", env=env, check=False)
+    assert proc.returncode == 0 and "1 thread(s) running (lingering)" in proc.stderr, proc.stderr
+    with TrajectoryStore(tmp_path / "run" / "trajectories.sqlite") as store:
+        assert [t.error_class for t in store.query()] == [None]

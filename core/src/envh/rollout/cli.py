@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +198,7 @@ def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: st
                 "and memory: no isolation, no secret scrubbing, no limits but the time limit. Untrusted "
                 "policies and bridges belong in the pool executor.", markup=False, highlight=False, soft_wrap=True)
         # -- now the run directory ---------------------------------------------------------
+        threads_before = set(threading.enumerate())
         Path(out).mkdir(parents=True, exist_ok=True)
         lock = planning.lock_run_dir(out)  # held until this process ends
         if hasattr(runner, "open_log"):
@@ -217,9 +220,20 @@ def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: st
         runner.close()
     lock.close()
     _console().print(_summary_table(f"run {run_id} · {out}", summary))
+    failure = str(stopped) if stopped is not None else planning.all_failed(rows)
+    lingering = [t for t in threading.enumerate() if t.is_alive() and not t.daemon and t not in threads_before] \
+        if executor == "inline" else []
+    if lingering:  # inline code left threads Python would wait for at exit: forever, for a hostile one
+        if failure:
+            click.secho(f"error: {failure}", fg="red", err=True)
+        _console(True).print(f"note: the episodes left {len(lingering)} thread(s) running "
+                             f"({', '.join(t.name for t in lingering[:5])}); the command ends without them.",
+                             markup=False, highlight=False, soft_wrap=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(2 if failure else 0)
     if stopped is not None:
         raise stopped
-    failure = planning.all_failed(rows)
     if failure:
         raise errors.EnvhError(failure)
 
