@@ -164,3 +164,15 @@ def test_a_designer_that_is_not_trusted_cannot_name_a_class_to_import(registry, 
     attempts = [e["attempt"] for e in Journal(tmp_path / "cls").events(kind="attempt")]
     assert attempts and all(a["verdict"] == "invalid" and a["result"] is None for a in attempts)
     assert "cannot name a Python class" in attempts[0]["reason"]
+
+
+def test_a_designer_that_is_not_trusted_may_not_name_host_paths(registry):
+    """A curriculum's audit log or a workspace's library, chain legs included, would be
+    written or read by the rigger's own process."""
+    layers = [{"kind": "curriculum", "params": {"size": {"range": [3, 4], "init": 3}}, "training": True,
+               "audit": "/etc/cron.d/x"},
+              {"kind": "chain", "legs": [{"bridge": "toy24", "layers": [{"kind": "workspace", "library": "/root"}]}]}]
+    checked = cascade.check({"bridge": "toy24"}, layers, TASK, registry=registry, trusted=False)
+    assert not checked.ok and checked.stage == "spec"
+    assert "layers[0].audit" in checked.message and "layers[1].legs[0].layers[0].library" in checked.message
+    assert cascade.host_paths([{"kind": "curriculum", "params": {}}]) == []  # no path named: fine

@@ -74,12 +74,35 @@ def replay_reference(env: ActionableEnv, plan: Sequence[Action]) -> tuple[bool, 
     return True, ""
 
 
+#: Layer options that name a path on the host: a designer that is not trusted may not set them.
+HOST_PATHS = {"curriculum": ("audit",), "workspace": ("library",)}
+
+
+def host_paths(data: Any, where: str = "$") -> list[str]:
+    """Where ``data`` (layers, chain legs included) names a host path."""
+    found: list[str] = []
+    if isinstance(data, dict):
+        for name in HOST_PATHS.get(str(data.get("kind")), ()):
+            if data.get(name) is not None:
+                found.append(f"{where}.{name}")
+        for key, value in data.items():
+            found += host_paths(value, f"{where}.{key}")
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            found += host_paths(value, f"{where}[{i}]")
+    return found
+
+
 def check(base: dict[str, Any], layers: Any, task: TaskRef, *, registry: Registry,
-          reference: Sequence[Action] = ()) -> CascadeResult:
+          reference: Sequence[Action] = (), trusted: bool = True) -> CascadeResult:
     """Run the cascade; ``reference`` is a probe action sequence (an observed winning
-    episode) used for the dry run when the bridge has no reference solution."""
+    episode) used for the dry run when the bridge has no reference solution. Layers from a
+    designer that is not ``trusted`` may not name host paths (a curriculum's audit log, a
+    workspace's library): the rigger's process would write or read them."""
     if not isinstance(layers, list) or not all(isinstance(x, dict) for x in layers) or not layers:
         return _fail("spec", "layers must be a non-empty list of layer objects, each with a 'kind'")
+    if not trusted and (named := host_paths(layers, "layers")):
+        return _fail("spec", f"a designed layer may not name a host path ({', '.join(named)}): leave it out")
     try:
         spec = spec_to_data(parse_spec(combined(base, layers), registry), registry)
     except errors.EnvhError as exc:

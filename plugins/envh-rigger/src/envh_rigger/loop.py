@@ -209,10 +209,11 @@ class TaskLoop:
                 proposal = self._proposal(ctx)
                 if proposal is None:
                     return "designer_exhausted"
-                if not getattr(r.designer, "trusted", False):  # model-written code runs in the jail
+                trusted = bool(getattr(r.designer, "trusted", False))
+                if not trusted:  # model-written code runs in the jail
                     proposal = attrs.evolve(proposal, layers=untrusted(proposal.layers))
                 checked = cascade.check(self.base, proposal.layers, self.task, registry=r.registry,
-                                        reference=reference)
+                                        reference=reference, trusted=trusted)
                 if checked.ok:
                     break
                 feedback = f"{checked.stage}: {checked.message}"
