@@ -14,7 +14,7 @@ from envh.rollout.runner import run_episode
 from envh.rollout.store import TrajectoryStore
 from envh.rollout.trajectory import EpisodeRequest, ModelTurn
 from envh.testing_llm import LLMReplayServer, tool_reply
-from envh.types import Action, Observation, ResetResult
+from envh.types import Action, Observation, ResetResult, ToolSpec
 
 from .test_cli import SPEC, run_args
 from .test_cli import envh as envh_cli
@@ -57,6 +57,10 @@ class _Undecodable(hostile.HostileBridge):
             raise RuntimeError("cannot open caf\udce9.txt")
         return ResetResult(observation=Observation(text="files: caf\udce9.txt", data={"names": ["caf\udce9.txt"]}))
 
+    def tools(self):
+        return [ToolSpec(name="stop", description="stop at caf\udce9.txt",
+                         parameters={"type": "object", "properties": {"f": {"description": "caf\udce9"}}})]
+
 
 class _Plugin:
     @envh.hookimpl
@@ -86,6 +90,8 @@ def test_lone_surrogates_from_a_bridge_reach_neither_the_request_nor_the_store(t
     assert played.initial_observation.text == "files: caf\ufffd.txt"
     assert played.initial_observation.data["names"] == ["caf\ufffd.txt"]
     assert "caf\ufffd.txt" in sent[0]["messages"][1]["content"]
+    assert played.tools[0]["description"] == "stop at caf\ufffd.txt"
+    assert sent[0]["tools"][0]["function"]["parameters"]["properties"]["f"]["description"] == "caf\ufffd"
     assert raised.error_class == "env_error"
     with TrajectoryStore(tmp_path) as store:  # before: UnicodeEncodeError out of append
         store.create_run("r", {"config": {}})

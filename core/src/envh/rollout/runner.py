@@ -349,7 +349,19 @@ def checked_tools(tools: Any) -> list[ToolSpec]:
     for tool in tools:
         if not isinstance(tool, ToolSpec):
             raise errors.EnvError(f"tools() returned {type(tool).__name__} among its tools, not a ToolSpec")
-    return tools
+    return [_encodable_tool(t) for t in tools]
+
+
+def _encodable_tool(tool: ToolSpec) -> ToolSpec:
+    """``tool`` with lone surrogates replaced (see ``_encodable``): its schema is sent too."""
+    try:
+        json.dumps([tool.name, tool.description, thaw(tool.parameters)], ensure_ascii=False,
+                   default=repr).encode("utf-8")
+        return tool
+    except UnicodeEncodeError:
+        return attrs.evolve(tool, name=_SURROGATE.sub("\ufffd", tool.name),
+                            description=_SURROGATE.sub("\ufffd", tool.description),
+                            parameters=_without_surrogates(thaw(tool.parameters)))
 
 
 def checked_verdict(verdict: Any, where: str = "evaluate()") -> EvaluationResult:
