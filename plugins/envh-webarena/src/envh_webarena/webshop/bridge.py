@@ -36,7 +36,7 @@ from envh import (
 from envh_webarena.browser_env import STATE_PROPERTIES, BrowserBridge
 from envh_webarena.httpserve import LocalServer
 from envh_webarena.webshop import data as wsdata
-from envh_webarena.webshop.site import Route, WebshopSite, handler_for, parse_route, route_url
+from envh_webarena.webshop.site import PRODUCT_WINDOW, Route, WebshopSite, handler_for, parse_route, route_url
 
 SUITE = "webshop"
 ACT = ToolSpec(name="act", description=(
@@ -259,6 +259,39 @@ class WebshopTextEnv(_Goals, Bridge):
     def evaluate(self) -> EvaluationResult:
         return self._verdict(self.route, self.steps)
 
+    def reference_actions(self) -> list[Action] | None:
+        """The goal's own product bought from here: back to search (unless on the start
+        page), a search that lists it, ``next >`` to its page, its id, the options that
+        match the goal, ``buy now`` — or a shorter path when already on its page. Each
+        candidate plan is played on the shop's routes first (no state changes) and
+        returned only when it ends in a score of 1 within the step budget; ``None`` when
+        none does (a goal its product cannot fully satisfy, the episode over)."""
+        r = self.route
+        if r is None or r.kind == "done" or self.truncated:
+            return None
+        goal = self.site.goal_of(r.session)
+        product = self.site.catalogue.products.get(str((goal or {}).get("asin", "")))
+        if goal is None or product is None:
+            return None
+        budget = None if self.max_steps is None else self.max_steps - self.steps
+        tail = [f"click[{v}]" for v in _goal_option_clicks(product, goal)] + ["click[buy now]"]
+        plans = [tail] if r.kind == "item" and r.asin == product["asin"] else []
+        back = [] if r.kind == "start" else ["click[back to search]"]
+        plans += [[*back, *way, *tail] for way in _ways_to(self.site, product, goal)]
+        for plan in plans:
+            if (budget is None or len(plan) <= budget) and self._wins(r, plan):
+                return [Action(tool="act", args={"action": a}) for a in plan]
+        return None
+
+    def _wins(self, route: Route, plan: list[str]) -> bool:
+        """Whether ``plan`` played from ``route`` buys with a score of 1 (no step taken)."""
+        try:
+            for text in plan:
+                route = self._transition(route, text)
+        except (ValueError, StopIteration, KeyError):
+            return False
+        return route.kind == "done" and self._verdict(route, 0).success
+
     def notify_replay_complete(self) -> None:
         super().notify_replay_complete()
         self.steps, self.truncated = 0, False
@@ -284,6 +317,44 @@ class WebshopTextEnv(_Goals, Bridge):
             "available_actions": {"type": "array", "items": {"type": "string"}, "description": "valid actions now"},
             "steps": STATE_PROPERTIES["steps"], "max_steps": STATE_PROPERTIES["max_steps"],
             "last_error": STATE_PROPERTIES["last_error"], "done": STATE_PROPERTIES["done"]}}
+
+
+def _ways_to(site: WebshopSite, product: dict[str, Any], goal: dict[str, Any]) -> list[list[str]]:
+    """From the start page to the product's page: for each query that lists it (its title,
+    the goal's query, the instruction), the search, ``next >`` to its results page, its id."""
+    ways, seen = [], set()
+    for query in (product["Title"], goal.get("query", ""), goal.get("instruction_text", "")):
+        query = " ".join(str(query).split()).lower()[:480]  # the act schema caps an action at 500
+        if not query or query in seen:
+            continue
+        seen.add(query)
+        hits = site.search(query)
+        if product["asin"] in hits:
+            page = hits.index(product["asin"]) // PRODUCT_WINDOW
+            ways.append([f"search[{query}]", *["click[next >]"] * page, f"click[{product['asin'].lower()}]"])
+    return ways
+
+
+def _goal_option_clicks(product: dict[str, Any], goal: dict[str, Any]) -> list[str]:
+    """The option values to click for ``goal``: per option name of the product, the value
+    the goal names (a synthetic goal's name → value; a human goal's list matched as the
+    reward matches it), else the value that scores best (ties: the first offered)."""
+    from envh_webarena.webshop import reward
+
+    wanted = goal.get("goal_options") or []
+    named = {str(k).lower(): str(v).lower() for k, v in wanted.items()} if isinstance(wanted, dict) else {}
+    listed = [str(w).lower() for w in (wanted.values() if isinstance(wanted, dict) else wanted)]
+    chosen: dict[str, str] = {}
+    for name, values in product["options"].items():
+        if named.get(name) in values:
+            chosen[name] = named[name]
+            continue
+        exact = next((v for v in values if v in listed), None)
+        gains = [(reward.option_matches(product, listed, {name: v}), -k) for k, v in enumerate(values)]
+        best = max(gains, default=(0, 0))
+        if exact is not None or best[0] > 0:
+            chosen[name] = exact if exact is not None else values[-best[1]]
+    return list(chosen.values())
 
 
 class WebshopBrowserEnv(_Goals, BrowserBridge):
