@@ -33,6 +33,7 @@ from envh import (
 )
 
 from . import recalc, sandbox, workbook
+from .ranges import RangeError, col_letters, parse_answer_position
 from .sheet_data import SheetTask, load_tasks
 from .sheet_state import STATE_SCHEMA, SheetState
 from .sheet_verdict import SheetVerdict
@@ -103,6 +104,7 @@ class SpreadsheetBenchEnv(SheetVerdict, Bridge):
         self._replays: dict[tuple[str, int], bytes | str] = {}
         self._bad_recalc: dict[str, Exception] = {}  # content key -> why LibreOffice failed on it
         self._disposing: list[threading.Thread] = []
+        self._references: dict[str, list[dict[str, Any]] | None] = {}  # task id -> golden-file plan
 
     # -- tasks ------------------------------------------------------------------------
     def tools(self) -> list[ToolSpec]:
@@ -314,6 +316,32 @@ class SpreadsheetBenchEnv(SheetVerdict, Bridge):
             self._values = (key, current)
         return current
 
+    # -- reference solution ---------------------------------------------------------------
+    def reference_actions(self) -> list[Action] | None:
+        """The task's golden workbook as native tool calls: ``write_range`` for every cell
+        whose golden value or formula differs from the input (the answer range, and cells
+        outside it the golden formulas may read), the golden fill / font colour on answer
+        cells whose colour differs, then ``submit``. One sequence serves every test case
+        (the solution is replayed on each), so it exists only when the golden files of all
+        cases agree on those cells, and only when a check without LibreOffice shows that
+        the calls rebuild every golden cell's value and colour on each case's input.
+        ``None`` otherwise: a golden value that differs between test cases (a literal the
+        instruction computes per case), a time of day, an array formula, a literal text
+        starting with '=', a colour that is not a solid RGB fill with equal fore- and
+        background or an RGB font colour (theme, indexed, pattern fills), a removed colour,
+        defined names the golden file adds, or more cells than one write allows; also
+        after ``submit``. Written from reset: the policy's own earlier edits may break
+        what the golden formulas read."""
+        state = self._live()
+        if state.submitted or self.task is None:
+            return None
+        if self.task.id not in self._references:
+            self._references[self.task.id] = _golden_plan(self.task)
+        plan = self._references[self.task.id]
+        if plan is None:
+            return None
+        return [Action(tool=op["tool"], args=op["args"]) for op in plan] + [Action(tool="submit")]
+
     # -- state ----------------------------------------------------------------------------
     def get_env_state(self) -> dict[str, Any]:
         return self._live().to_json()
@@ -342,6 +370,178 @@ class SpreadsheetBenchEnv(SheetVerdict, Bridge):
             thread.join()
         self._disposing = []
         self.state = None
+
+
+class _NoReference(Exception):
+    """The golden workbook cannot be written with the native tools."""
+
+
+def _write_value(cell: Any, answer: bool) -> Any:
+    """What ``write_range`` must write to rebuild ``cell`` (a golden or input cell);
+    _NoReference when no value does. Dates become Excel serials: whole days in the answer
+    range, as the grader compares them."""
+    import datetime
+
+    from .sheet_grading import _EXCEL_EPOCH
+
+    v = cell.value
+    if v is None or isinstance(v, (bool, int, float)):
+        return v
+    if isinstance(v, str):
+        if v.startswith("=") and cell.data_type != "f":
+            raise _NoReference(f"{cell.coordinate} holds text starting with '='")
+        return v
+    if isinstance(v, datetime.date) and not isinstance(v, datetime.datetime):
+        v = datetime.datetime(v.year, v.month, v.day)
+    if isinstance(v, datetime.datetime):
+        delta = v - _EXCEL_EPOCH
+        serial = delta.days + delta.seconds / 86400.0
+        return int(round(serial)) if answer else serial
+    raise _NoReference(f"{cell.coordinate} holds a {type(v).__name__}")
+
+
+def _quoted(sheet: str) -> str:
+    return "'" + sheet.replace("'", "''") + "'"
+
+
+def _colour_args(gold: Any, base: Any) -> dict[str, str]:
+    """``fill_color`` / ``font_color`` that turn ``base``'s colours into ``gold``'s."""
+    from .sheet_grading import _rgb
+
+    out: dict[str, str] = {}
+    gf, bf = gold.fill, base.fill
+    if (_rgb(gf.fgColor), _rgb(gf.bgColor)) != (_rgb(bf.fgColor), _rgb(bf.bgColor)):
+        if gf.fill_type != "solid" or getattr(gf.fgColor, "type", None) != "rgb":
+            raise _NoReference(f"{gold.coordinate}'s fill is not a solid RGB colour")
+        out["fill_color"] = _rgb(gf.fgColor)
+    if _rgb(gold.font.color) != _rgb(base.font.color):
+        if getattr(gold.font.color, "type", None) != "rgb":
+            raise _NoReference(f"{gold.coordinate}'s font colour is not an RGB colour")
+        out["font_color"] = _rgb(gold.font.color)
+    return out
+
+
+def _cells(ws: Any) -> dict[tuple[int, int], Any]:
+    return {(c.row, c.column): c for row in ws.iter_rows() for c in row if c.value is not None}
+
+
+def _blank(ws: Any) -> Any:
+    """A cell with the default style (what a cell of a sheet the input lacks starts as)."""
+    from openpyxl.cell.cell import Cell
+
+    return Cell(ws)
+
+
+def _names(wb: Any) -> list[tuple[str, str]]:
+    return sorted((str(n), str(d.attr_text)) for n, d in wb.defined_names.items())
+
+
+def _golden_plan(task: SheetTask) -> list[dict[str, Any]] | None:
+    """The ``write_range`` calls rebuilding ``task``'s golden cells on every test case's
+    input (see ``SpreadsheetBenchEnv.reference_actions``), or None."""
+    try:
+        return _golden_writes(task)
+    except (_NoReference, WorkbookError, RangeError):
+        return None
+
+
+def _golden_writes(task: SheetTask) -> list[dict[str, Any]]:
+    import attrs
+
+    ranges = parse_answer_position(task.answer_position)
+    if task.answer_sheet:
+        ranges = [r if r.sheet is not None else attrs.evolve(r, sheet=task.answer_sheet) for r in ranges]
+    # sheet -> (row, col) -> (value to write, colour args); the same for every test case
+    wanted: dict[str, dict[tuple[int, int], tuple[Any, dict[str, str] | None]]] | None = None
+    new_sheets: set[str] = set()
+    for case in task.cases:
+        inp, gold = workbook.load(case.input), workbook.load(case.answer)
+        try:
+            if _names(inp) != _names(gold):
+                raise _NoReference("the golden workbook changes defined names")
+            answer = {(r.sheet or gold.sheetnames[0], row, col) for r in ranges for row, col in r.cells()}
+            here: dict[str, dict[tuple[int, int], tuple[Any, dict[str, str] | None]]] = {}
+            for ws in gold.worksheets:
+                base = inp[ws.title] if ws.title in inp.sheetnames else None
+                if base is None:
+                    new_sheets.add(ws.title)
+                gcells, bcells = _cells(ws), _cells(base) if base is not None else {}
+                spots = set(gcells) | set(bcells) | {(r, c) for s, r, c in answer if s == ws.title}
+                for spot in spots:
+                    g = ws.cell(row=spot[0], column=spot[1])
+                    b = base.cell(row=spot[0], column=spot[1]) if base is not None else None
+                    inside = (ws.title, *spot) in answer
+                    value = _write_value(g, inside)
+                    colours = _colour_args(g, b if b is not None else _blank(ws)) if inside else None
+                    if b is None or value != _write_value(b, inside) or colours:
+                        here.setdefault(ws.title, {})[spot] = (value, colours or None)
+            missing = {s for s, _, _ in answer} - set(gold.sheetnames)
+            if missing:
+                raise _NoReference(f"the answer range names sheets the golden workbook lacks: {sorted(missing)}")
+        finally:
+            inp.close()
+            gold.close()
+        if wanted is None:
+            wanted = here
+        elif wanted != here:
+            raise _NoReference("the golden cells differ between test cases")
+    assert wanted is not None
+    if sum(len(v) for v in wanted.values()) > workbook.MAX_WRITE_CELLS:
+        raise _NoReference("more golden cells than one write allows")
+    ops: list[dict[str, Any]] = []
+    for sheet, spots in wanted.items():
+        create = sheet in new_sheets
+        for (row, col), (value, colours) in sorted(spots.items()):
+            # one call per cell run sharing colours: contiguous columns of one row
+            last = ops[-1]["_run"] if ops and ops[-1]["_run"][:2] == (sheet, row) else None
+            if last is not None and last[3] == col - 1 and last[4] == colours:
+                ops[-1]["args"]["values"][0].append(value)
+                ops[-1]["_run"] = (sheet, row, last[2], col, colours)
+                ops[-1]["args"]["range"] = f"{_quoted(sheet)}!{col_letters(last[2])}{row}:{col_letters(col)}{row}"
+                continue
+            args: dict[str, Any] = {"range": f"{_quoted(sheet)}!{col_letters(col)}{row}", "values": [[value]],
+                                    **(colours or {})}
+            if create:
+                args["create_sheet"], create = True, False
+            ops.append({"tool": "write_range", "args": args, "_run": (sheet, row, col, col, colours)})
+    plan = [{"tool": op["tool"], "args": op["args"]} for op in ops]
+    _check_plan(task, plan, wanted)
+    return plan
+
+
+def _check_plan(task: SheetTask, plan: list[dict[str, Any]],
+                wanted: dict[str, dict[tuple[int, int], tuple[Any, dict[str, str] | None]]]) -> None:
+    """Replay ``plan`` on each case's input (openpyxl, no LibreOffice) and compare every
+    planned cell's value and every answer cell's colours with the golden file."""
+    from .sheet_grading import colours_equal
+
+    ranges = parse_answer_position(task.answer_position)
+    with tempfile.TemporaryDirectory(prefix="envh-office-ref-") as tmp:
+        for case in task.cases:
+            path = os.path.join(tmp, "workbook.xlsx")
+            shutil.copyfile(case.input, path)
+            for op in plan:
+                a = op["args"]
+                workbook.write_range(path, a["range"], a["values"], fill_color=a.get("fill_color"),
+                                     font_color=a.get("font_color"), create_sheet=bool(a.get("create_sheet")))
+            got, gold = workbook.load(path), workbook.load(case.answer)
+            try:
+                for sheet, spots in wanted.items():
+                    for row, col in spots:
+                        if _write_value(got[sheet].cell(row=row, column=col), True) != _write_value(
+                                gold[sheet].cell(row=row, column=col), True):
+                            raise _NoReference(f"{sheet}!{col_letters(col)}{row} does not come out as golden")
+                for r in ranges:
+                    sheet = r.sheet or task.answer_sheet or gold.sheetnames[0]
+                    if sheet not in got.sheetnames or sheet not in gold.sheetnames:
+                        raise _NoReference(f"sheet {sheet!r} cannot be rebuilt")
+                    for row, col in r.cells():
+                        if not colours_equal(gold[sheet].cell(row=row, column=col),
+                                             got[sheet].cell(row=row, column=col)):
+                            raise _NoReference(f"{sheet}!{col_letters(col)}{row}'s colour cannot be rebuilt")
+            finally:
+                got.close()
+                gold.close()
 
 
 def _plain(value: Any) -> Any:
