@@ -147,3 +147,70 @@ def test_the_rigger_cascade_rejects_a_click_blocking_candidate(webshop_data) -> 
     assert not blocked.ok and blocked.stage == "unsolvable", blocked
     harmless = check(base, [{"kind": "contract", "code": BLOCK_DESCRIPTION}], task, registry=get_registry())
     assert harmless.ok and harmless.reference.startswith("replayed"), harmless
+
+
+@pytest.fixture(scope="module")
+def crowded_data(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The demo catalogue plus 35 look-alike shirts that outrank the goal's shirt for its
+    own title (so the reference must page), and synthetic instructions (goal options as a
+    name → value mapping, one goal per option combination)."""
+    import copy
+    import json
+
+    from envh_webarena.demo import webshop_catalogue as demo
+
+    folder = demo.write_catalogue(tmp_path_factory.mktemp("webshop-crowded"))
+    shirt = next(p for p in demo.PRODUCTS if p["asin"] == "B0TSHIRT01")
+    decoys = []
+    for k in range(35):
+        d = copy.deepcopy(shirt)
+        d.update(asin=f"B0DECOY{k:03d}", query="decoys", product_category="Decoys",
+                 full_description="men's cotton crew neck t-shirt " * 3, small_description=["crew neck t-shirt"])
+        decoys.append(d)
+    products = [p for p in demo.PRODUCTS if p["asin"] != "B0TSHIRT01"] + decoys + [shirt]
+    attributes = {**demo.ATTRIBUTES, "B0TSHIRT01": {
+        **demo.ATTRIBUTES["B0TSHIRT01"], "instruction": "i want a machine wash cotton t-shirt for men",
+        "instruction_attributes": ["machine wash", "cotton"]}}
+    (folder / "items_shuffle_test.json").write_text(json.dumps(products))
+    (folder / "items_ins_v2_test.json").write_text(json.dumps(attributes))
+    return str(folder)
+
+
+def test_reference_pages_to_a_product_outranked_by_look_alikes(crowded_data) -> None:
+    from envh_webarena.webshop.bridge import make_webshop
+
+    env = make_webshop(mode="text", data=crowded_data)
+    task = next(t for t in env.list_tasks("test")
+                if env.site.catalogue.goals[int(t.instance_id)]["asin"] == "B0TSHIRT01")
+    env.reset(task=task)
+    assert "b0tshirt01" not in env.site.search("men's cotton crew neck t-shirt")[:10]
+    texts = [a.args["action"] for a in env.reference_actions()]
+    assert "click[next >]" in texts
+    resp = replay(env, env.reference_actions())
+    assert resp.reward == pytest.approx(1.0) and env.evaluate().metrics["asin"] == "B0TSHIRT01"
+
+
+def test_reference_reads_synthetic_goal_options_by_name(crowded_data) -> None:
+    from envh_webarena.webshop.bridge import make_webshop
+
+    env = make_webshop(mode="text", data=crowded_data, human_goals=False)
+    goals = env.site.catalogue.goals
+    shirts = [i for i, g in enumerate(goals) if g["asin"] == "B0TSHIRT01"]
+    assert len(shirts) == 9 and all(isinstance(goals[i]["goal_options"], dict) for i in shirts)
+    for i in shirts:
+        env.reset(task=TaskRef(suite="webshop", split="test", instance_id=str(i)))
+        resp = replay(env, env.reference_actions())
+        assert resp.reward == pytest.approx(1.0), goals[i]["goal_options"]
+        assert env.evaluate().metrics["options"] == goals[i]["goal_options"]
+
+
+def test_no_reference_when_the_goals_product_cannot_score_one(crowded_data) -> None:
+    """A goal naming an option its product does not offer: no plan scores 1, so none is
+    offered (a cascade then falls back to its probe instead of rejecting every candidate)."""
+    from envh_webarena.webshop.bridge import make_webshop
+
+    env = make_webshop(mode="text", data=crowded_data, num_products=1000)  # its own copy of the shop
+    i = next(i for i, g in enumerate(env.site.catalogue.goals) if g["asin"] == "B0TSHIRT01")
+    env.site.catalogue.goals[i]["goal_options"] = ["purple", "large"]
+    env.reset(task=TaskRef(suite="webshop", split="test", instance_id=str(i)))
+    assert env.reference_actions() is None

@@ -322,7 +322,8 @@ class WebshopTextEnv(_Goals, Bridge):
 def _ways_to(site: WebshopSite, product: dict[str, Any], goal: dict[str, Any]) -> list[list[str]]:
     """From the start page to the product's page: for each query that lists it (its title,
     the goal's query, the instruction), the search, ``next >`` to its results page, its id."""
-    ways, seen = [], set()
+    ways: list[list[str]] = []
+    seen: set[str] = set()
     for query in (product["Title"], goal.get("query", ""), goal.get("instruction_text", "")):
         query = " ".join(str(query).split()).lower()[:480]  # the act schema caps an action at 500
         if not query or query in seen:
