@@ -62,9 +62,13 @@ def test_tax_h_writes_the_missing_header_and_what_its_formulas_read(sheet_data):
         env.reset(task=TH, seed=0)
         writes = {a.args["range"]: a.args for a in env.reference_actions()[:-1]}
         assert writes["'Data'!E1"]["values"] == [["With tax"]]
-        assert writes["'Data'!E2"] == {"range": "'Data'!E2", "values": [["=D2*1.1"]], "font_color": "FF0000"}
-        assert writes["'Summary'!B1"]["values"] == [["=SUM(Data!D2:D5)"]]
-        assert "fill_color" not in writes["'Summary'!B1"]  # outside the answer range: values only
+        # a column of formulas sharing a colour is one call
+        assert writes["'Data'!E2:E5"] == {"range": "'Data'!E2:E5", "font_color": "FF0000",
+                                          "values": [["=D2*1.1"], ["=D3*1.1"], ["=D4*1.1"], ["=D5*1.1"]]}
+        # outside the answer range: values only (the golden B2 date as its serial)
+        assert writes["'Summary'!B1:B2"] == {"range": "'Summary'!B1:B2",
+                                             "values": [["=SUM(Data!D2:D5)"], [45336.0]]}
+        assert len(writes) == 3
     finally:
         env.close()
 
@@ -207,3 +211,27 @@ def test_new_quoted_sheet_and_default_first_sheet(tmp_path):
             "create_sheet": True} in args
     # F2 (the answer) and E2 (a cell the golden file adds beside it) in one call
     assert {"range": "'Data'!E2:F2", "values": [["=D2*1.1", 7]]} in args
+
+
+def test_unchanged_cells_the_tools_cannot_write_do_not_matter(tmp_path):
+    """A time of day and a text starting with '=' that the input already holds (and the
+    golden file keeps) need no write, so they do not take the reference away."""
+    from openpyxl.styles import PatternFill
+
+    folder = tmp_path / "spreadsheet" / "t"
+    folder.mkdir(parents=True)
+    books = []
+    for _ in range(2):
+        wb = _input_book(1)
+        wb["Summary"]["C1"] = datetime.time(9, 30)
+        wb["Summary"]["C2"] = "=== notes ==="
+        wb["Summary"]["C2"].data_type = "s"
+        wb["Summary"]["C3"].fill = PatternFill(fill_type="solid", fgColor="00FF00", bgColor="00FF00")
+        books.append(wb)
+    books[0].save(folder / "1_t_input.xlsx")
+    books[1]["Summary"]["B1"] = 12
+    books[1].save(folder / "1_t_answer.xlsx")
+    (tmp_path / "dataset.json").write_text(json.dumps([{
+        "id": "t", "instruction": "x", "spreadsheet_path": "spreadsheet/t", "answer_position": "Summary!B1:C3"}]))
+    plan = _reference(str(tmp_path))
+    assert plan is not None and [a.args for a in plan[:-1]] == [{"range": "'Summary'!B1", "values": [[12]]}]

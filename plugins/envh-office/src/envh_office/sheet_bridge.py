@@ -471,10 +471,11 @@ def _golden_writes(task: SheetTask) -> list[dict[str, Any]]:
                     g = ws.cell(row=spot[0], column=spot[1])
                     b = base.cell(row=spot[0], column=spot[1]) if base is not None else None
                     inside = (ws.title, *spot) in answer
-                    value = _write_value(g, inside)
                     colours = _colour_args(g, b if b is not None else _blank(ws)) if inside else None
-                    if b is None or value != _write_value(b, inside) or colours:
-                        here.setdefault(ws.title, {})[spot] = (value, colours or None)
+                    same = (b is not None and type(g.value) is type(b.value) and g.value == b.value
+                            and g.data_type == b.data_type)  # unchanged cells are never converted
+                    if not same or colours:
+                        here.setdefault(ws.title, {})[spot] = (_write_value(g, inside), colours or None)
             missing = {s for s, _, _ in answer} - set(gold.sheetnames)
             if missing:
                 raise _NoReference(f"the answer range names sheets the golden workbook lacks: {sorted(missing)}")
@@ -488,23 +489,32 @@ def _golden_writes(task: SheetTask) -> list[dict[str, Any]]:
     assert wanted is not None
     if sum(len(v) for v in wanted.values()) > workbook.MAX_WRITE_CELLS:
         raise _NoReference("more golden cells than one write allows")
-    ops: list[dict[str, Any]] = []
+    plan: list[dict[str, Any]] = []
     for sheet, spots in wanted.items():
-        create = sheet in new_sheets
+        # runs: contiguous cells of one row sharing colours; then runs over the same columns
+        # with the same colours in consecutive rows become one rectangle (a column is one call)
+        runs: list[list[Any]] = []  # [row, first col, last col, colours, values]
         for (row, col), (value, colours) in sorted(spots.items()):
-            # one call per cell run sharing colours: contiguous columns of one row
-            last = ops[-1]["_run"] if ops and ops[-1]["_run"][:2] == (sheet, row) else None
-            if last is not None and last[3] == col - 1 and last[4] == colours:
-                ops[-1]["args"]["values"][0].append(value)
-                ops[-1]["_run"] = (sheet, row, last[2], col, colours)
-                ops[-1]["args"]["range"] = f"{_quoted(sheet)}!{col_letters(last[2])}{row}:{col_letters(col)}{row}"
-                continue
-            args: dict[str, Any] = {"range": f"{_quoted(sheet)}!{col_letters(col)}{row}", "values": [[value]],
-                                    **(colours or {})}
+            if runs and runs[-1][0] == row and runs[-1][2] == col - 1 and runs[-1][3] == colours:
+                runs[-1][2] = col
+                runs[-1][4].append(value)
+            else:
+                runs.append([row, col, col, colours, [value]])
+        rects: list[list[Any]] = []  # [first row, last row, first col, last col, colours, rows]
+        for row, c1, c2, colours, values in sorted(runs, key=lambda r: (r[1], r[2], repr(r[3]), r[0])):
+            top = rects[-1] if rects else None
+            if top is not None and (top[1] + 1, top[2], top[3], top[4]) == (row, c1, c2, colours):
+                top[1] = row
+                top[5].append(values)
+            else:
+                rects.append([row, row, c1, c2, colours, [values]])
+        create = sheet in new_sheets
+        for r1, r2, c1, c2, colours, rows in sorted(rects, key=lambda r: (r[0], r[2])):
+            ref = f"{col_letters(c1)}{r1}" + ("" if (r1, c1) == (r2, c2) else f":{col_letters(c2)}{r2}")
+            args: dict[str, Any] = {"range": f"{_quoted(sheet)}!{ref}", "values": rows, **(colours or {})}
             if create:
                 args["create_sheet"], create = True, False
-            ops.append({"tool": "write_range", "args": args, "_run": (sheet, row, col, col, colours)})
-    plan = [{"tool": op["tool"], "args": op["args"]} for op in ops]
+            plan.append({"tool": "write_range", "args": args})
     _check_plan(task, plan, wanted)
     return plan
 
