@@ -45,7 +45,7 @@ def test_reference_wins_on_the_bare_bridge(sheet_data, soffice, docker_ready, ta
         env.reset(task=task, seed=0)
         plan = env.unwrapped.reference_actions()
         assert plan is not None and plan[-1] == Action(tool="submit")
-        assert {a.tool for a in plan[:-1]} == {"write_range"}
+        assert plan[-2] == Action(tool="validate") and {a.tool for a in plan[:-2]} == {"write_range"}
         won, last = replay(env, plan)
         assert won and last.terminated and last.reward == 1.0
         assert env.unwrapped.evaluate().metrics["test_case_results"] == [1]
@@ -60,7 +60,7 @@ def test_tax_h_writes_the_missing_header_and_what_its_formulas_read(sheet_data):
     env = SpreadsheetBenchEnv(sheet_data)
     try:
         env.reset(task=TH, seed=0)
-        writes = {a.args["range"]: a.args for a in env.reference_actions()[:-1]}
+        writes = {a.args["range"]: a.args for a in env.reference_actions()[:-2]}
         assert writes["'Data'!E1"]["values"] == [["With tax"]]
         # a column of formulas sharing a colour is one call
         assert writes["'Data'!E2:E5"] == {"range": "'Data'!E2:E5", "font_color": "FF0000",
@@ -85,6 +85,30 @@ def test_blocking_write_range_breaks_the_reference(sheet_data, soffice, docker_r
             resp = env.step(action)
         assert resp.terminated and resp.reward == 0.0
         assert not env.unwrapped.evaluate().success
+
+
+def test_reference_passes_the_bridges_own_validate_before_submit(sheet_data, soffice, docker_ready):
+    """The bridge's pressure template blocks submit until validate passed: the reference
+    validates, so that candidate is not judged unsolvable."""
+    from envh_office import sheet_design
+
+    layers = sheet_design.ValidateBeforeSubmit().instantiate(None, T1, 1)
+    with envh.make(_spec(sheet_data, layers)) as env:
+        env.reset(task=T1, seed=0)
+        won, last = replay(env, env.unwrapped.reference_actions())
+        assert won and last.terminated
+
+
+def test_no_validate_when_the_files_already_hold_an_error_value(tmp_path):
+    """validate would report an error value the input or golden file holds: the reference
+    then submits without it (it would stop a replay on the bare bridge)."""
+
+    def edit(wb):
+        wb["Data"]["G9"] = "#N/A"
+
+    plan = _reference(_dataset(tmp_path, edit))
+    assert plan is not None and plan[-1] == Action(tool="submit")
+    assert {a.tool for a in plan[:-1]} == {"write_range"}
 
 
 def test_no_reference_when_test_cases_differ(sheet_data):
@@ -206,7 +230,7 @@ def test_new_quoted_sheet_and_default_first_sheet(tmp_path):
     data = _dataset(tmp_path, edit, position="'Bob''s total'!A1:C1,F2")
     plan = _reference(data)
     assert plan is not None
-    args = [a.args for a in plan[:-1]]
+    args = [a.args for a in plan[:-2]]
     assert {"range": "'Bob''s total'!A1:C1", "values": [["=SUM(Data!D2:D5)", 2, "x"]],
             "create_sheet": True} in args
     # F2 (the answer) and E2 (a cell the golden file adds beside it) in one call
@@ -234,4 +258,4 @@ def test_unchanged_cells_the_tools_cannot_write_do_not_matter(tmp_path):
     (tmp_path / "dataset.json").write_text(json.dumps([{
         "id": "t", "instruction": "x", "spreadsheet_path": "spreadsheet/t", "answer_position": "Summary!B1:C3"}]))
     plan = _reference(str(tmp_path))
-    assert plan is not None and [a.args for a in plan[:-1]] == [{"range": "'Summary'!B1", "values": [[12]]}]
+    assert plan is not None and [a.args for a in plan[:-2]] == [{"range": "'Summary'!B1", "values": [[12]]}]

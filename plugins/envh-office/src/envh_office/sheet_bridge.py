@@ -321,7 +321,10 @@ class SpreadsheetBenchEnv(SheetVerdict, Bridge):
         """The task's golden workbook as native tool calls: ``write_range`` for every cell
         whose golden value or formula differs from the input (the answer range, and cells
         outside it the golden formulas may read), the golden fill / font colour on answer
-        cells whose colour differs, then ``submit``. One sequence serves every test case
+        cells whose colour differs, ``validate`` (as a careful solver would, so a stack that
+        asks for it before submit is not judged unsolvable; left out when the input or
+        golden file already holds an error value, which validate would report), then
+        ``submit``. One sequence serves every test case
         (the solution is replayed on each), so it exists only when the golden files of all
         cases agree on those cells, and only when a check without LibreOffice shows that
         the calls rebuild every golden cell's value and colour on each case's input.
@@ -440,9 +443,29 @@ def _golden_plan(task: SheetTask) -> list[dict[str, Any]] | None:
     """The ``write_range`` calls rebuilding ``task``'s golden cells on every test case's
     input (see ``SpreadsheetBenchEnv.reference_actions``), or None."""
     try:
-        return _golden_writes(task)
+        plan = _golden_writes(task)
+        return plan + ([{"tool": "validate", "args": {}}] if _shows_no_error(task.cases[0]) else [])
     except (_NoReference, WorkbookError, RangeError):
         return None
+
+
+def _shows_no_error(case: Any) -> bool:
+    """Whether ``validate`` should pass on the rebuilt workbook: neither the input nor the
+    golden file holds an error value (as last saved) or a formula on #REF!. A prediction
+    without LibreOffice: a formula that only errs when recalculated goes unseen."""
+    for path in (case.input, case.answer):
+        for data_only in (False, True):
+            wb = workbook.load(path, data_only=data_only)
+            try:
+                for ws in wb.worksheets:
+                    for row in ws.iter_rows(values_only=True):
+                        for v in row:
+                            if isinstance(v, str) and (v.strip() in workbook.ERROR_VALUES
+                                                       or (not data_only and v.startswith("=") and "#REF!" in v)):
+                                return False
+            finally:
+                wb.close()
+    return True
 
 
 def _golden_writes(task: SheetTask) -> list[dict[str, Any]]:
