@@ -112,6 +112,8 @@ def check(base: dict[str, Any], layers: Any, task: TaskRef, *, registry: Registr
         with make(base, registry=registry) as env:
             env.reset(task=task, seed=0)
             checkers = compile_tools(env.tools())
+            base_reference = reference_of(env) is not None
+
     except Exception as exc:  # noqa: BLE001 - the base itself must build; report, don't crash
         return _fail("dry_run", f"the current env failed to build or reset: {exc!r}")
     for i, layer in enumerate(spec["layers"][offset:]):
@@ -125,11 +127,11 @@ def check(base: dict[str, Any], layers: Any, task: TaskRef, *, registry: Registr
             problem = checker(action.get("args") or {}, action.get("tool"))
             if problem:
                 return _fail("schema", f"stage action #{j}: {problem}", i)
-    return _dry_run(spec, task, registry, reference)
+    return _dry_run(spec, task, registry, reference, base_reference)
 
 
 def _dry_run(spec: dict[str, Any], task: TaskRef, registry: Registry,
-             probe: Sequence[Action]) -> CascadeResult:
+             probe: Sequence[Action], base_reference: bool = False) -> CascadeResult:
     try:
         env = make(spec, registry=registry)
     except errors.ContractCodeError as exc:
@@ -142,6 +144,11 @@ def _dry_run(spec: dict[str, Any], task: TaskRef, registry: Registry,
         except Exception as exc:  # noqa: BLE001 - a stage that cannot replay, a hook that raises
             return _fail("dry_run", f"reset failed: {type(exc).__name__}: {exc}")
         plan = reference_of(env)
+        if plan is None and base_reference:  # the bare start has one, the candidate's none: a dead end
+            return _fail("unsolvable", "the bridge has a reference solution from the current env's start "
+                         "but none from the candidate's (its start state is a dead end). Never make the task "
+                         "unsolvable: leave the reference's winning path open", reference="none from the "
+                         "candidate's start")
         try:
             if plan is not None:
                 ok, why = replay_reference(env, plan)

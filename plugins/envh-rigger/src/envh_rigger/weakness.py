@@ -177,13 +177,79 @@ def _make(text: str, predicate: str, entries: dict[str, Entry], how: str) -> Wea
                     focus=focus, translated_by=how)
 
 
+def _repeats(items: Any) -> tuple[bool, int]:
+    """(a repetition holds a repetition or an alternation, unbounded repetitions) in a parsed pattern."""
+    from re import _constants as c  # the parser's own view: no guessing at the syntax
+
+    nested, unbounded = False, 0
+    for op, av in items:
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT):
+            low, high, sub = av
+            unbounded += high == c.MAXREPEAT
+            inner_nested, inner_unbounded = _repeats(sub)
+            unbounded += inner_unbounded
+            if high > 1 and (inner_unbounded or inner_nested or _holds(sub)):
+                nested = True
+            nested = nested or inner_nested
+        elif op == c.BRANCH:
+            for branch in av[1]:
+                n, u = _repeats(branch)
+                nested, unbounded = nested or n, unbounded + u
+        elif op == c.SUBPATTERN:
+            n, u = _repeats(av[-1])
+            nested, unbounded = nested or n, unbounded + u
+        elif op in (c.ASSERT, c.ASSERT_NOT):
+            n, u = _repeats(av[1])
+            nested, unbounded = nested or n, unbounded + u
+    return nested, unbounded
+
+
+def _holds(items: Any) -> bool:
+    """A repetition (more than once) or an alternation anywhere in ``items``."""
+    from re import _constants as c
+
+    for op, av in items:
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT) and (av[1] > 1 or _holds(av[2])):
+            return True
+        if op == c.BRANCH:
+            return True
+        if op == c.SUBPATTERN and _holds(av[-1]):
+            return True
+    return False
+
+
+def _risky_pattern(pattern: str) -> str | None:
+    """Why ``pattern`` could backtrack catastrophically on a policy's arguments (Python's
+    ``re`` has no timeout and the predicate runs in the rigger's process), or ``None``.
+    Refused: a repeated part holding a repetition or an alternation (``(a+)+``,
+    ``(a|aa)*``), more than three unbounded repetitions, more than 200 characters."""
+    from re import _parser
+
+    if len(pattern) > 200:
+        return "is longer than 200 characters"
+    try:
+        nested, unbounded = _repeats(_parser.parse(pattern).data)
+    except (re.error, RecursionError) as exc:
+        return f"does not compile ({exc})"
+    if nested:
+        return ("repeats a part holding a repetition or an alternation: it can backtrack "
+                "catastrophically on a long argument; write it without the nested repetition")
+    if unbounded > 3:
+        return "has more than three unbounded repetitions: it can backtrack catastrophically"
+    return None
+
+
 def check_predicate(predicate: str, entries: dict[str, Entry]) -> str:
     """``predicate`` if it names a table entry with readable arguments, else an error."""
     name, *args = str(predicate).strip().split(":")
     if name not in entries:
         raise errors.EnvhError(f"unknown predicate {name!r}; choose one of: {', '.join(sorted(entries))}")
-    if name in ("repeats", "invalid") and any(not a.isdigit() or int(a) < 1 for a in args):
+    if name in ("repeats", "invalid") and any(not (a.isascii() and a.isdigit()) or int(a) < 1 for a in args):
         raise errors.EnvhError(f"{name} takes a whole number >= 1, got {':'.join(args)!r}")
+    patterns = args[1:2] if name == "calls" else args[:1] if name == "submits-before-test" else []
+    for pattern in patterns:
+        if problem := _risky_pattern(pattern):
+            raise errors.EnvhError(f"{predicate!r}: the pattern {pattern!r} {problem}")
     try:  # the arguments must make sense to the predicate: try it on an empty episode
         entries[name].fn(Trajectory(key="check", spec_id="check"), *args)
     except Exception as exc:  # noqa: BLE001 - any failure means the arguments do not fit

@@ -1,0 +1,68 @@
+"""Attacks on round 2 of the rigger: each test failed before its fix.
+
+* a stage that walks Toy24 into a dead end left no reference from the candidate's start, and
+  the cascade took "no reference" for "the bridge has none" and passed the candidate;
+* ``repeats:²`` passed the argument check (``'²'.isdigit()``; the empty probe episode never
+  reads the count) and then raised ``ValueError`` on the first real episode;
+* a pattern with nested quantifiers (``calls:bash:(a+)+$``, from a user or a designer's
+  reading of plain words) passed the check and then hung the rigger's process on one long
+  argument (catastrophic backtracking; Python's ``re`` has no timeout).
+"""
+
+from __future__ import annotations
+
+import time
+
+import envh
+import pytest
+from envh import Action, errors
+from envh.rollout import Trajectory
+from envh.rollout.trajectory import StepRecord
+from envh.types import Observation
+from envh_rigger.cascade import check
+from envh_rigger.weakness import resolve
+
+TASK = envh.TaskRef(suite="toy24", split="medium", instance_id="1,2,6,6")
+
+
+def _episode(*actions: Action) -> Trajectory:
+    obs = Observation(text="x")
+    steps = tuple(StepRecord(index=i, proposed=a, executed=a, observation=obs) for i, a in enumerate(actions))
+    return Trajectory(key="k", spec_id="s", steps=steps)
+
+
+def test_a_stage_walking_into_a_dead_end_is_unsolvable_not_reference_free(registry):
+    # 6 - 6 = 0 leaves 1, 2, 0: 24 is out of reach, so the solver has no plan from there
+    dead_end = [{"kind": "stage", "actions": [{"tool": "combine", "args": {"i": 2, "j": 3, "op": "sub"}}]}]
+    result = check({"bridge": "toy24"}, dead_end, TASK, registry=registry)
+    assert not result.ok and result.stage == "unsolvable", result
+    # a stage on the solver's own path keeps a reference and passes
+    with envh.make({"bridge": "toy24"}, registry=registry) as env:
+        env.reset(task=TASK, seed=0)
+        first = env.unwrapped.solve()[0]
+    good = [{"kind": "stage", "actions": [{"tool": first.tool, "args": dict(first.args)}]}]
+    assert check({"bridge": "toy24"}, good, TASK, registry=registry).ok
+
+
+@pytest.mark.parametrize("count", ["²", "٣x", "0"])
+def test_a_count_int_cannot_read_is_refused_before_the_loop(registry, count):
+    with pytest.raises(errors.EnvhError):
+        w = resolve(f"repeats:{count}", registry=registry, bridge="toy24")
+        w.shows(_episode(Action(tool="stop"), Action(tool="stop")))  # before: ValueError here
+
+
+@pytest.mark.parametrize("predicate", ["calls:bash:(a+)+$", "calls:bash:(a|aa)*b", "submits-before-test:(x*)*y",
+                                       "calls:bash:((a)+)+$", "calls:bash:(a{1,}){2,}$"])
+def test_a_pattern_that_backtracks_catastrophically_is_refused(registry, predicate):
+    start = time.monotonic()
+    with pytest.raises(errors.EnvhError, match="backtrack"):
+        w = resolve(predicate, registry=registry, bridge="toy24")
+        w.shows(_episode(Action(tool="bash", args={"cmd": "a" * 40 + "!"})))  # before: hangs
+    assert time.monotonic() - start < 5
+
+
+def test_ordinary_patterns_still_read(registry):
+    w = resolve("calls:bash:pytest|tox", registry=registry, bridge="toy24")
+    assert w.shows(_episode(Action(tool="bash", args={"cmd": "pytest -x"})))
+    assert resolve("calls:combine:(div|sub)", registry=registry, bridge="toy24").shows(
+        _episode(Action(tool="combine", args={"i": 0, "j": 1, "op": "div"})))
