@@ -334,3 +334,33 @@ def test_a_diff_too_large_to_submit_is_refused_not_cut(make_env, monkeypatch):
     done = env.step(Action(tool="submit"))
     patch = done.observation.data["patch"]
     assert done.terminated and patch.rstrip().endswith("+20000") and "+10000\n" in patch
+
+
+# A static x86-64 program (no libc) whose main thread exits while a second thread appends
+# "x\n" to late2.txt every 50 ms: /proc shows the process as a zombie (its leader), yet
+# it runs. Built from: clone(CLONE_VM|FS|FILES|SIGHAND|THREAD) then SYS_exit in the leader.
+_ZOMBIE_LEADER_GZ_B64 = "H4sIAAAAAAACA6t39XFjYmRkgAEmBjsGEG8DgwOY7wAVP4BQAhSzAKpzYGBjYAWrZQerhwCYPhh9ACp+QQFCQymGwKclKWwMxAMBKO1qeMnV8IDhpR0WQI5Hr2kN0MD9DPyMDPysHq0HSjMdwxxDHUNCgz2an3zYwQRUs8+RhYFh1xJGkGrbOKAAP6tPr248kOHZedBxD8j9jvuYwIbp+gOp3cpwW3w6H/h0nvfpfOfT+Ymf1fCSR+cNj873Hp3X+Flf34Uo2WED0tl5HSL4j4EhJ7Ek1UivpKKEoYIL2f0NH36BLGFwd3a2UtBwSU3KTMxTMDTSM9Iz0DU00U5JTTI0KjXUhAoxMOgVZxSXFJUkJjHolaQCTdMryk9JLElk0EsqLmbQS87PzU3NK2GgHHADMSwOUeMPAuahqWdE4wtCxZig/ABGByiNGt/o8QgDkkDMAcTMsHCC6i+AWYRmALp5clD7DdDEYfrVcbgfmWbGEi7TCeiHAQBaUtZsQAMAAA=="
+
+
+def test_a_process_whose_leader_exited_does_not_outlive_its_step_without_python(nopython_image, mathx_row):
+    """The fallback's sweep skipped zombies; a process whose main thread exits (the rest
+    of its threads running) looks like one, and wrote on between steps."""
+    import base64
+    import gzip
+    import platform
+
+    from envh_swebench.bridge import SWEBenchEnv
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the program is x86-64")
+    env = SWEBenchEnv([{**mathx_row, "image": nopython_image}], command_timeout=10, reward_on_submit=False)
+    try:
+        env.reset()
+        assert env.box.no_runner
+        env.box.write_file(f"{env.box.workdir}/zl", gzip.decompress(base64.b64decode(_ZOMBIE_LEADER_GZ_B64)), 0o755)
+        started = bash(env, "setsid ./zl >/dev/null 2>&1 </dev/null & sleep 0.3; wc -c < late2.txt")
+        assert int(started.observation.text.split()[0]) > 0, started.observation.text  # it runs
+        size = bash(env, "wc -c < late2.txt").observation.text.split()[0]
+        assert bash(env, "sleep 0.5; wc -c < late2.txt").observation.text.split()[0] == size  # nobody writes
+    finally:
+        env.close()

@@ -153,12 +153,14 @@ class FileTooLargeError(OSError):
 # The python-less fallback's sweep, in POSIX sh builtins only (a command it started would
 # show up among the processes it kills): stop, then kill, every process but those in
 # $KEEP (the container's own, found before the first command) and itself, until none is
-# left; zombies are skipped (their parent, the container's init, reaps them).
+# left; zombies are skipped (their parent, the container's init, reaps them) unless other
+# threads of theirs still run (a main thread that exited leaves its process looking dead).
 _SH_PIDS = 'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = "$$" ] || printf "%s " "$p"; done'
 _SH_SWEEP = (
     'strays() { out=""; for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = "$$" ] && continue; '
     'case " $KEEP " in *" $p "*) continue ;; esac; read -r st 2>/dev/null < "$d/stat" || continue; '
-    'st=${st##*\\) }; case "$st" in Z*|X*) continue ;; esac; out="$out $p"; done; }; '
+    'st=${st##*\\) }; case "$st" in Z*|X*) set -- "$d"/task/[0-9]*; [ $# -gt 1 ] || continue ;; esac; '
+    'out="$out $p"; done; }; '  # a zombie leader with live threads is a running process
     'i=0; while [ $i -lt 50 ]; do strays; [ -z "$out" ] && break; '
     'for p in $out; do kill -STOP "$p" 2>/dev/null; done; for p in $out; do kill -KILL "$p" 2>/dev/null; done; '
     'i=$((i + 1)); done')
