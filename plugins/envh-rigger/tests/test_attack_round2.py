@@ -66,3 +66,31 @@ def test_ordinary_patterns_still_read(registry):
     assert w.shows(_episode(Action(tool="bash", args={"cmd": "pytest -x"})))
     assert resolve("calls:combine:(div|sub)", registry=registry, bridge="toy24").shows(
         _episode(Action(tool="combine", args={"i": 0, "j": 1, "op": "div"})))
+
+
+def test_a_rollout_budget_stops_the_same_run_on_any_worker_count(registry, tmp_path):
+    """Spares counted against --max-rollouts: with a budget the one-worker run exactly fits
+    (three rounds), two workers spent one on a spare in round 1 and stopped before round 3
+    (``budget:rollouts``): the run's outcome depended on the worker count."""
+    from envh_rigger.budget import Budget
+    from envh_rigger.journal import Journal
+    from envh_rigger.run import RigConfig, rig
+
+    with envh.make({"bridge": "toy24"}, registry=registry) as env:
+        env.reset(task=TASK, seed=0)
+        plan = [{"tool": a.tool, "args": dict(a.args)} for a in env.unwrapped.solve() if a.tool == "combine"]
+    spec = {"bridge": "toy24", "layers": [{"kind": "stage", "actions": plan}]}
+
+    def run(name, workers, budget):
+        cfg = RigConfig(spec=spec, tasks="medium/1,2,6,6", out=str(tmp_path / name), max_steps=6,
+                        workers=workers, policy="random:3", target="sr:0.7-0.9", rounds=3,
+                        designer="template:guide", budget=budget)
+        summary = rig(cfg, registry=registry)
+        results = [e["attempt"]["result"] for e in Journal(tmp_path / name).events(kind="attempt")]
+        return summary, [(r["decision"], r["n"], r["successes"]) for r in results]
+
+    one, one_attempts = run("one", 1, Budget())
+    two, two_attempts = run("two", 2, Budget(max_rollouts=one["usage"]["rollouts"]))
+    assert len(one_attempts) == 3
+    assert two["stops"] == one["stops"] and two_attempts == one_attempts
+    assert two["usage"]["rollouts"] == one["usage"]["rollouts"]

@@ -132,12 +132,15 @@ class TaskLoop:
         """Episodes ``used .. used + more`` of this validation's seed sequence, playing what is
         missing. A pool plays at least one episode per worker: episodes past the point where
         the rule stops are kept as spares and never enter the decision, which reads the
-        outcomes in seed order, so the operating characteristic is unchanged."""
+        outcomes in seed order, so the operating characteristic is unchanged. Under a rollout
+        budget there are no spares (they would leave later rounds less of it)."""
         missing = used + more - len(played)
         if missing > 0:
             spare = max(0, self.r.rollouts.workers - missing)
-            if self.r.budget.max_rollouts is not None:  # spares never push past the budget
-                spare = min(spare, max(0, self.r.budget.max_rollouts - self.r.usage.rollouts - missing))
+            if self.r.budget.max_rollouts is not None:
+                # no play-ahead under a rollout budget: a spare would spend a rollout a later
+                # validation needs, so the run would stop earlier with more workers
+                spare = 0
             n = missing + spare
             seeds = [self.r.seed + 1000 * rnd + len(played) + i for i in range(n)]
             sid = spec_id(spec, self.r.registry)
