@@ -6,7 +6,10 @@
   reads the count) and then raised ``ValueError`` on the first real episode;
 * a pattern with nested quantifiers (``calls:bash:(a+)+$``, from a user or a designer's
   reading of plain words) passed the check and then hung the rigger's process on one long
-  argument (catastrophic backtracking; Python's ``re`` has no timeout).
+  argument (catastrophic backtracking; Python's ``re`` has no timeout);
+* ``repeats:1`` was accepted: it shows in every episode that takes any action, so the
+  "weakness" was plain failure;
+* spares counted against ``--max-rollouts`` made a pool stop earlier than one worker.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ def test_a_stage_walking_into_a_dead_end_is_unsolvable_not_reference_free(regist
     assert check({"bridge": "toy24"}, good, TASK, registry=registry).ok
 
 
-@pytest.mark.parametrize("count", ["²", "٣x", "0"])
+@pytest.mark.parametrize("count", ["²", "٣x", "0", "1"])
 def test_a_count_int_cannot_read_is_refused_before_the_loop(registry, count):
     with pytest.raises(errors.EnvhError):
         w = resolve(f"repeats:{count}", registry=registry, bridge="toy24")

@@ -246,6 +246,8 @@ def check_predicate(predicate: str, entries: dict[str, Entry]) -> str:
         raise errors.EnvhError(f"unknown predicate {name!r}; choose one of: {', '.join(sorted(entries))}")
     if name in ("repeats", "invalid") and any(not (a.isascii() and a.isdigit()) or int(a) < 1 for a in args):
         raise errors.EnvhError(f"{name} takes a whole number >= 1, got {':'.join(args)!r}")
+    if name == "repeats" and args and int(args[0]) < 2:  # "taken once" is any episode with an action
+        raise errors.EnvhError("repeats:1 shows in every episode that takes an action: use repeats:2 or more")
     patterns = args[1:2] if name == "calls" else args[:1] if name == "submits-before-test" else []
     for pattern in patterns:
         if problem := _risky_pattern(pattern):
