@@ -220,3 +220,21 @@ def test_a_daemon_that_refuses_the_layer_cap_gets_the_tmpfs_bound(make_env, dock
     strict = make_env(disk="16m", disk_mode="storage-opt")
     with pytest.raises(errors.InfraError, match="refused to cap the writable layer"):
         strict.reset()
+
+
+def test_an_edit_into_a_full_workspace_is_the_policys_error_and_leaves_the_file_whole(make_env):
+    """The editor writes through Docker's archive API: into a full tmpfs workspace that
+    was an InfraError (the episode lost), and left the file cut off where ENOSPC struck."""
+    env = make_env(disk="8m", disk_mode="tmpfs", output_limit=2000)
+    env.reset()
+    original = env.box.read_file(f"{env.box.workdir}/mathx/stats.py")[0].decode()
+    bash = lambda c: env.step(Action(tool="bash", args={"command": c}))  # noqa: E731
+    bash("for i in 1 2 3 4 5 6 7 8 9; do head -c 1000000 /dev/urandom > f$i || break; done")
+    for args in ({"command": "create", "path": "/testbed/big.py", "file_text": "x" * 150_000},
+                 {"command": "str_replace", "path": "/testbed/mathx/stats.py", "old_str": "def mean(",
+                  "new_str": "def mean" + "y" * 150_000 + "("}):
+        resp = env.step(Action(tool="str_replace_editor", args=args))
+        assert resp.info["error"]["type"] == "editor_error", resp.info
+        assert "No space left on device" in resp.observation.text
+    assert "No such file" in bash("ls big.py").observation.text
+    assert env.box.read_file(f"{env.box.workdir}/mathx/stats.py")[0].decode() == original

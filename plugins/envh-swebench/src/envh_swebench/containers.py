@@ -142,6 +142,10 @@ class NotRegularFileError(OSError):
     """The path is a FIFO, a device or a link, not a regular file."""
 
 
+class NoSpaceError(OSError):
+    """A write through the archive API found the workspace full (ENOSPC)."""
+
+
 class FileTooLargeError(OSError):
     """A file is larger than the caller is willing to read."""
 
@@ -438,6 +442,8 @@ class Sandbox:
         except docker.errors.APIError as exc:
             if _path_problem(exc):
                 raise FileNotFoundError(directory) from exc
+            if "no space left on device" in str(exc).lower():  # the policy's disk bound, not the host's
+                raise NoSpaceError(path) from exc
             raise self.infra_error(f"writing {path[:300]} failed: {str(exc)[:500]}") from exc
         except docker.errors.DockerException as exc:
             raise self.infra_error(f"writing {path} failed: {exc}") from exc

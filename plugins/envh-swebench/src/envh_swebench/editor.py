@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from .containers import FileTooLargeError, NotRegularFileError, Sandbox
+from .containers import FileTooLargeError, NoSpaceError, NotRegularFileError, Sandbox
 
 COMMANDS = ["view", "create", "str_replace", "insert", "undo_edit"]
 SNIPPET_LINES = 4
@@ -131,7 +131,18 @@ class Editor:
             raise EditorError(f"The file {path} is not UTF-8 text; the editor cannot show or edit it.") from None
 
     def _write(self, path: str, text: str, mode: int, before: str | None) -> None:
-        self.box.write_file(path, text.encode("utf-8"), mode)
+        try:
+            self.box.write_file(path, text.encode("utf-8"), mode)
+        except NoSpaceError:  # a cut-off file is left: put back what was there (it fitted)
+            try:
+                if before is None:
+                    self.box.run(f"rm -f -- {shlex.quote(path)}", timeout=30, limit=200)
+                else:
+                    self.box.write_file(path, before.encode("utf-8"), mode)
+            except NoSpaceError:
+                pass
+            raise EditorError(f"No space left on device: the repository's disk limit is reached, so {path} "
+                              "was left as it was; delete what you do not need and try again.") from None
         self.history.setdefault(path, []).append(before)
 
     def view(self, path: str, view_range: list[int] | None) -> str:
