@@ -97,3 +97,27 @@ def test_a_rollout_budget_stops_the_same_run_on_any_worker_count(registry, tmp_p
     assert len(one_attempts) == 3
     assert two["stops"] == one["stops"] and two_attempts == one_attempts
     assert two["usage"]["rollouts"] == one["usage"]["rollouts"]
+
+
+@pytest.mark.parametrize("bad_args", [["three"], ["(a+)+$"], ["a:b"]])
+def test_the_llm_reading_a_name_with_unusable_arguments_is_asked_again(registry, tmp_path, bad_args):
+    """Only the name was checked inside the designer's retry loop: an unusable argument
+    ended the command (``not a usable predicate``) instead of being fed back."""
+    import json
+
+    from envh.testing_llm import LLMReplayServer, tool_reply
+    from envh_rigger.run import RigConfig, prepare
+
+    name = "calls" if bad_args != ["three"] else "repeats"
+    args = ["combine", *bad_args] if name == "calls" else bad_args
+    wrong = tool_reply("name_predicate", {"name": name, "args": args, "rationale": "?"})
+    right = tool_reply("name_predicate", {"name": "toy24.revisits", "args": ["2"], "rationale": "r"})
+    with LLMReplayServer([wrong, right]) as server:
+        cfg = RigConfig(policy="divider", tasks="medium/1,2,6,6", designer="llm:test-model", out=str(tmp_path / "r"),
+                        target='weakness:"keeps coming back to where it began"',
+                        designer_options={"base_url": server.base_url, "api_key": "k"})
+        ready = prepare(cfg, registry)
+        ready["designer"].close()
+        requests = server.chat_requests
+    assert ready["weakness"].predicate == "toy24.revisits:2"
+    assert len(requests) == 2 and "invalid" in json.dumps(requests[1]["messages"][-1])

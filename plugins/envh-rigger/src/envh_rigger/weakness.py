@@ -275,7 +275,13 @@ def resolve(text: str, *, registry: Registry | None = None, bridge: str | None =
     if translated is not None:
         return _make(text, translated, entries, "keywords")
     if reader is not None:
-        answer = reader(text, {k: e.description for k, e in sorted(entries.items())})
+        import inspect
+
+        listing = {k: e.description for k, e in sorted(entries.items())}
+        if "usable" in inspect.signature(reader).parameters:  # the reader retries on bad arguments
+            answer = reader(text, listing, usable=lambda p: check_predicate(p, entries))
+        else:
+            answer = reader(text, listing)
         if answer:
             try:
                 return _make(text, check_predicate(answer, entries), entries, "designer")

@@ -124,9 +124,12 @@ class LLMDesigner:
         return Proposal(layers=args["layers"], diagnosis=args["diagnosis"], rationale=args["rationale"],
                         meta=meta, usage={self.model: dict(self.usage)})
 
-    def translate_weakness(self, text: str, predicates: dict[str, str]) -> str | None:
+    def translate_weakness(self, text: str, predicates: dict[str, str],
+                           usable: Any = None) -> str | None:
         """Plain words → one of ``predicates`` (name → help) with its arguments, through a
-        forced ``name_predicate`` call; ``None`` when the model never names a usable one."""
+        forced ``name_predicate`` call; ``None`` when the model never names a usable one.
+        ``usable(predicate)`` (raising ``EnvhError``) checks the arguments too, so a bad
+        argument is fed back and asked again like a bad name."""
         names = sorted(predicates)
         tool = {"type": "function", "function": {
             "name": "name_predicate",
@@ -148,7 +151,15 @@ class LLMDesigner:
             extra = args.get("args") or []
             if not isinstance(extra, list) or not all(isinstance(a, str | int) for a in extra):
                 raise Malformed("args must be a list of strings")
-            return ":".join([args["name"], *(str(a) for a in extra)])
+            if any(":" in str(a) for a in extra):
+                raise Malformed("an argument may not hold ':' (it separates arguments)")
+            predicate = ":".join([args["name"], *(str(a) for a in extra)])
+            if usable is not None:
+                try:
+                    usable(predicate)
+                except errors.EnvhError as exc:
+                    raise Malformed(str(exc)) from None
+            return predicate
 
         try:
             return str(self._call(messages, tool, check))
