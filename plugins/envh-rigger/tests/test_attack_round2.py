@@ -121,3 +121,13 @@ def test_the_llm_reading_a_name_with_unusable_arguments_is_asked_again(registry,
         requests = server.chat_requests
     assert ready["weakness"].predicate == "toy24.revisits:2"
     assert len(requests) == 2 and "invalid" in json.dumps(requests[1]["messages"][-1])
+
+
+def test_a_plugin_focus_that_can_backtrack_catastrophically_means_anywhere():
+    """guide runs the focus pattern on every off-reference action: a pattern with nested
+    repetition would hang the episode (``re`` holds the interpreter), so it is dropped like
+    one that does not compile."""
+    from envh_rigger.weakness import _checked_focus
+
+    assert _checked_focus({"tools": ["do"], "pattern": "(a+)+$"}) is None
+    assert _checked_focus({"tools": ["do"], "pattern": "go to"}) == {"tools": ["do"], "pattern": "go to"}

@@ -145,8 +145,8 @@ def _checked_focus(focus: Any) -> dict[str, Any] | None:
         tools, pattern = focus.get("tools"), focus.get("pattern")
         if tools is not None and not (isinstance(tools, list | tuple) and all(isinstance(t, str) for t in tools)):
             return None
-        if pattern is not None:
-            re.compile(str(pattern))
+        if pattern is not None and _risky_pattern(str(pattern)):  # does not compile, or may hang guide
+            return None
     except re.error:
         return None
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in focus.items()
