@@ -25,6 +25,10 @@ class Bridge(ActionableEnv):
     #: True when any instance id of a known split is a task by construction (Toy24: any
     #: numbers); such bridges still refuse unknown splits, and say so in their docs.
     open_instances: ClassVar[bool] = False
+    #: True when ``reference_actions()`` returning ``None`` means no win is possible from the
+    #: current state (a solver that searches from any state: Toy24, WebShop text); False when
+    #: it may only mean "no reference from here" (a walkthrough or gold patch for the start).
+    reference_complete: ClassVar[bool] = False
 
     _episode: dict[str, Any] | None = None
     _checkers: dict[str, Any] | None = None

@@ -47,6 +47,18 @@ def test_a_stage_walking_into_a_dead_end_is_unsolvable_not_reference_free(regist
     assert check({"bridge": "toy24"}, good, TASK, registry=registry).ok
 
 
+def test_a_bridge_whose_reference_only_covers_its_start_is_not_judged_by_it(registry, monkeypatch):
+    """ALFWorld's walkthrough and SWE-bench's gold patch give no reference once a stage has
+    acted off them, without the task being lost: only a bridge declaring
+    ``reference_complete`` (a solver from any state, Toy24) has "none" read as a dead end."""
+    from envh.bridges.toy24 import Toy24Env
+
+    monkeypatch.setattr(Toy24Env, "reference_complete", False)
+    dead_end = [{"kind": "stage", "actions": [{"tool": "combine", "args": {"i": 2, "j": 3, "op": "sub"}}]}]
+    result = check({"bridge": "toy24"}, dead_end, TASK, registry=registry)
+    assert result.ok and result.reference.startswith("none"), result
+
+
 @pytest.mark.parametrize("count", ["²", "٣x", "0", "1"])
 def test_a_count_int_cannot_read_is_refused_before_the_loop(registry, count):
     with pytest.raises(errors.EnvhError):

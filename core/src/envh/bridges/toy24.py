@@ -97,6 +97,7 @@ class Toy24Env(Bridge):
 
     name = "toy24"
     open_instances = True  # any numbers are a puzzle ("2,5,7,11" in any split); splits are fixed
+    reference_complete = True  # the solver searches from any numbers: no plan means a dead end
 
     def __init__(self, n_generated: int = 100, generator_seed: int = 0) -> None:
         self.n_generated, self.generator_seed = n_generated, generator_seed

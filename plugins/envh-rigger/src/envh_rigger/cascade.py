@@ -112,7 +112,10 @@ def check(base: dict[str, Any], layers: Any, task: TaskRef, *, registry: Registr
         with make(base, registry=registry) as env:
             env.reset(task=task, seed=0)
             checkers = compile_tools(env.tools())
-            base_reference = reference_of(env) is not None
+            # a bridge whose "no reference" means "no win from here" (its solver searches from
+            # any state): a candidate start without one, where the current start has one, is a dead end
+            base_reference = bool(getattr(env.unwrapped, "reference_complete", False)) and \
+                reference_of(env) is not None
 
     except Exception as exc:  # noqa: BLE001 - the base itself must build; report, don't crash
         return _fail("dry_run", f"the current env failed to build or reset: {exc!r}")
