@@ -163,3 +163,20 @@ def test_an_honest_log_has_no_contradictions(instances):
     for iid in ROWS:
         for kind in ("gold", "fail"):
             assert contradictions(instances[iid], (DATA / f"{iid}.{kind}.log").read_text()) == {}, (iid, kind)
+
+
+@pytest.mark.parametrize("how", ["{t} ... \nFAIL", "{t}\nA docstring ... FAIL", "{t} ... printed FAIL"])
+def test_a_result_line_the_code_under_test_broke_still_contradicts_a_forged_pass(instances, how):
+    """Django writes `<test> ... ` before the test runs and `FAIL` after: what the code
+    under test prints in between (a newline, text) leaves a line the parser does not
+    read, and a forged `<test> ... ok` then resolved the failing log. unittest's own
+    `FAIL: <test>` report after the run still says it failed."""
+    inst = instances["django__django-11099"]
+    log = (DATA / "django__django-11099.fail.log").read_text()
+    for t in inst.fail_to_pass:
+        log = log.replace(f"{t} ... FAIL", how.format(t=t))
+    log = log.replace(END, "\n".join(f"{t} ... ok" for t in inst.fail_to_pass) + f"\n{END}", 1)
+    result = report_from_log(inst, inst.patch, log)
+    assert not result.success and result.metrics["error"] == "contradictory_test_results"
+    reported = [t for t in inst.fail_to_pass if f"FAIL: {t}\n" in log]  # the recorded log keeps one report
+    assert reported and result.metrics["contradictions"]["tests_failed_and_passed"] == reported

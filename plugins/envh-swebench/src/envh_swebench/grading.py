@@ -13,6 +13,7 @@ never used, so nothing the policy left behind can leak in.
 
 from __future__ import annotations
 
+import re
 import shlex
 import tempfile
 from pathlib import Path
@@ -69,6 +70,9 @@ def _apply(box: Sandbox, patch: str, apply_cmds: list[str]) -> tuple[bool, str]:
     return check["exit_code"] == 0, out
 
 
+_FAILURE_HEADER = re.compile(r"^(FAIL|ERROR): (.+)$")
+
+
 def contradictions(inst: Instance, log: str) -> dict[str, Any]:
     """Signs that code under test printed its own results: the log records the test
     command's exit status more than once with different values, or a graded test is
@@ -98,6 +102,11 @@ def contradictions(inst: Instance, log: str) -> dict[str, Any]:
         for test, status in statuses.items():
             if test in graded:
                 seen.setdefault(test, set()).add(str(status))
+        # unittest's report of a failure, written by the runner after the test: a result
+        # line split or prefixed by what the code under test printed is not parsed above
+        header = _FAILURE_HEADER.match(line)
+        if header and header.group(2).strip() in graded:
+            seen.setdefault(header.group(2).strip(), set()).add("FAILED")
     both = sorted(t for t, s in seen.items() if s & {"FAILED", "ERROR"} and s & {"PASSED", "XFAIL"})
     if both:
         found["tests_failed_and_passed"] = both
