@@ -238,3 +238,18 @@ def test_an_edit_into_a_full_workspace_is_the_policys_error_and_leaves_the_file_
         assert "No space left on device" in resp.observation.text
     assert "No such file" in bash("ls big.py").observation.text
     assert env.box.read_file(f"{env.box.workdir}/mathx/stats.py")[0].decode() == original
+    # an undo that needs more room than is left: an editor error too, the edit still undoable
+    bash("rm f1")
+    longer = {"command": "str_replace", "path": "/testbed/mathx/stats.py", "old_str": "def mean(",
+              "new_str": "def mean" + "z" * 150_000 + "("}
+    assert "error" not in env.step(Action(tool="str_replace_editor", args=longer)).info
+    shorter = {**longer, "old_str": "def mean" + "z" * 150_000 + "(", "new_str": "def mean("}
+    assert "error" not in env.step(Action(tool="str_replace_editor", args=shorter)).info
+    bash("head -c 2000000 /dev/urandom > f1")  # fill again
+    undo = env.step(Action(tool="str_replace_editor", args={"command": "undo_edit", "path": "/testbed/mathx/stats.py"}))
+    assert undo.info["error"]["type"] == "editor_error", undo.info
+    assert env.box.read_file(f"{env.box.workdir}/mathx/stats.py")[0].decode() == original
+    bash("rm f1 f2")
+    undo = env.step(Action(tool="str_replace_editor", args={"command": "undo_edit", "path": "/testbed/mathx/stats.py"}))
+    assert "error" not in undo.info, undo.info
+    assert "z" * 1000 in env.box.read_file(f"{env.box.workdir}/mathx/stats.py")[0].decode()

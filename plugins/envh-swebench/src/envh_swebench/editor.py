@@ -253,8 +253,17 @@ class Editor:
         if before is None:
             self.box.run(f"rm -f {shlex.quote(path)}", timeout=30, limit=2000)
             return f"Last edit to {path} undone: the file created by it was removed."
-        _, mode = self.box.read_file(path)
-        self.box.write_file(path, before.encode("utf-8"), mode)
+        current, mode = self.box.read_file(path)
+        try:
+            self.box.write_file(path, before.encode("utf-8"), mode)
+        except NoSpaceError:  # as in _write: the file stays as it was, the edit stays undoable
+            stack.append(before)
+            try:
+                self.box.write_file(path, current, mode)
+            except NoSpaceError:
+                pass
+            raise EditorError(f"No space left on device: the repository's disk limit is reached, so the last "
+                              f"edit to {path} was not undone; delete what you do not need and try again.") from None
         return f"Last edit to {path} undone successfully. {self.view(path, None)}"
 
     def _snippet(self, path: str, text: str, line: int, added: int) -> str:
