@@ -50,17 +50,37 @@ def repeats(t: Any, n: str = "3") -> bool:
     return bool(counts) and max(counts.values()) >= int(n)
 
 
+#: seconds one pattern may spend on one action's arguments (the policy writes them): past
+#: it the action counts as not matching, instead of holding the rigger's process
+SEARCH_TIMEOUT_S = 1.0
+
+
+def _pattern(pattern: str) -> Callable[[str], bool]:
+    """``pattern``'s search, bounded in time (the ``regex`` engine's timeout; ``re`` has none)."""
+    import regex
+
+    rx = regex.compile(pattern)
+
+    def search(text: str) -> bool:
+        try:
+            return rx.search(text, timeout=SEARCH_TIMEOUT_S) is not None
+        except TimeoutError:
+            return False
+
+    return search
+
+
 def calls(t: Any, tool: str, pattern: str = "") -> bool:
     """calls:TOOL[:REGEX]: a call of TOOL whose JSON arguments match REGEX."""
-    rx = re.compile(pattern) if pattern else None
-    return any(name == tool and (rx is None or rx.search(args)) for name, args in _calls(t))
+    search = _pattern(pattern) if pattern else None
+    return any(name == tool and (search is None or search(args)) for name, args in _calls(t))
 
 
 def submits_before_test(t: Any, pattern: str = r"pytest|\btest") -> bool:
     """submits-before-test[:REGEX]: a submit/stop call before any call matching REGEX."""
-    rx = re.compile(pattern)
+    search = _pattern(pattern)
     for name, args in _calls(t):
-        if rx.search(args):
+        if search(args):
             return False
         if name in SUBMIT_TOOLS:
             return True
