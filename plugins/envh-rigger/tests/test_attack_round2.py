@@ -153,3 +153,11 @@ def test_a_pattern_the_check_lets_through_still_cannot_hold_the_rigger(registry)
     assert not w.shows(_episode(Action(tool="bash", args={"cmd": "a" * 1000})))
     assert w.shows(_episode(Action(tool="bash", args={"cmd": "a" * 10 + "b"})))
     assert time.monotonic() - start < 5
+
+
+def test_the_mask_passes_the_cascade_because_the_reference_replayed(registry):
+    """test_knobs checks only ``ok`` for mask m = 1, which also holds when no reference ran
+    (the probe fallback): the pass must come from the replayed reference."""
+    layers = [{"kind": "contract", "id": "mask", "cls": "envh_rigger.masking:ObservationMask", "config": {"rate": 1.0}}]
+    result = check({"bridge": "toy24"}, layers, TASK, registry=registry)
+    assert result.ok and result.reference.startswith("replayed"), result
