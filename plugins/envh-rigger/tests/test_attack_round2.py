@@ -161,3 +161,19 @@ def test_the_mask_passes_the_cascade_because_the_reference_replayed(registry):
     layers = [{"kind": "contract", "id": "mask", "cls": "envh_rigger.masking:ObservationMask", "config": {"rate": 1.0}}]
     result = check({"bridge": "toy24"}, layers, TASK, registry=registry)
     assert result.ok and result.reference.startswith("replayed"), result
+
+
+@pytest.mark.parametrize("words", ["never stops, keeps going forever", "doesn't stop when it should",
+                                   "submits the latest answer", "plays nonstop"])
+def test_keywords_do_not_read_the_opposite_or_a_word_inside_another(registry, words):
+    """Substring keywords read "never stops" as stops-early (the opposite), "latest" as a
+    test run and "nonstop" as a stop: a weakness measured is then not the one named."""
+    with pytest.raises(errors.EnvhError, match="Cannot read"):
+        resolve(words, registry=registry, bridge="toy24")
+
+
+def test_keywords_still_read_plain_words(registry):
+    assert resolve("stops without reaching the goal", registry=registry).predicate == "stops-early"
+    assert resolve("submits before running the tests", registry=registry).predicate == "submits-before-test"
+    assert resolve("gives up early", registry=registry).predicate == "stops-early"
+    assert resolve("revisits old states", registry=registry, bridge="toy24").predicate == "toy24.revisits"

@@ -173,14 +173,26 @@ def _checked_focus(focus: Any) -> dict[str, Any] | None:
             if k in ("tools", "pattern", "repeats")}
 
 
+#: words that can turn a keyword's meaning around ("never stops" is not stops-early)
+_NEGATION = re.compile(r"\b(?:never|not|no|nor|neither|cannot)\b|n't\b")
+
+
 def translate(text: str, entries: dict[str, Entry] | None = None) -> str | None:
-    """Plain words → a predicate string by keywords, or ``None``."""
+    """Plain words → a predicate string by keywords (each the start of a word: "stop" is not
+    in "nonstop"), or ``None``; also ``None`` when the words hold a negation, which keywords
+    cannot read ("never stops"): a designer that reads words, or a predicate name, must."""
     words = text.lower()
+    if _NEGATION.search(words):
+        return None
+
+    def has(k: str) -> bool:
+        return re.search(r"\b" + re.escape(k.lower()), words) is not None
+
     for name, entry in (entries or {}).items():  # a bridge's own words first: they are specific
-        if entry.keywords and all(k in words for k in entry.keywords):
+        if entry.keywords and all(has(k) for k in entry.keywords):
             return name
     for keys, predicate in KEYWORDS:
-        if all(k in words for k in keys):
+        if all(has(k) for k in keys):
             return predicate
     return None
 
