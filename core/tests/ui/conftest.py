@@ -1,4 +1,4 @@
-"""Shared parts of the ``envh ui`` browser tests: one system Chromium for the session, and
+"""Shared parts of the ``envh ui`` browser tests: one system Chromium per module, and
 a way to serve an app with uvicorn on 127.0.0.1 for as long as a module needs it."""
 
 from __future__ import annotations
@@ -47,8 +47,11 @@ def serve() -> Callable[[Any], contextlib.AbstractContextManager[str]]:
     return _serving
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[sync_api.Browser]:
+    """One Chromium per module, never for the session: while a sync Playwright is open its
+    event loop counts as running in this thread, and every later sync Playwright user in
+    the same pytest run (envh-webarena's bridges) would be refused."""
     with sync_api.sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield b
