@@ -50,7 +50,7 @@ def envh_executors() -> list[ExecutorInfo]:
 def envh_policies() -> list[PolicyInfo]:
     p = "envh.rollout.policies"
     return [
-        PolicyInfo(name="scripted", factory=f"{p}.scripted:ScriptedPolicy",
+        PolicyInfo(name="scripted", factory=f"{p}.scripted:ScriptedPolicy", data_paths=("{arg}",),
                    description="A fixed list of actions (scripted:FILE, JSON or YAML): tests, replays"),
         PolicyInfo(name="random", factory=f"{p}.random_calls:RandomPolicy",
                    description="Random schema-valid tool calls, seeded (random:SEED): fuzzing"),
@@ -59,6 +59,7 @@ def envh_policies() -> list[PolicyInfo]:
         PolicyInfo(name="openai", factory=f"{p}.openai:OpenAIPolicy",
                    description="Any OpenAI-compatible chat endpoint (openai:MODEL, base_url=...)"),
         PolicyInfo(name="local", factory=f"{p}.local:LocalPolicy",
+                   data_paths=("{arg}", "{model}", "rw:ENVH_CACHE_DIR=~/.cache/envh"),
                    description="A local causal LM through transformers (local:smollm2, local:PATH)"),
     ]
 

@@ -57,9 +57,17 @@ class BridgeInfo(Contribution):
     ``host_access`` names what of the host its env must reach from an isolated pool
     worker, beyond its own work directory: ``"docker"`` (the Docker daemon's sockets,
     which are root on the host). Workers of bridges that do not name it cannot reach it.
+
+    ``data_paths`` names the host files and directories its env reads (isolated workers see
+    nothing of root's home or of other directories in /tmp): ``"{key}"`` is the path in the
+    bridge's config at ``key``; ``"NAME=default"`` the environment variable ``NAME``, else
+    ``default`` (``~`` is the parent's home), and the worker gets ``NAME`` set to it; a plain
+    absolute path is itself. ``"rw:"`` in front makes it writable. Resolved when the pool
+    starts the bridge's episodes (``envh.rollout.executors.isolation.check_data_path``).
     """
 
     host_access: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    data_paths: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
     @host_access.validator
     def _known_access(self, _attribute: Any, value: tuple[str, ...]) -> None:
@@ -86,7 +94,11 @@ class ComponentKind(Contribution):
 
 @attrs.frozen(kw_only=True)
 class PolicyInfo(Contribution):
-    """A policy; ``factory(arg, **options)`` returns a policy (``openai:MODEL`` → arg MODEL)."""
+    """A policy; ``factory(arg, **options)`` returns a policy (``openai:MODEL`` → arg MODEL).
+    ``data_paths`` as for bridges (``BridgeInfo``): ``"{arg}"`` is the policy's argument,
+    other keys its options."""
+
+    data_paths: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
 
 @attrs.frozen(kw_only=True)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 def envh_bridges() -> list[BridgeInfo]:
     return [BridgeInfo(
         name="alfworld", factory="envh_alfworld.bridge:AlfworldEnv",
+        data_paths=("{data_path}", "ALFWORLD_DATA=~/.cache/alfworld"),
         description="ALFWorld household text games on the TextWorld engine (tool: do(command))")]
 
 

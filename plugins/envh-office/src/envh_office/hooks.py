@@ -17,10 +17,12 @@ if TYPE_CHECKING:
 def envh_bridges() -> list[BridgeInfo]:
     return [
         BridgeInfo(name="officeqa", factory="envh_office.qa_bridge:OfficeQAEnv",
+                   data_paths=("{data}", "{corpus}", "{split_manifest}", "OFFICEQA_DATA=", "OFFICEQA_CORPUS=",
+                               "OFFICEQA_SPLITS="),
                    description="OfficeQA: answer questions from U.S. Treasury Bulletins with glob, read, "
                                "grep and answer; graded by the benchmark's number and text matching."),
         BridgeInfo(name="spreadsheetbench", factory="envh_office.sheet_bridge:SpreadsheetBenchEnv",
-                   host_access=("docker",),
+                   host_access=("docker",), data_paths=("{data}", "SPREADSHEETBENCH_DATA="),
                    description="SpreadsheetBench: edit a workbook (run_python in a container, native cell "
                                "tools); graded at answer_position after LibreOffice recalculation."),
     ]

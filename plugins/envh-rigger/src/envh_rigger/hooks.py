@@ -54,5 +54,5 @@ def envh_register_commands(cli: Any) -> None:
 
 @hookimpl
 def envh_policies() -> list[PolicyInfo]:
-    return [PolicyInfo(name="skills", factory="envh_rigger.skills.policy:SkilledPolicy",
+    return [PolicyInfo(name="skills", factory="envh_rigger.skills.policy:SkilledPolicy", data_paths=("{bank}",),
                        description="skills:POLICY: a chat policy with skills retrieved from bank=DIR")]

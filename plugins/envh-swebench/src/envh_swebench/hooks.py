@@ -12,6 +12,7 @@ from envh import BridgeInfo, TemplateInfo, hookimpl
 def envh_bridges() -> list[BridgeInfo]:
     return [BridgeInfo(
         name="swebench", factory="envh_swebench.bridge:SWEBenchEnv", host_access=("docker",),
+        data_paths=("{instances}",),
         description="SWE-bench: fix a repository issue in a Docker container (bash, "
                     "str_replace_editor, submit); graded by swebench's own test-log parsers.")]
 

@@ -18,8 +18,10 @@ if TYPE_CHECKING:
 def envh_bridges() -> list[BridgeInfo]:
     return [
         BridgeInfo(name="webarena", factory="envh_webarena.webarena.bridge:WebArenaEnv",
+                   data_paths=("{config_files}", "rw:{auth_dir}", "rw:WA_AUTH_DIR="),
                    description="WebArena tasks (config files, WA_* sites) graded by WebArena's evaluators, in Chromium"),
         BridgeInfo(name="webshop", factory="envh_webarena.webshop.bridge:make_webshop",
+                   data_paths=("{data}", "WEBSHOP_DATA="),
                    description="WebShop: a WebShop-compatible shop over WebShop's data files (modes text and browser)"),
         BridgeInfo(name="miniwob", factory="envh_webarena.miniwob:MiniwobEnv",
                    description="MiniWoB++ tasks from the miniwob wheel in Chromium, reward from the task's JS"),
