@@ -87,9 +87,11 @@ class ComponentKind(Contribution):
 
     ``spec_type`` is the attrs class of the layer's config (it must have a ``kind``
     field); ``factory(spec, inner, ctx)`` returns an ``EnvHarness`` around ``inner``.
+    ``data_paths`` as for bridges (``BridgeInfo``), ``"{key}"`` naming the layer's fields.
     """
 
     spec_type: type | str
+    data_paths: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
 
 @attrs.frozen(kw_only=True)
