@@ -136,6 +136,41 @@ class Bridge(ActionableEnv):
         if self._episode is not None:
             self._episode["mark"] = len(self._episode["actions"])
 
+    def replay_shown(self, observation: Observation) -> Observation:
+        """Optional: a Stage above tells the bridge the observation it shows the policy
+        after its replay; the bridge answers what is shown (default: that observation; a
+        bridge may bring a reset view up to date with the world after the replay). Until
+        the next action reaches the bridge, ``observe()`` returns the answer (every
+        bridge's ``observe`` is wrapped to, see ``__init_subclass__``)."""
+        if self._episode is not None:
+            self._episode["shown"] = observation
+        return observation
+
+    def shown_after_replay(self) -> Observation | None:
+        """What ``replay_shown`` recorded, while no action reached the bridge since the
+        replay ended (``from_state`` replays to the same point); else None."""
+        ep = self._episode
+        if ep is None or ep.get("shown") is None or ep.get("mark") != len(ep["actions"]):
+            return None
+        shown: Observation = ep["shown"]
+        return shown
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A bridge's ``observe()`` returns what a Stage showed after its replay, until
+        the next action (``shown_after_replay``); otherwise the bridge's own answer."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("observe")
+        if own is None or getattr(own, "_envh_after_replay", False):
+            return
+
+        def observe(self: Bridge) -> Observation:
+            shown = self.shown_after_replay()
+            return own(self) if shown is None else shown
+
+        observe.__doc__, observe.__name__, observe.__qualname__ = own.__doc__, "observe", own.__qualname__
+        observe._envh_after_replay = True  # type: ignore[attr-defined]
+        setattr(cls, "observe", observe)  # noqa: B010 - the wrapper replaces the class's own
+
     # -- state -------------------------------------------------------------------------
     def save_state(self) -> dict[str, Any]:
         """Replay form: the reset arguments and every action that reached ``_step``."""

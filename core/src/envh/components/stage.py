@@ -8,9 +8,9 @@ import attrs
 
 from .. import errors
 from ..env import ActionableEnv
-from ..harness import EnvHarness
+from ..harness import EnvHarness, _obs_data
 from ..spec import BuildContext, LayerSpec
-from ..types import Action, ResetResult
+from ..types import Action, Observation, ResetResult
 
 
 @attrs.frozen(kw_only=True)
@@ -26,7 +26,10 @@ class StageSpec(LayerSpec):
 
 class Stage(EnvHarness):
     """Replays its actions after reset, then tells the stack the replay is over so
-    step budgets and repetition guards do not charge it."""
+    step budgets and repetition guards do not charge it, and tells the base env what it
+    shows the policy (``Bridge.replay_shown``), so the bridge's ``observe()`` returns that,
+    whatever the ``observation`` mode, until the next action (also after ``from_state``:
+    the layer's saved state keeps it)."""
 
     kind = "stage"
 
@@ -35,6 +38,7 @@ class Stage(EnvHarness):
         super().__init__(inner, layer_id=layer_id)
         self.actions = tuple(actions)
         self.show = observation
+        self._shown: Observation | None = None
 
     def on_reset(self, result: ResetResult) -> ResetResult:
         obs = result.observation
@@ -52,9 +56,28 @@ class Stage(EnvHarness):
         self.inner.notify_replay_complete()
         if self.show == "reset":
             obs = result.observation
+        obs = self._shown = self._tell_base(obs)
         info: dict[str, Any] = dict(result.info)
         info["stage"] = [*result.info.get("stage", ()), {"layer": self.layer_id, "replayed": len(self.actions)}]
         return ResetResult(observation=obs, info=info)
+
+    def _tell_base(self, obs: Observation) -> Observation:
+        """What the base env makes of what this stage shows (a bridge may bring a reset
+        view up to date with the world after the replay); unchanged for a base env without
+        ``replay_shown`` (a chain, an env that is not a Bridge)."""
+        tell = getattr(getattr(self.inner, "unwrapped", None), "replay_shown", None)
+        if not callable(tell):
+            return obs
+        told = tell(obs)
+        return told if isinstance(told, Observation) else obs
+
+    def layer_state(self) -> Any:
+        return None if self._shown is None else {"shown": _obs_data(self._shown)}
+
+    def load_layer_state(self, data: Any) -> None:
+        shown = data.get("shown") if isinstance(data, dict) else None
+        if isinstance(shown, dict) and isinstance(shown.get("text"), str):
+            self._shown = self._tell_base(Observation(text=shown["text"], data=dict(shown.get("data") or {})))
 
 
 def build(spec: StageSpec, inner: ActionableEnv, ctx: BuildContext) -> Stage:
