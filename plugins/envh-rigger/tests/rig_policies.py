@@ -211,14 +211,16 @@ class Writer:
 
     name = "writer"
 
-    def __init__(self, arg=None, cls=None, code=None, **options):
+    def __init__(self, arg=None, cls=None, code=None, config=None, trusted=False, **options):
         self.cls = cls  # name a Python class instead of writing code
         self.code = code or AUTO_STOP
+        self.config = {"rate": 0.5} if config is None else dict(config)
+        self.trusted = bool(trusted)  # stands in for reviewed code (a template) when set
 
     def propose(self, ctx):
         from envh_rigger.designers.base import Proposal
 
-        layer = {"cls": self.cls, "config": {"rate": 0.5}} if self.cls else {"code": self.code}
+        layer = {"cls": self.cls, "config": self.config} if self.cls else {"code": self.code}
         return Proposal(layers=[{"kind": "contract", "id": "written", **layer}], rationale="written")
 
     def close(self):
@@ -259,3 +261,23 @@ class Reader:
 @envh.hookimpl(specname="envh_policies")
 def reader_policy():
     return [envh.PolicyInfo(name="reader", factory=Reader)]
+
+
+class SeedBlocker(envh.EnvHarness):
+    """A contract class that blocks ``stop`` in the episodes whose seed is in ``seeds`` only:
+    a candidate whose effect varies per episode (like a random draw)."""
+
+    kind = "contract"
+
+    def __init__(self, inner, *, layer_id=None, seeds=()):
+        super().__init__(inner, layer_id=layer_id)
+        self.seeds, self.seed = {int(s) for s in seeds}, None
+
+    def reset(self, *, task=None, seed=None, options=None):
+        self.seed = seed
+        return super().reset(task=task, seed=seed, options=options)
+
+    def filter_action(self, action, state):
+        if action.tool == "stop" and self.seed in self.seeds:
+            return envh.Block(reason="no stopping in this episode")
+        return action

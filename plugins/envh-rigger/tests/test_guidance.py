@@ -56,3 +56,96 @@ def test_a_jump_between_neighbouring_magnitudes_is_searched_with_the_knob(regist
     strong = _measured(4, {**second.meta}, 0.8)
     third = TemplateDesigner().propose(_ctx(registry, [*jump, weak, strong]))
     assert first.meta["rate"] < third.meta["rate"] < second.meta["rate"]
+
+
+def _detour(registry):
+    """An off-reference first move after which the puzzle is still solvable, and the solver's
+    plan from the start (so the detour differs from its first step)."""
+    with envh.make({"bridge": "toy24"}, registry=registry) as env:
+        env.reset(task=TASK, seed=0)
+        start_plan = env.unwrapped.reference_actions()
+        for i in range(4):
+            for j in range(4):
+                for op in ("add", "mul", "sub"):
+                    move = Action(tool="combine", args={"i": i, "j": j, "op": op})
+                    if i == j or move == start_plan[0]:
+                        continue
+                    env.reset(task=TASK, seed=0)
+                    env.step(move)
+                    if env.unwrapped.reference_actions() is not None:
+                        return move, start_plan
+    raise AssertionError("no solvable detour on 1,2,6,6")
+
+
+def test_guide_follows_the_reference_from_the_current_state_after_a_detour(registry):
+    """The plan was fixed at the start: after the policy's own detour its "next step" named
+    positions that no longer exist, and the replacements ended in bad_position errors the
+    diagnosis blamed on the policy. Each replacement is now the solver's next step from
+    where the episode stands."""
+    detour, start_plan = _detour(registry)
+    with envh.make({"bridge": "toy24"}, registry=registry) as env:
+        env.reset(task=TASK, seed=0)
+        layers = Guide().instantiate(env, TASK, 1.0, focus={"tools": ["stop"]})
+    stop = Action(tool="stop")
+    with envh.make({"bridge": "toy24", "layers": layers}, registry=registry) as env:
+        env.reset(task=TASK, seed=0)
+        assert "error" not in env.step(detour).info  # an unfocused detour passes
+        errors, won = [], False
+        for _ in range(6):
+            expected = env.unwrapped.reference_actions()  # the solver from here
+            resp = env.step(stop)
+            errors += [resp.info["error"]] if "error" in resp.info else []
+            effect = resp.info["envh"][-1]
+            if resp.terminated:
+                won = env.unwrapped.evaluate().success
+                break
+            assert effect["action"] == "rewritten" and effect["sent"] == {"tool": expected[0].tool,
+                                                                         "args": dict(expected[0].args)}
+    assert not errors and won
+
+
+def test_guide_draws_each_replacement_with_probability_m_seeded_per_episode(registry):
+    """"With probability m": the draws are per episode (a policy erring once an episode is
+    helped in a fraction m of episodes, not never) and replay exactly; a higher rate replaces
+    a superset of what a lower one did (shared draws, so the response is monotone in m)."""
+    def replaced(rate, seeds):
+        with envh.make({"bridge": "toy24"}, registry=registry) as env:
+            env.reset(task=TASK, seed=0)
+            layers = Guide().instantiate(env, TASK, rate, focus={"tools": ["stop"]})
+        out = []
+        with envh.make({"bridge": "toy24", "layers": layers}, registry=registry) as env:
+            for seed in seeds:
+                env.reset(task=TASK, seed=seed)
+                out.append(env.step(Action(tool="stop")).info["envh"][-1]["action"] == "rewritten")
+        return out
+
+    seeds = list(range(300))
+    half = replaced(0.5, seeds)
+    assert 0.42 <= sum(half) / len(seeds) <= 0.58
+    assert replaced(0.5, seeds[:40]) == half[:40]  # an episode replays exactly
+    low, high = replaced(0.3, seeds), replaced(0.7, seeds)
+    assert all(h or not lo for lo, h in zip(low, high, strict=True)) and sum(low) < sum(half) < sum(high)
+    assert not any(replaced(0.0, seeds[:50])) and all(replaced(1.0, seeds[:50]))
+
+
+def test_guide_passes_actions_where_the_bridge_has_no_reference_from_here(registry):
+    """A dead end (Toy24's solver finds nothing): nothing to guide toward, nothing replaced."""
+    dead = TaskRef(suite="toy24", split="medium", instance_id="1,1,1,1")
+    with envh.make({"bridge": "toy24"}, registry=registry) as env:
+        env.reset(task=dead, seed=0)
+        assert env.unwrapped.reference_actions() is None
+        layers = Guide().instantiate(env, dead, 1.0)
+    with envh.make({"bridge": "toy24", "layers": layers}, registry=registry) as env:
+        env.reset(task=dead, seed=0)
+        assert env.step(WRONG).info["envh"][-1]["action"] == "passed"
+
+
+def test_toy24_reference_after_stop_is_nothing_left_or_no_win(registry):
+    with envh.make({"bridge": "toy24"}, registry=registry) as env:
+        env.reset(task=TASK, seed=0)
+        for action in env.unwrapped.reference_actions():
+            env.step(action)
+        assert env.unwrapped.evaluate().success and env.unwrapped.reference_actions() == []
+        env.reset(task=TASK, seed=0)
+        env.step(Action(tool="stop"))
+        assert env.unwrapped.reference_actions() is None  # the game is over unwon

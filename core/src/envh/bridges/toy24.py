@@ -209,6 +209,14 @@ class Toy24Env(Bridge):
         """Toy24's refusals are the policy's action errors (axis A)."""
         return {**super().error_kinds(), "bad_position": "A", "division_by_zero": "A"}
 
+    def reference_actions(self) -> list[Action] | None:
+        """The solver's plan from the current numbers (any state: a policy's detour, a
+        stage's start); after stop() nothing is left to play: ``[]`` when it won, ``None``
+        (no win possible) when it did not."""
+        if self.stopped:
+            return [] if self._reached() else None
+        return self.solve()
+
     def solve(self) -> list[Action] | None:
         """The solver's plan from the current numbers, as actions ending with stop()."""
         plan = solver.solve(self.numbers, self.target)

@@ -30,6 +30,7 @@ from ..coach import Coach
 from ..curriculum import Curriculum, ParamBounds, plan_params
 from ..env import ActionableEnv
 from ..harness import EnvHarness
+from ..hostpaths import refuse_host_paths
 from ..spec import BuildContext, LayerSpec
 from ..types import ResetResult, TaskRef
 
@@ -270,9 +271,7 @@ def refuse_evaluation(spec: Any) -> None:
 
 
 def build(spec: CurriculumSpec, inner: ActionableEnv, ctx: BuildContext) -> CurriculumLayer:
-    if spec.audit is not None and ctx.trust == "untrusted":
-        raise errors.SpecError("An untrusted spec may not name a host path: the curriculum's `audit` log would append "
-                               "to any file the process can write. Leave it out, or build the spec as trusted.")
+    refuse_host_paths("curriculum", spec, ctx.trust)
     if not spec.training:
         raise errors.CurriculumEvaluationError(
             "A curriculum layer adapts the task distribution, so it must not stand between a policy and a "

@@ -27,6 +27,7 @@ from .. import errors
 from ..env import ActionableEnv
 from ..experience import Library, write_note, write_use
 from ..harness import _VERDICT_COMPOSER, EnvHarness
+from ..hostpaths import refuse_host_paths
 from ..spec import BuildContext, LayerSpec
 from ..types import Action, EnvResponse, Observation, ResetResult, ToolSpec
 from ..validation import compile_tools
@@ -235,7 +236,5 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
 
 
 def build(spec: WorkspaceSpec, inner: ActionableEnv, ctx: BuildContext) -> Workspace:
-    if spec.library is not None and ctx.trust == "untrusted":
-        raise errors.SpecError("An untrusted spec may not name a host path: the workspace's `library` would be read "
-                               "and written wherever it points. Leave it out, or build the spec as trusted.")
+    refuse_host_paths("workspace", spec, ctx.trust)
     return Workspace(inner, spec, layer_id=spec.id or f"{ctx.index}:workspace")

@@ -8,6 +8,20 @@ start state, replayed through the candidate stack, must still win by the base br
 own verdict: never make the task unsolvable). A failure is typed feedback for the
 designer and costs no rollouts. Bridges without a reference say so: ``reference`` in
 the result tells which check ran.
+
+The reference is replayed at several episode seeds (``REPLAY_SEEDS``, by default the
+seeds the validation plays first): a candidate may draw per episode (a mask rate, a guide
+probability, contract code keyed on the seed), and one that blocks the winning path in
+some episodes only passes a single replay at seed 0. Eight seeds catch a candidate that
+breaks a fraction q of episodes with probability 1 - (1 - q)^8 (0.90 at q = 0.25, 0.996 at
+q = 0.5) and prove the reference wins in each of the first eight validation episodes; a
+replay costs no rollout, but a reset and the verdict per seed (Toy24: microseconds;
+ALFWorld: a game reset; SWE-bench: a container and a grading run each).
+
+In a replay a step the candidate refuses (blocked, or answered with an error) is not by
+itself a failure: the replay goes on and the base bridge's verdict decides. A reference may
+call a tool the verdict does not need (SpreadsheetBench's ``validate`` before ``submit``),
+and a harmless candidate that blocks that tool leaves the task solvable.
 """
 
 from __future__ import annotations
@@ -23,10 +37,13 @@ from envh import (
     TaskRef,
     compile_tools,
     errors,
+    host_paths,
     make,
     parse_spec,
     spec_to_data,
 )
+
+from .guidance import reference_from_here
 
 
 @attrs.frozen(kw_only=True)
@@ -49,54 +66,39 @@ def combined(base: dict[str, Any], layers: Sequence[dict[str, Any]]) -> dict[str
     return {**base, "layers": [*base.get("layers", []), *layers]}
 
 
+#: How many episode seeds the reference is replayed at (see the module docstring).
+REPLAY_SEEDS = 8
+
+
 def reference_of(env: ActionableEnv) -> list[Action] | None:
     """The base bridge's reference solution from its current state (``None``: it has none)."""
-    ref = getattr(env.unwrapped, "reference_actions", None)
-    try:
-        plan = ref() if callable(ref) else None
-    except Exception:  # noqa: BLE001 - a reference that cannot be computed is no reference
-        return None
-    return None if plan is None else list(plan)
+    return reference_from_here(env)
 
 
 def replay_reference(env: ActionableEnv, plan: Sequence[Action]) -> tuple[bool, str]:
-    """Play ``plan`` through ``env`` (already reset); whether the base verdict is a win."""
+    """Play ``plan`` through ``env`` (already reset); whether the base verdict is a win. A
+    refused step (blocked, or an error) is passed over, not a failure by itself: the
+    verdict decides, and the first refusal is named when it does not win."""
+    refused = ""
     for k, action in enumerate(plan):
         resp = env.step(action)
         error = resp.info.get("error")
-        if error or resp.info.get("blocked"):
-            return False, (f"the reference solution fails under the candidate at step {k} "
-                           f"({action.tool} {dict(action.args)}): {resp.observation.text[:300]}")
+        if (error or resp.info.get("blocked")) and not refused:
+            refused = (f"; the candidate refused step {k} ({action.tool} {dict(action.args)}): "
+                       f"{resp.observation.text[:300]}")
         if resp.terminated or resp.truncated:
             break
     if not env.unwrapped.evaluate().success:
-        return False, "the reference solution no longer wins under the candidate"
+        return False, "the reference solution no longer wins under the candidate" + refused
     return True, ""
 
 
-#: Layer options that name a path on the host: a designer that is not trusted may not set them.
-HOST_PATHS = {"curriculum": ("audit",), "workspace": ("library",)}
-
-
-def host_paths(data: Any, where: str = "$") -> list[str]:
-    """Where ``data`` (layers, chain legs included) names a host path."""
-    found: list[str] = []
-    if isinstance(data, dict):
-        for name in HOST_PATHS.get(str(data.get("kind")), ()):
-            if data.get(name) is not None:
-                found.append(f"{where}.{name}")
-        for key, value in data.items():
-            found += host_paths(value, f"{where}.{key}")
-    elif isinstance(data, list):
-        for i, value in enumerate(data):
-            found += host_paths(value, f"{where}[{i}]")
-    return found
-
-
 def check(base: dict[str, Any], layers: Any, task: TaskRef, *, registry: Registry,
-          reference: Sequence[Action] = (), trusted: bool = True) -> CascadeResult:
+          reference: Sequence[Action] = (), trusted: bool = True,
+          seeds: Sequence[int] | None = None) -> CascadeResult:
     """Run the cascade; ``reference`` is a probe action sequence (an observed winning
-    episode) used for the dry run when the bridge has no reference solution. Layers from a
+    episode) used for the dry run when the bridge has no reference solution; ``seeds``: the
+    episode seeds the reference is replayed at (default ``range(REPLAY_SEEDS)``). Layers from a
     designer that is not ``trusted`` may not name host paths (a curriculum's audit log, a
     workspace's library): the rigger's process would write or read them."""
     if not isinstance(layers, list) or not all(isinstance(x, dict) for x in layers) or not layers:
@@ -130,11 +132,14 @@ def check(base: dict[str, Any], layers: Any, task: TaskRef, *, registry: Registr
             problem = checker(action.get("args") or {}, action.get("tool"))
             if problem:
                 return _fail("schema", f"stage action #{j}: {problem}", i)
-    return _dry_run(spec, task, registry, reference, base_reference)
+    seeds = list(range(REPLAY_SEEDS)) if seeds is None else list(seeds)
+    if not seeds:
+        raise ValueError("the cascade needs at least one seed to replay the reference at")
+    return _dry_run(spec, task, registry, reference, base_reference, seeds)
 
 
 def _dry_run(spec: dict[str, Any], task: TaskRef, registry: Registry,
-             probe: Sequence[Action], base_reference: bool = False) -> CascadeResult:
+             probe: Sequence[Action], base_reference: bool = False, seeds: Sequence[int] = (0,)) -> CascadeResult:
     try:
         env = make(spec, registry=registry)
     except errors.ContractCodeError as exc:
@@ -142,27 +147,43 @@ def _dry_run(spec: dict[str, Any], task: TaskRef, registry: Registry,
     except Exception as exc:  # noqa: BLE001 - building untrusted layers may fail in any way
         return _fail("dry_run", f"building the candidate failed: {exc}")
     with env:
-        try:
-            env.reset(task=task, seed=0)
-        except Exception as exc:  # noqa: BLE001 - a stage that cannot replay, a hook that raises
-            return _fail("dry_run", f"reset failed: {type(exc).__name__}: {exc}")
-        plan = reference_of(env)
-        if plan is None and base_reference:  # the bare start has one, the candidate's none: a dead end
-            return _fail("unsolvable", "the bridge has a reference solution from the current env's start "
-                         "but none from the candidate's (its start state is a dead end). Never make the task "
-                         "unsolvable: leave the reference's winning path open", reference="none from the "
-                         "candidate's start")
-        try:
-            if plan is not None:
-                ok, why = replay_reference(env, plan)
-                if not ok:
-                    return _fail("unsolvable", why + ". Never make the task unsolvable: leave the "
-                                 "reference's winning path open", reference="replayed: fails")
-                return CascadeResult(ok=True, reference=f"replayed: the reference ({len(plan)} actions) still wins")
-            for action in probe:
-                resp = env.step(action)
-                if resp.terminated or resp.truncated:
-                    break
-        except Exception as exc:  # noqa: BLE001 - contract code errors, timeouts, env bugs
-            return _fail("dry_run", f"a dry-run step raised {type(exc).__name__}: {exc}")
+        replayed = 0
+        for n, seed in enumerate(seeds):
+            try:
+                env.reset(task=task, seed=seed)
+            except Exception as exc:  # noqa: BLE001 - a stage that cannot replay, a hook that raises
+                return _fail("dry_run", f"reset failed (seed {seed}): {type(exc).__name__}: {exc}")
+            plan = reference_of(env)
+            if plan is None and base_reference:  # the bare start has one, the candidate's none: a dead end
+                return _fail("unsolvable", "the bridge has a reference solution from the current env's start "
+                             f"but none from the candidate's (episode seed {seed}: its start state is a dead end). "
+                             "Never make the task unsolvable: leave the reference's winning path open",
+                             reference="none from the candidate's start")
+            try:
+                if plan is not None:
+                    ok, why = replay_reference(env, plan)
+                    if not ok:
+                        return _fail("unsolvable", f"{why} (episode seed {seed}). Never make the task "
+                                     "unsolvable: leave the reference's winning path open",
+                                     reference=f"replayed: fails at seed {seed}")
+                    replayed += 1
+                    continue
+                if not n:  # no reference: one probe episode is all a dry run can show
+                    for action in probe:
+                        resp = env.step(action)
+                        if resp.terminated or resp.truncated:
+                            break
+                break
+            except Exception as exc:  # noqa: BLE001 - contract code errors, timeouts, env bugs
+                return _fail("dry_run", f"a dry-run step raised {type(exc).__name__}: {exc}")
+    if replayed:
+        return CascadeResult(ok=True, reference=f"replayed: the reference still wins at {replayed} episode "
+                                                f"seed(s) {_seeds(seeds)}")
     return CascadeResult(ok=True, reference="none: the bridge has no reference solution from this start state")
+
+
+def _seeds(seeds: Sequence[int]) -> str:
+    seeds = list(seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"{seeds[0]}..{seeds[-1]}"
+    return ", ".join(map(str, seeds))

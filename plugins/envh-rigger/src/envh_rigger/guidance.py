@@ -1,81 +1,135 @@
 """A generic template with a continuous knob, for any bridge with a reference solution.
 
-``guide`` (scaffold): a contract that follows the bridge's reference solution from the
-start state; when the policy's action is off the reference, a fraction ``m`` of those
-actions is replaced by the reference's next step. At ``m = 0`` nothing changes; at
-``m = 1`` every off-reference action is answered by the reference, so the task is solved
-whatever the policy does. In between the success rate moves with ``m``, so the designer
-searches it on the measured response (secant between measured points, kept inside the
-bisection interval) instead of stepping a list index.
+``guide`` (scaffold): a trusted contract (``GuideContract``) that follows the bridge's
+reference solution *from the current state*; when the policy's action is off the
+reference, it is replaced by the reference's next step with probability ``m``. The draws
+are seeded per episode (task, episode seed, decision number) and shared across rates, so
+an episode replays exactly and a higher rate replaces a superset of what a lower one did.
+At ``m = 0`` nothing changes; at ``m = 1`` every off-reference action is answered by the
+reference, so the task is solved whatever the policy does. In between the success rate
+moves with ``m``, so the designer searches it on the measured response (secant between
+measured points, kept inside the bisection interval) instead of stepping a list index.
+
+The reference is the base bridge's ``reference_actions()`` (core's ``Bridge`` contract: a
+known winning action sequence from the bridge's current state: Toy24's solver, ALFWorld's
+planner, SWE-bench's gold patch). It is asked again whenever the episode left it (an
+off-reference action passed, a step was refused or errored), never taken from a plan fixed
+at the start: after the policy's own detour the "next step" of the start's plan names
+positions or objects that no longer exist (Toy24: a ``bad_position`` error the diagnosis
+would blame on the policy). Where the bridge has no reference from here (a dead end, an
+ALFWorld stage off every plan) the guide passes actions untouched.
 
 With a ``focus`` the replacements concentrate where the weakness is: only off-reference
 actions that match it (a tool, a pattern over the JSON arguments, an action the episode
-already took) count toward ``m``; the others pass untouched. The designer takes the focus
-from the weakness predicate that bites most in the failed episodes (``focus_for``).
+already took) are candidates for replacement; the others pass untouched. The designer takes
+the focus from the weakness predicate that bites most in the failed episodes (``focus_for``).
 """
 
 from __future__ import annotations
 
 import json
+import random
+import re
+from collections.abc import Mapping
 from typing import Any
 
-from envh import ActionableEnv, TaskRef
-
-GUIDE_CODE = '''import json
-import re
-
-PLAN = json.loads(__PLAN__)
-RATE = __RATE__
-FOCUS = json.loads(__FOCUS__)
-
-
-def _in_focus(action, memo):
-    if not FOCUS:
-        return True
-    tools = FOCUS.get("tools")
-    if tools and action.tool not in tools:
-        return False
-    pattern = FOCUS.get("pattern")
-    if pattern and not re.search(pattern, json.dumps(dict(action.args), sort_keys=True)):
-        return False
-    if FOCUS.get("repeats"):
-        seen = memo.get("seen", [])
-        return action.tool + json.dumps(dict(action.args), sort_keys=True) in seen
-    return True
-
-
-def filter_action(action, state, memo):
-    call = action.tool + json.dumps(dict(action.args), sort_keys=True)
-    focused = _in_focus(action, memo)
-    memo["seen"] = memo.get("seen", []) + [call]
-    k = memo.get("k", 0)
-    if k >= len(PLAN):
-        return None
-    step = PLAN[k]
-    if action.tool == step["tool"] and dict(action.args) == step["args"]:
-        memo["k"] = k + 1
-        return None
-    if not focused:
-        return None
-    acc = memo.get("acc", 0.0) + RATE
-    if acc >= 1.0 - 1e-9:
-        memo["acc"] = acc - 1.0
-        memo["k"] = k + 1
-        return Action(tool=step["tool"], args=step["args"])
-    memo["acc"] = acc
-    return None
-'''
+from envh import Action, ActionableEnv, Block, EnvHarness, EnvResponse, ResetResult, TaskRef
 
 SUBMIT_TOOLS = ("submit", "stop", "finish", "answer")
 
 
-def _reference(env: ActionableEnv) -> list[dict[str, Any]]:
+def reference_from_here(env: ActionableEnv) -> list[Action] | None:
+    """The base bridge's reference solution from its current state (``None``: none from here).
+    A reference that cannot be computed is no reference."""
     ref = getattr(env.unwrapped, "reference_actions", None)
     try:
         plan = ref() if callable(ref) else None
     except Exception:  # noqa: BLE001 - no reference, no guidance
-        plan = None
-    return [{"tool": a.tool, "args": dict(a.args)} for a in plan or []]
+        return None
+    return None if plan is None else list(plan)
+
+
+def _call(action: Action) -> str:
+    return action.tool + json.dumps(_plain(action.args), sort_keys=True)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+class GuideContract(EnvHarness):
+    """Contract class (``cls: envh_rigger.guidance:GuideContract``, ``config: {rate, focus}``)."""
+
+    kind = "contract"
+
+    def __init__(self, inner: ActionableEnv, *, layer_id: str | None = None, rate: float = 0.0,
+                 focus: Mapping[str, Any] | None = None, salt: str = "guide") -> None:
+        super().__init__(inner, layer_id=layer_id)
+        rate = float(rate)
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"guide rate must be in [0, 1], got {rate}")
+        self.rate, self.salt = rate, str(salt)
+        self.focus = dict(focus or {})
+        self._pattern = re.compile(str(self.focus["pattern"])) if self.focus.get("pattern") else None
+        self._episode, self._decisions = "", 0
+        self._seen: list[str] = []
+        self._plan: list[Action] | None = None  # the reference from here while the episode follows it
+
+    def reset(self, *, task: TaskRef | None = None, seed: int | None = None,
+              options: Mapping[str, Any] | None = None) -> ResetResult:
+        self._episode, self._decisions, self._seen, self._plan = f"{self.salt}|{task}|{seed}", 0, [], None
+        return super().reset(task=task, seed=seed, options=options)
+
+    def _in_focus(self, action: Action, call: str) -> bool:
+        tools = self.focus.get("tools")
+        if tools and action.tool not in tools:
+            return False
+        if self._pattern is not None and not self._pattern.search(json.dumps(_plain(action.args), sort_keys=True)):
+            return False
+        if self.focus.get("repeats"):
+            return call in self._seen
+        return True
+
+    def filter_action(self, action: Action, state: Mapping[str, Any]) -> Action | Block:
+        call = _call(action)
+        focused = self._in_focus(action, call)
+        self._seen.append(call)
+        plan = self._plan if self._plan else reference_from_here(self.inner)
+        if not plan:  # no reference from here: nothing to guide toward
+            self._plan = None
+            return action
+        step, rest = plan[0], plan[1:]
+        if _call(step) == call:
+            self._plan = rest
+            return action
+        if not focused or self.rate <= 0.0:
+            self._plan = None  # the episode leaves the reference: ask again from where it lands
+            return action
+        draw = random.Random(f"{self._episode}|{self._decisions}").random()
+        self._decisions += 1
+        if draw >= self.rate:
+            self._plan = None
+            return action
+        self._plan = rest
+        return Action(tool=step.tool, args=_plain(step.args))
+
+    def modify_transition(self, action: Action, response: EnvResponse, state: Mapping[str, Any]) -> EnvResponse:
+        if response.info.get("error") or response.info.get("blocked") or response.terminated or response.truncated:
+            self._plan = None  # the step did not go as the reference said: ask again
+        return response
+
+    def layer_state(self) -> Any:
+        return {"episode": self._episode, "decisions": self._decisions, "seen": list(self._seen)}
+
+    def load_layer_state(self, data: Any) -> None:
+        if isinstance(data, Mapping):
+            self._episode, self._decisions = str(data.get("episode", "")), int(data.get("decisions", 0))
+            self._seen = [str(c) for c in data.get("seen", [])]
+        self._plan = None
 
 
 def builtin_focus(predicate: str) -> dict[str, Any] | None:
@@ -106,7 +160,8 @@ def focus_for(weaknesses: list[Any], failed: list[Any], won: list[Any]) -> tuple
 
 
 class Guide:
-    """Replace a fraction ``m`` of (focused) off-reference actions by the reference's next step."""
+    """Replace off-reference actions (focused ones) by the reference's next step from the
+    current state, each with probability ``m``."""
 
     name = "guide"
     direction = "scaffold"
@@ -114,12 +169,13 @@ class Guide:
     continuous = True
 
     def magnitudes(self, env: ActionableEnv, task: TaskRef) -> list[float]:
-        return [0.25, 0.5, 0.75, 1.0] if _reference(env) else []
+        return [0.25, 0.5, 0.75, 1.0] if reference_from_here(env) else []
 
     def instantiate(self, env: ActionableEnv, task: TaskRef, magnitude: Any,
                     focus: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        plan = _reference(env)
         rate = min(1.0, max(0.0, float(magnitude)))
-        code = (GUIDE_CODE.replace("__PLAN__", repr(json.dumps(plan))).replace("__RATE__", repr(rate))
-                .replace("__FOCUS__", repr(json.dumps(focus or {}, sort_keys=True))))
-        return [{"kind": "contract", "id": f"guide-{rate:.3f}" + ("-focus" if focus else ""), "code": code}]
+        config: dict[str, Any] = {"rate": rate}
+        if focus:
+            config["focus"] = dict(focus)
+        return [{"kind": "contract", "id": f"guide-{rate:.3f}" + ("-focus" if focus else ""),
+                 "cls": "envh_rigger.guidance:GuideContract", "config": config}]

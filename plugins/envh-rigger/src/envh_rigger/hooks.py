@@ -34,9 +34,10 @@ def envh_diagnosers() -> list[DiagnoserInfo]:
 @hookimpl
 def envh_templates() -> list[TemplateInfo]:
     return [TemplateInfo(name="guide", factory="envh_rigger.guidance:Guide", bridge=None,
-                         description="Scaffold with a continuous knob m: a fraction m of off-reference "
-                                     "actions becomes the bridge's reference next step (any bridge with "
-                                     "reference_actions; focused where the weakness shows)"),
+                         description="Scaffold with a continuous knob m: each off-reference action becomes, "
+                                     "with probability m, the next step of the bridge's reference from the "
+                                     "current state (any bridge with reference_actions; focused where the "
+                                     "weakness shows)"),
             TemplateInfo(name="mask", factory="envh_rigger.masking:Mask", bridge=None,
                          description="Pressure with a continuous knob m: each word and data field of every "
                                      "observation becomes '?' with probability m, seeded per episode (any bridge)")]

@@ -215,8 +215,10 @@ class TaskLoop:
                 trusted = bool(getattr(r.designer, "trusted", False))
                 if not trusted:  # model-written code runs in the jail
                     proposal = attrs.evolve(proposal, layers=untrusted(proposal.layers))
+                # the reference is replayed at the seeds this round's validation plays first
+                seeds = [r.seed + 1000 * self.round + i for i in range(cascade.REPLAY_SEEDS)]
                 checked = cascade.check(self.base, proposal.layers, self.task, registry=r.registry,
-                                        reference=reference, trusted=trusted)
+                                        reference=reference, trusted=trusted, seeds=seeds)
                 if checked.ok:
                     break
                 feedback = f"{checked.stage}: {checked.message}"
