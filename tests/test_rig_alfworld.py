@@ -92,3 +92,65 @@ def test_loop_never_accepts_a_candidate_that_breaks_the_walkthrough(game, tmp_pa
             assert a.get("result") is None
     report = Path(summary["report"]).read_text()
     assert "replays the bridge's reference solution" in report
+
+
+MOVED_TO_SHELF = ["go to countertop 1", "take mug 1 from countertop 1", "go to shelf 1", "move mug 1 to shelf 1"]
+NO_TAKE_FROM_SHELF = '''
+def filter_action(action, state, memo):
+    if str(action.args.get("command", "")).startswith("take mug 1 from shelf 1"):
+        return Block(reason="nothing may be taken from the shelf")
+    return None
+'''
+
+
+def _stage(commands):
+    return {"kind": "stage", "actions": [{"tool": "do", "args": {"command": c}} for c in commands]}
+
+
+def test_a_stage_off_the_walkthrough_has_the_planners_reference_from_its_state(game):
+    """A stage that leaves the walkthrough (the mug carried to the shelf) had no reference:
+    the candidate fell back to the probe. The planner now plans from the staged state, and
+    the cascade replays that plan."""
+    from envh_rigger import cascade
+
+    built, spec = game
+    registry = envh.get_registry()
+    staged = {**spec, "layers": [_stage(MOVED_TO_SHELF)]}
+    with envh.make(staged) as env:
+        env.reset(task=built.task, seed=0)
+        plan = [a.args["command"] for a in cascade.reference_of(env)]
+        assert plan[0] == "take mug 1 from shelf 1" and "desk 1" in plan[-1], plan
+    fine = cascade.check(spec, [_stage(MOVED_TO_SHELF)], built.task, registry=registry, seeds=[0, 1])
+    assert fine.ok and fine.reference.startswith("replayed"), fine
+
+
+def test_a_stage_that_breaks_solvability_is_rejected_by_the_reference_not_the_probe(game):
+    """The mug staged on the shelf and taking from the shelf blocked: no way to the desk. The
+    contract alone is harmless (the walkthrough never takes from the shelf); with the stage
+    the planner's reference from the staged state no longer wins."""
+    from envh_rigger import cascade
+
+    built, spec = game
+    registry = envh.get_registry()
+    contract = {"kind": "contract", "id": "no-shelf", "code": NO_TAKE_FROM_SHELF}
+    alone = cascade.check(spec, [contract], built.task, registry=registry, seeds=[0])
+    assert alone.ok and alone.reference.startswith("replayed"), alone
+    broken = cascade.check(spec, [_stage(MOVED_TO_SHELF), contract], built.task, registry=registry, seeds=[0])
+    assert not broken.ok and broken.stage == "unsolvable" and broken.reference.startswith("replayed"), broken
+    assert "nothing may be taken from the shelf" in broken.message
+
+
+def test_the_planner_plans_from_any_state_and_its_plan_wins(game):
+    """From the middle of a detour (the policy wandered, opened a drawer) the planner's plan
+    is played on the real engine and wins; once won, nothing is left to do."""
+    built, spec = game
+    with envh.make(spec) as env:
+        env.reset(task=built.task, seed=0)
+        for c in ["go to drawer 1", "open drawer 1", "go to shelf 1"]:
+            env.step(envh.Action(tool="do", args={"command": c}))
+        plan = env.unwrapped.reference_actions()
+        assert plan  # the walkthrough does not start with this detour: the planner plans from here
+        for action in plan:
+            resp = env.step(action)
+            assert "error" not in resp.info, resp.info
+        assert env.unwrapped.evaluate().success and env.unwrapped.reference_actions() == []

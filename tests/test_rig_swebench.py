@@ -59,5 +59,33 @@ def test_gold_patch_is_the_reference_and_a_candidate_breaking_it_is_rejected(spe
                            registry=registry)
     assert not broken.ok and broken.stage == "unsolvable", broken
     fine = cascade.check(spec, [{"kind": "contract", "id": "short", "code": SHORT_OUTPUT}], task,
-                         registry=registry)
+                         registry=registry, seeds=[0])  # a container and a grading run per seed
     assert fine.ok and fine.reference.startswith("replayed"), fine
+
+
+BREAK_PACKAGE = 'printf "raise ImportError(\\"staged\\")\\n" >> mathx/__init__.py'
+HALF_FIX = "sed -i 's|return ordered\\[len(ordered) // 2\\]|return ordered[0]  # staged|' mathx/stats.py"
+
+
+def _stage(command):
+    return {"kind": "stage", "actions": [{"tool": "bash", "args": {"command": command}}]}
+
+
+@pytest.mark.slow
+def test_a_staged_state_has_the_gold_patch_as_its_reference(spec):
+    """A stage (a new start state) had no reference: such candidates fell back to the probe.
+    The gold patch is now applied on the staged tree. A stage that edits the file the gold
+    patch changes leaves it solvable (that file goes back to the base commit first); one that
+    breaks the package the tests import is rejected by the replayed reference."""
+    from envh_rigger import cascade
+
+    registry = envh.get_registry()
+    task = envh.TaskRef(suite="swebench", split="test", instance_id="envh__mathx-1")
+    with envh.make({**spec, "layers": [_stage(HALF_FIX)]}) as env:
+        env.reset(task=task, seed=0)
+        plan = cascade.reference_of(env)
+        assert plan is not None and [a.tool for a in plan] == ["bash", "submit"]
+    edited = cascade.check(spec, [_stage(HALF_FIX)], task, registry=registry, seeds=[0])
+    assert edited.ok and edited.reference.startswith("replayed"), edited
+    broken = cascade.check(spec, [_stage(BREAK_PACKAGE)], task, registry=registry, seeds=[0])
+    assert not broken.ok and broken.stage == "unsolvable" and broken.reference.startswith("replayed"), broken
