@@ -23,7 +23,7 @@ def edit(env, **args):
 def env(instances_path):
     from envh_swebench.bridge import SWEBenchEnv
 
-    shared = SWEBenchEnv(instances_path, disk="16m", scratch="8m", disk_mode="tmpfs", memory="256m",
+    shared = SWEBenchEnv(instances_path, disk="16m", scratch="8m", shm="4m", disk_mode="tmpfs", memory="256m",
                          reward_on_submit=False)
     shared.reset()
     yield shared
@@ -68,8 +68,25 @@ def test_the_hosts_disk_is_not_written(env, docker_client):
         assert volume.attrs["Options"]["type"] == "tmpfs", path
     assert set(host["Tmpfs"]) == {"/root", "/var/tmp"}
     # tmpfs pages count as the container's memory: the limit grows by what tmpfs may hold
-    assert host["Memory"] == 256 * 2**20 + 16 * 2**20 + 3 * 8 * 2**20
+    # (the workspace, the three scratch places, /dev/shm and Docker's fixed 64m /dev)
+    assert host["Memory"] == 256 * 2**20 + 16 * 2**20 + 3 * 8 * 2**20 + 4 * 2**20 + 64 * 2**20
+    assert host["ShmSize"] == 4 * 2**20
     bash(env, "rm -f r.bin /tmp/r.bin")
+
+
+def test_shared_memory_and_message_queues_are_bounded(env):
+    """/dev/shm is a tmpfs of `shm` bytes (Docker's default, 64m, unless configured): a write
+    past it fails with ENOSPC inside the container, the step says so, and the episode goes
+    on; POSIX message queues are bounded by RLIMIT_MSGQUEUE."""
+    full = bash(env, "head -c 6000000 /dev/zero > /dev/shm/big; stat -c size=%s /dev/shm/big; "
+                     "df -k /dev/shm | awk 'NR == 2 { print \"kb=\" $2 }'")
+    assert "No space left on device" in full.observation.text
+    assert f"size={4 * 2**20}" in full.observation.text and "kb=4096" in full.observation.text
+    assert full.info["error"]["type"] == "disk_limit" and "/dev/shm (4m)" in full.observation.text
+    after = bash(env, "rm /dev/shm/big; head -c 1000000 /dev/zero > /dev/shm/ok && stat -c size=%s /dev/shm/ok; "
+                      "rm /dev/shm/ok; ulimit -q")
+    assert "size=1000000" in after.observation.text and "error" not in after.info
+    assert after.observation.text.split()[-1] == str(512 * 2**10)
 
 
 def test_the_repository_tools_and_submission_work_in_the_workspace(env):

@@ -8,14 +8,20 @@ SWE-bench paper) and answers one JSON line on stdout. This saves a runtime ``exe
 any Python 3.6+ (f-strings, no walrus), because it executes with the image's interpreter, not the host's.
 
 Request:  {"cmd": str, "cwd": str, "timeout": float, "limit": int, "env": {..},
-           "post": str | null, "fsize": int | null}
+           "post": str | null, "fsize": int | null, "witness": bool}
 Response: {"exit_code": int, "output": str, "timed_out": bool, "dropped": int,
-           "post_output": str | null}
+           "post_output": str | null, "witness": dict | null}
 ``post`` is a bookkeeping command run right after ``cmd`` (the bridge's ``git status``),
 saving a round trip per step. ``fsize`` bounds every file the command writes
-(RLIMIT_FSIZE; a larger write fails with EFBIG).
+(RLIMIT_FSIZE; a larger write fails with EFBIG). ``witness``: the command runs the
+test-run witness (``_witness.py``): before it starts, every process the policy left is
+gone (the sweep), so nothing but the command itself can reach the two channels the
+runner gives it, a fresh key on its stdin and a pipe named by ``ENVH_WITNESS_FD``; the
+reply's ``witness`` is the report read from that pipe if its HMAC under the key holds.
 """
 
+import hashlib
+import hmac
 import json
 import os
 import resource
@@ -31,6 +37,11 @@ def run(req):
     env = dict(os.environ)
     env.update(req.get("env") or {})
     fsize = req.get("fsize")
+    witness = bool(req.get("witness"))
+    pipe, key = (os.pipe(), os.urandom(32).hex().encode()) if witness else (None, None)
+    if witness:
+        sweep(KEEP)  # nothing the policy started may be running while the witness is
+        env["ENVH_WITNESS_FD"] = str(pipe[1])
 
     def limit_files():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large write fails, the shell lives
@@ -40,10 +51,21 @@ def run(req):
     try:
         proc = subprocess.Popen(
             ["bash", "-c", req["cmd"]], cwd=req.get("cwd") or None, env=env,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=limit_files)
+            stdin=subprocess.PIPE if witness else subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=limit_files,
+            pass_fds=(pipe[1],) if witness else ())
     except OSError as exc:
+        if witness:
+            os.close(pipe[0])
+            os.close(pipe[1])
         return {"exit_code": 127, "output": f"bash: {exc}\n", "timed_out": False, "dropped": 0}
+    if witness:
+        os.close(pipe[1])
+        try:
+            proc.stdin.write(key)
+            proc.stdin.close()
+        except OSError:  # the command exited before reading it
+            pass
     deadline = time.monotonic() + float(req.get("timeout", 60))
     head, tail, dropped, keep_tail = bytearray(), bytearray(), 0, limit // 2
     timed_out, exited_at = False, None
@@ -91,12 +113,40 @@ def run(req):
         out += f"\n[... {dropped} bytes of output truncated ...]\n"
     out += tail.decode("utf-8", "replace")
     reply = {"exit_code": code, "output": out, "timed_out": timed_out, "dropped": dropped,
-             "post_output": None}
+             "post_output": None, "witness": _report(pipe[0], key) if witness else None}
     if req.get("post"):
         post = run({"cmd": req["post"], "cwd": req.get("cwd"), "env": req.get("env"),
                     "timeout": 60, "limit": 1_000_000})
         reply["post_output"] = post["output"] if post["exit_code"] == 0 else None
     return reply
+
+
+def _report(fd, key):
+    """The last line on the witness pipe whose HMAC holds, parsed; None if there is none."""
+    os.set_blocking(fd, False)
+    data = bytearray()
+    try:
+        while len(data) < 1 << 16:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    except BlockingIOError:  # something the command started still holds the pipe open
+        pass
+    finally:
+        os.close(fd)
+    found = None
+    for line in bytes(data).splitlines():
+        mac, _, msg = line.partition(b" ")
+        if hmac.compare_digest(mac, hmac.new(key, msg, hashlib.sha256).hexdigest().encode()):
+            try:
+                found = json.loads(msg)
+            except ValueError:
+                pass
+    return found if isinstance(found, dict) else None
+
+
+KEEP = set()
 
 
 def _pids():
@@ -122,9 +172,15 @@ def sweep(keep):
 
 
 def main():
-    keep = _pids()  # the container's own processes (its init and main command)
+    keep = KEEP
+    given = os.environ.pop("ENVH_RUNNER_KEEP", None)
+    if given is not None:  # a runner started again: the first one's list, not what runs now
+        keep.update(int(p) for p in given.split())
+    else:
+        keep.update(_pids())  # the container's own processes (its init and main command)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    sys.stdout.write(json.dumps({"ready": True}) + "\n")
+    sweep(keep)
+    sys.stdout.write(json.dumps({"ready": True, "keep": sorted(keep)}) + "\n")
     sys.stdout.flush()
     for line in sys.stdin:
         if not line.strip():

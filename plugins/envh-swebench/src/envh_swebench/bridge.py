@@ -31,7 +31,15 @@ from . import runtime
 from .containers import FileTooLargeError, SnapshotTooLargeError
 from .editor import TOOL_PARAMETERS, Editor, EditorError
 from .instances import Instance, load_instances
-from .state import STATE_SCHEMA, EpisodeState, changed_paths, counts_as_test_run
+from .state import (
+    STATE_SCHEMA,
+    EpisodeState,
+    changed_paths,
+    witnessed_call,
+    witnessed_command,
+    witnessed_pipe,
+    witnessed_ran,
+)
 
 DIFF_PATH = "/tmp/envh_submission.diff"
 MAX_DIFF_BYTES = 64 * 2**20
@@ -62,6 +70,18 @@ TREE_MARK = "@@envh-tree@@"
 TRACK = ('s="$(git status --porcelain --untracked-files=all)" || exit 1; [ -z "$s" ] || printf "%s\\n" "$s"; '
          "echo " + TREE_MARK + '; [ -z "$s" ] || '
          "git ls-files -m -o --exclude-standard -z | xargs -0 -r stat -c '%n %s %y' 2>/dev/null | cksum")
+
+
+_WITNESS: str | None = None
+
+
+def _witness_source() -> str:
+    global _WITNESS
+    if _WITNESS is None:
+        from importlib import resources
+
+        _WITNESS = resources.files("envh_swebench").joinpath("_witness.py").read_text()
+    return _WITNESS
 
 
 def _tree(post_output: str) -> tuple[str, str | None]:
@@ -98,7 +118,7 @@ class SWEBenchEnv(Bridge):
                  network: bool = False, command_timeout: float = 120.0, eval_timeout: float = 1800.0,
                  output_limit: int = 16_000, reward_on_submit: bool = True, snapshot: bool = False,
                  command_prefix: str | None = None, track_files: bool = True, disk: str | None = "4g",
-                 disk_mode: str = "auto", scratch: str = "512m",
+                 disk_mode: str = "auto", scratch: str = "512m", shm: str | None = "64m",
                  eval_cpus: float | None = None, eval_memory: str | None = None,
                  eval_pids: int | None = 4096, eval_sys_admin: bool = False,
                  max_snapshots: int = 4, keep_snapshots: bool = False) -> None:
@@ -111,7 +131,7 @@ class SWEBenchEnv(Bridge):
         self.split, self.docker_url = split, docker_url
         # a malformed size or mode fails here, not at reset
         self.limits = runtime.Limits(cpus=cpus, memory=memory, pids=pids, network=network, disk=disk,
-                                     disk_mode=disk_mode, scratch=scratch)
+                                     disk_mode=disk_mode, scratch=scratch, shm=shm)
         # Evaluation as run_instance (root, Docker's default capabilities, no cpu/memory
         # limits unless configured), except: the patch under test is the policy's code, so
         # SYS_ADMIN (run_instance adds it for browser sandboxes) only on request, since with
@@ -234,9 +254,17 @@ class SWEBenchEnv(Bridge):
     def _bash(self, box: runtime.Sandbox, state: EpisodeState, inst: Instance, command: str) -> EnvResponse:
         # Over the disk bound, a command may shrink files and delete them but grow none
         # (a file of at most one byte): the bound is kept, not only reported.
-        res = box.run(f"{self.command_prefix}{command}", timeout=self.command_timeout, limit=self.output_limit,
-                      post=TRACK if self.track_files else None, fsize=1 if self._over_disk else None)
-        code, text = res["exit_code"], res["output"] or "(no output)\n"
+        # A plain test invocation is run by the bridge itself, under the witness: whether
+        # tests ran is what the witness reports, never what the output says (see state).
+        call = witnessed_call(command, inst.workdir)
+        run = witnessed_command(call, _witness_source()) if call else command
+        res = box.run(f"{self.command_prefix}{run}", timeout=self.command_timeout, limit=self.output_limit,
+                      post=TRACK if self.track_files else None, fsize=1 if self._over_disk else None,
+                      witness=call is not None)
+        code, output = res["exit_code"], res["output"] or ""
+        if call is not None and call.pipe is not None:  # `| tail -n N`: the pipeline's status is tail's
+            output, code = witnessed_pipe(call, output), 0 if not res["timed_out"] else code
+        text = output or "(no output)\n"
         if res["timed_out"]:
             text += f"\n[command timed out after {self.command_timeout:g} s and was killed]"
         elif code:
@@ -247,20 +275,23 @@ class SWEBenchEnv(Bridge):
             if tree and tree != self._tree:
                 state.edited()
             self._tree = tree or self._tree
-        if counts_as_test_run(command, code, res["output"] or "", res["timed_out"], inst.test_cmd):
-            state.tested(command, code)
+        if call is not None and witnessed_ran(res.get("witness"), res["exit_code"], res["timed_out"]):
+            state.tested(command, res["exit_code"])
         # A non-zero exit is information (a failing test run is useful), not a mistake;
         # a command that could not run or ran out of time is the policy's error.
         error = None
         if res["timed_out"]:
             error = {"type": "timeout", "message": f"command timed out after {self.command_timeout:g} s"}
+        elif res.get("runner_killed"):
+            error = {"type": "runner_killed", "message": "the command killed the environment's command runner"}
         elif code in (126, 127):
             error = {"type": "command_not_runnable", "message": f"exit code {code}: command not found or not executable"}
         used = box.disk_used() if box.disk_mode == "check" else None
         self._over_disk = bool(used and self.limits.disk_bytes and used > self.limits.disk_bytes)
         if box.disk_mode in ("tmpfs", "storage-opt") and NO_SPACE in (res["output"] or ""):
             where = (f"the repository ({self.limits.disk}) or a scratch place, /tmp, /root or /var/tmp "
-                     f"({self.limits.scratch} each)") if box.disk_mode == "tmpfs" else f"the container ({self.limits.disk})"
+                     f"({self.limits.scratch} each), or /dev/shm ({self.limits.shm or '64m'})"
+                     ) if box.disk_mode == "tmpfs" else f"the container ({self.limits.disk}) or /dev/shm"
             text += (f"\n[disk limit: a write failed because {where} is full; delete what you do not "
                      "need (build output, caches, large files) and go on]")
             error = {"type": "disk_limit", "message": f"no space left: the disk limit of {where} was reached"}

@@ -201,6 +201,10 @@ class Limits:
     ``workspace``); ``check``: no file larger than ``disk`` (RLIMIT_FSIZE) and the layer's
     size checked after each command, not a bound within one step; ``auto``: storage-opt
     where the daemon can, else tmpfs.
+    ``shm``: the size of /dev/shm (Docker's own default is 64m); like every tmpfs it is
+    memory, so with a tmpfs workspace the memory limit grows by it and by Docker's fixed
+    64m /dev. POSIX message queues (/dev/mqueue, not a tmpfs) are bounded per container
+    by RLIMIT_MSGQUEUE, set to ``MQUEUE_BYTES``.
     ``hardened``: no-new-privileges, every capability dropped but ``EPISODE_CAPS``.
     ``cap_add``: extra capabilities (evaluation adds SYS_ADMIN only when configured to)."""
 
@@ -211,13 +215,14 @@ class Limits:
     disk: str | None = "4g"
     disk_mode: str = "auto"
     scratch: str = "512m"
+    shm: str | None = "64m"
     hardened: bool = True
     cap_add: tuple[str, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         if self.disk_mode not in DISK_MODES:
             raise errors.SpecError(f"Unknown disk_mode {self.disk_mode!r}. Choose one of: {', '.join(DISK_MODES)}")
-        for name in ("memory", "disk", "scratch"):
+        for name in ("memory", "disk", "scratch", "shm"):
             size = parse_size(getattr(self, name))
             if size is not None and size < 2**20:
                 raise errors.SpecError(f"{name} {getattr(self, name)!r} is under 1m: too small to run a repository")
@@ -240,7 +245,9 @@ class Limits:
         return self.disk_mode
 
 
-EVAL_LIMITS = Limits(cpus=None, memory=None, pids=4096, disk=None, hardened=False)
+EVAL_LIMITS = Limits(cpus=None, memory=None, pids=4096, disk=None, shm=None, hardened=False)
+DEV_TMPFS = 64 * 2**20  # Docker mounts /dev as a 64m tmpfs; no option changes it
+MQUEUE_BYTES = 512 * 2**10  # RLIMIT_MSGQUEUE of episode containers (the kernel default, 800 KiB, is also the most runc may set)
 
 
 @attrs.define(eq=False)
@@ -256,6 +263,7 @@ class Sandbox:
     disk_mode: str | None = None  # how `disk` is held (Limits.mode_for)
     volumes: list[str] = attrs.Factory(list)  # tmpfs workspace volumes, removed with the container
     keep_pids: str | None = None  # the fallback's sweep spares these: the container's own
+    runner_keep: list[int] | None = None  # the runner's sweep spares these (from the first runner)
 
     @classmethod
     def start(cls, client: docker.DockerClient, image: str, *, workdir: str, limits: Limits,
@@ -271,9 +279,14 @@ class Sandbox:
             kwargs.update(mem_limit=limits.memory, memswap_limit=limits.memory)
         if limits.pids:
             kwargs["pids_limit"] = limits.pids
+        if limits.shm:
+            kwargs["shm_size"] = parse_size(limits.shm)
         if limits.hardened:
+            from docker.types import Ulimit
+
             kwargs.update(security_opt=["no-new-privileges"], cap_drop=["ALL"],
-                          cap_add=sorted(set(EPISODE_CAPS) | set(limits.cap_add)))
+                          cap_add=sorted(set(EPISODE_CAPS) | set(limits.cap_add)),
+                          ulimits=[Ulimit(name="msgqueue", soft=MQUEUE_BYTES, hard=MQUEUE_BYTES)])
         elif limits.cap_add:
             kwargs["cap_add"] = list(limits.cap_add)
         mode = limits.mode_for(client)
@@ -326,24 +339,43 @@ class Sandbox:
 
     # -- commands ---------------------------------------------------------------------
     def run(self, command: str, *, timeout: float, limit: int, env: dict[str, str] | None = None,
-            cwd: str | None = None, post: str | None = None, fsize: int | None = None) -> dict[str, Any]:
+            cwd: str | None = None, post: str | None = None, fsize: int | None = None,
+            witness: bool = False) -> dict[str, Any]:
         """Run ``bash -c command``; returns exit_code, output, timed_out, dropped, and
         post_output: the output of ``post`` run right after (None if it failed).
-        ``fsize``: the largest file the command may write, if tighter than ``file_limit``."""
-        request = {"cmd": command, "cwd": cwd or self.workdir, "timeout": timeout,
-                   "limit": limit, "env": env or {}, "post": post, "fsize": fsize or self.file_limit}
+        ``fsize``: the largest file the command may write, if tighter than ``file_limit``.
+        ``witness``: the command runs the test-run witness; ``witness`` in the reply is its
+        report (None without one, and always None without the runner: no python3)."""
+        request = {"cmd": command, "cwd": cwd or self.workdir, "timeout": timeout, "limit": limit,
+                   "env": env or {}, "post": post, "fsize": fsize or self.file_limit, "witness": witness}
         try:
             if self.session is None and not self.no_runner:
-                self.session = RunnerSession.open(self.client, self.container.id)
+                self.session = RunnerSession.open(self.client, self.container.id, keep=self.runner_keep)
                 self.no_runner = self.session is None
+                if self.session is not None and self.runner_keep is None:
+                    self.runner_keep = self.session.keep
             if self.session is not None:
                 return self.session.request(request, timeout=timeout + 30)
             return self._exec_fallback(request)
-        except (OSError, EOFError, docker.errors.DockerException) as exc:
-            if self.session is not None:
-                self.session.close()
-                self.session = None
+        except EOFError as exc:  # the runner died: did the command kill it, in a live container?
+            self._drop_session()
+            if self.runner_keep is not None and self.status().get("Status") == "running":
+                try:  # now: the new runner's first act is to sweep what the command left
+                    self.session = RunnerSession.open(self.client, self.container.id, keep=self.runner_keep)
+                except (OSError, EOFError, docker.errors.DockerException) as again:
+                    raise self.infra_error(f"the runner could not be started again: {again!r}") from exc
+                return {"exit_code": 137, "output": "[the command killed the environment's command runner; "
+                        "it was started again]\n", "timed_out": False, "dropped": 0, "post_output": None,
+                        "witness": None, "runner_killed": True}
             raise self.infra_error(f"command failed to run: {exc!r}") from exc
+        except (OSError, docker.errors.DockerException) as exc:
+            self._drop_session()
+            raise self.infra_error(f"command failed to run: {exc!r}") from exc
+
+    def _drop_session(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
 
     def _exec_fallback(self, req: dict[str, Any]) -> dict[str, Any]:
         """No usable Python in the image: one runtime exec per command; ``timeout -s KILL``
@@ -543,6 +575,7 @@ def _tmpfs_workspace(client: docker.DockerClient, image: str, workdir: str, limi
                   for path in workspace.SCRATCH_TMPFS}}
     memory = parse_size(limits.memory)
     if memory:  # tmpfs pages count as the container's memory: the processes keep theirs
-        total = memory + disk + scratch * (1 + len(workspace.SCRATCH_TMPFS))
+        shm = parse_size(limits.shm) or 64 * 2**20
+        total = memory + disk + scratch * (1 + len(workspace.SCRATCH_TMPFS)) + shm + DEV_TMPFS
         extra.update(mem_limit=total, memswap_limit=total)
     return extra

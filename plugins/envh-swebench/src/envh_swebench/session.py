@@ -34,12 +34,19 @@ class RunnerSession:
     _stdout: bytearray = attrs.Factory(bytearray)
     _stderr: bytearray = attrs.Factory(bytearray)
 
+    keep: list[int] = attrs.Factory(list)  # the container's own processes, as the runner found them
+
     @classmethod
-    def open(cls, client: Any, container_id: str, *, timeout: float = 30) -> RunnerSession | None:
-        """Start the runner; ``None`` when the image has no ``python3`` to run it."""
+    def open(cls, client: Any, container_id: str, *, timeout: float = 30,
+             keep: list[int] | None = None) -> RunnerSession | None:
+        """Start the runner; ``None`` when the image has no ``python3`` to run it.
+        ``keep``: the processes the sweep spares, from the first runner of the container
+        (a runner started again, after a command killed the last one, must not take what
+        that command left running for the container's own)."""
         exec_id = client.api.exec_create(
             container_id, ["python3", "-u", "-c", _runner_source()], stdin=True,
-            stdout=True, stderr=True, tty=False)["Id"]
+            stdout=True, stderr=True, tty=False,
+            environment=None if keep is None else {"ENVH_RUNNER_KEEP": " ".join(map(str, keep))})["Id"]
         handle = client.api.exec_start(exec_id, socket=True)
         raw = getattr(handle, "_sock", handle)
         raw.settimeout(timeout)
@@ -54,6 +61,7 @@ class RunnerSession:
         if not isinstance(hello, dict) or not hello.get("ready"):
             session.close()
             return None
+        session.keep = [int(p) for p in hello.get("keep") or []]
         return session
 
     def request(self, payload: dict[str, Any], *, timeout: float) -> dict[str, Any]:

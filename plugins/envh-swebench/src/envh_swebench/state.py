@@ -2,17 +2,18 @@
 
 Components and designers read only this (never the container). It is rich enough for
 the paper's flagship contract, "block submit until the tests were run", which needs to
-know whether tests actually ran: a step counts when its command runs a test runner in
-command position (``is_test_command``) *and* the runner's own output shows tests were
-collected and run (``tests_ran_in``: pytest's summary, unittest's "Ran N tests", ...), with
-an exit status a test run ends with. ``pytest --version`` or ``false && pytest`` do not
-count. Edits are counted whichever tool made them (the editor, or ``sed -i`` and any other
+know whether tests actually ran. That is never read from a command's text or output (a
+command can print "1 passed" itself): a step counts when its command is a plain test
+invocation (``witnessed_call``), which the bridge then runs itself under the witness
+(``_witness.py``), and the witness reports tests that ran. Edits are counted whichever tool made them (the editor, or ``sed -i`` and any other
 bash command that changes the working tree), so "tests after the last edit" holds.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
+import shlex
 from typing import Any
 
 import attrs
@@ -22,18 +23,6 @@ COMMAND_CHARS = 2000
 PROBLEM_CHARS = 20_000
 MAX_FILES = 200
 
-# Evidence in a runner's own output that it collected and ran at least one test.
-_RAN = re.compile(
-    r"^=+ .*\b[1-9]\d* (?:passed|failed|errors?|xfailed|xpassed)\b.* in [\d.]+s"  # pytest banner
-    r"|^[1-9]\d* (?:passed|failed)\b.*\bin [\d.]+s"  # pytest -q
-    r"|^(?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?),? ?)+in [\d.]+s"
-    r"|^Ran [1-9]\d* tests? in [\d.]+s"  # unittest, django runtests.py, nose
-    r"|tests finished: [1-9]\d* passed|tests finished: \d+ passed, [1-9]\d* failed",  # sympy bin/test
-    re.M)
-# Exit statuses a test run ends with (pytest 0/1 and unittest 0/1; pytest 2/3: interrupted
-# or internal error, 4: usage error, 5: nothing collected).
-_RUN_EXIT = {0, 1}
-
 _SPLIT = re.compile(r"[;&|()`\n]+")
 _WRAPPERS = {"time", "env", "nice", "sudo", "xvfb-run", "stdbuf", "exec", "command"}
 _RUNNERS = {"pytest", "py.test", "tox", "nox", "nosetests", "runtests.py", "test"}
@@ -41,7 +30,7 @@ _MODULES = {"pytest", "unittest", "nose", "tox"}
 
 
 def _runs_tests(words: list[str]) -> bool:
-    """Does one simple command (already split into words) run a test suite?"""
+    """Does one simple command (already split into words) look like a test suite run?"""
     while words and (re.match(r"^\w+=", words[0]) or words[0] in _WRAPPERS):
         words = words[1:]
     if words and words[0] == "timeout":  # timeout [-s SIG] [-k T] DURATION COMMAND...
@@ -67,25 +56,155 @@ def _runs_tests(words: list[str]) -> bool:
 
 
 def is_test_command(command: str, instance_test_cmd: str | None = None) -> bool:
-    """True when ``command`` runs tests: pytest, tox, runtests.py, unittest, ... in
-    command position, or the instance's own test command."""
+    """True when ``command`` looks like a test run (pytest, tox, runtests.py, unittest, ...
+    in command position, or the instance's own test command). Only a hint: whether tests
+    ran is what the witness reports (``witnessed_call``), never what a command says."""
     if any(_runs_tests(part.split()) for part in _SPLIT.split(command)):
         return True
     own = (instance_test_cmd or "").strip()
     return bool(own) and own in command
 
 
-def tests_ran_in(output: str) -> bool:
-    """Does a runner's output show that it collected and ran at least one test?"""
-    return bool(_RAN.search(output))
+# -- witnessed test runs -------------------------------------------------------------------
+# A bash command counts as a test run only when the bridge ran it itself, under the
+# witness (``_witness.py``), and the witness reported tests that ran. The bridge does that
+# for a command that is nothing but a test invocation, so no alias, function, PATH entry,
+# variable, redirection or second command of the policy's is part of it:
+#
+#   [cd DIR &&] [timeout [-s SIG] [-k T] DURATION] RUNNER ARGS... [2>&1] [| tail|head [-n] N]
+#
+# RUNNER: pytest | py.test | PYTHON [-u|-B|-X OPT|-W OPT]... (-m pytest | -m unittest | SCRIPT),
+# where SCRIPT is a runtests.py (Django's runner) and PYTHON a bare python, python3 or
+# python3.N found on the image's PATH. Anything else (`;`, `$`, `VAR=...`, `> file`, a
+# pipe to anything but head or tail, ...) runs in bash as typed and never counts.
+_UNSAFE = re.compile(r"[$`\\\n\r\x00]")
+_WORD = re.compile(r"[^\s;&|()<>]+")
+_OPERATOR = re.compile(r"[;&|()<>]+")
+_PYTHON = re.compile(r"python(?:\d+(?:\.\d+)?)?")
+_DURATION = re.compile(r"\d+(?:\.\d+)?[smhd]?")
+_SIGNAL = re.compile(r"-?(?:[A-Z]+|\d+)")
 
 
-def counts_as_test_run(command: str, exit_code: int | None, output: str, timed_out: bool,
-                       instance_test_cmd: str | None = None) -> bool:
-    """A test command in command position that ran tests: the evidence is the runner's
-    summary in the output and an exit status of a finished test run."""
-    return (not timed_out and exit_code in _RUN_EXIT and is_test_command(command, instance_test_cmd)
-            and tests_ran_in(output))
+@attrs.frozen
+class TestCall:
+    """A plain test invocation, as the bridge will run it under the witness."""
+
+    mode: str  # pytest | pytest-module | unittest-module | script
+    args: tuple[str, ...]
+    python: str | None = None  # None: the image's python3, else python
+    python_flags: tuple[str, ...] = ()
+    cd: str | None = None
+    timeout: tuple[str, ...] = ()  # the words after `timeout`
+    pipe: tuple[str, int] | None = None  # ("tail" | "head", lines)
+
+
+def _tokens(command: str) -> list[str] | None:
+    if _UNSAFE.search(command):
+        return None
+    lex = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lex.whitespace_split = True
+    try:
+        return list(lex)
+    except ValueError:  # unbalanced quotes
+        return None
+
+
+def _inside(path: str, workdir: str) -> bool:
+    full = posixpath.normpath(posixpath.join(workdir, path))
+    return full == workdir or full.startswith(workdir.rstrip("/") + "/")
+
+
+def witnessed_call(command: str, workdir: str = "/testbed") -> TestCall | None:
+    """The test invocation ``command`` is, if it is nothing else (see above); else None.
+    A ``cd`` must stay in the repository and a ``runtests.py`` must be the repository's."""
+    words = _tokens(command)
+    if not words:
+        return None
+    cd = None
+    if len(words) > 3 and words[0] == "cd" and words[2] == "&&" and _WORD.fullmatch(words[1]):
+        cd, words = words[1], words[3:]
+        if not _inside(cd, workdir):
+            return None
+    here = posixpath.normpath(posixpath.join(workdir, cd or "."))
+    pipe = None
+    if len(words) > 2 and words[-3] == "|" and words[-2] in ("tail", "head") and re.fullmatch(r"-\d+", words[-1]):
+        pipe, words = (words[-2], int(words[-1][1:])), words[:-3]
+    elif len(words) > 3 and words[-4] == "|" and words[-3] in ("tail", "head") and words[-2] == "-n" \
+            and words[-1].isdigit():
+        pipe, words = (words[-3], int(words[-1])), words[:-4]
+    if words[-3:] == ["2", ">&", "1"]:
+        words = words[:-3]
+    if any(_OPERATOR.fullmatch(w) for w in words):
+        return None  # an operator, a redirection, a second command (a quoted word stays one word)
+    timeout: tuple[str, ...] = ()
+    if words and words[0] == "timeout":
+        i = 1
+        while i < len(words) - 1 and words[i] in ("-s", "-k", "--signal", "--kill-after"):
+            ok = _SIGNAL.fullmatch(words[i + 1]) if words[i] in ("-s", "--signal") else _DURATION.fullmatch(words[i + 1])
+            if not ok:
+                return None
+            i += 2
+        if i >= len(words) or not _DURATION.fullmatch(words[i]):
+            return None
+        timeout, words = tuple(words[1:i + 1]), words[i + 1:]
+    if not words:
+        return None
+    head, rest = words[0], words[1:]
+    common = {"cd": cd, "timeout": timeout, "pipe": pipe}
+    if head in ("pytest", "py.test", "pytest-3", "py.test-3"):
+        return TestCall(mode="pytest", args=tuple(rest), **common)
+    if head.endswith("runtests.py") and "/" in head and _inside(posixpath.join(here, head), workdir):
+        return TestCall(mode="script", args=(head, *rest), **common)
+    if not _PYTHON.fullmatch(head):
+        return None
+    flags: list[str] = []
+    while rest and rest[0] in ("-u", "-B", "-X", "-W"):
+        if rest[0] in ("-X", "-W"):
+            if len(rest) < 2:
+                return None
+            flags += rest[:2]
+            rest = rest[2:]
+        else:
+            flags.append(rest[0])
+            rest = rest[1:]
+    if len(rest) >= 2 and rest[0] == "-m" and rest[1] in ("pytest", "unittest"):
+        mode = "pytest-module" if rest[1] == "pytest" else "unittest-module"
+        return TestCall(mode=mode, args=tuple(rest[2:]), python=head, python_flags=tuple(flags), **common)
+    if rest and rest[0].endswith("runtests.py") and _inside(posixpath.join(here, rest[0]), workdir):
+        return TestCall(mode="script", args=tuple(rest), python=head, python_flags=tuple(flags), **common)
+    return None
+
+
+def witnessed_command(call: TestCall, source: str) -> str:
+    """The bash command the bridge runs for ``call``: every word quoted, the interpreter
+    found on the image's PATH (``exec``: no function or alias of the policy's can stand
+    in, and each call's shell is fresh), the witness given as ``-c`` source."""
+    q = shlex.quote
+    line = " ".join([*(["timeout", *map(q, call.timeout)] if call.timeout else []), '"$envh_py"', "-s",
+                     *map(q, call.python_flags), "-c", q(source), q(call.mode), *map(q, call.args)])
+    pick = (f"envh_py={q(call.python)}" if call.python else
+            "envh_py=python3; command -v python3 >/dev/null 2>&1 || envh_py=python")
+    return f"{'cd ' + q(call.cd) + ' && ' if call.cd else ''}{pick}; exec {line}"
+
+
+def witnessed_pipe(call: TestCall, output: str) -> str:
+    """``| tail -n N`` / ``| head -n N`` applied to the run's output, as the shell would."""
+    if call.pipe is None:
+        return output
+    kind, n = call.pipe
+    lines = output.splitlines(keepends=True)
+    return "".join(lines[-n:] if n else []) if kind == "tail" else "".join(lines[:n])
+
+
+def witnessed_ran(report: Any, exit_code: int | None, timed_out: bool) -> bool:
+    """Did the witness see tests run to the end: at least one test called (or erroring),
+    and the process exiting as a finished test run does (0: passed, 1: failures) with the
+    status the witness recorded?"""
+    if not isinstance(report, dict) or timed_out or exit_code not in (0, 1):
+        return False
+    ran, errors_ = report.get("ran"), report.get("errors")
+    return (isinstance(ran, int) and isinstance(errors_, int) and ran + errors_ >= 1
+            and report.get("exit") == exit_code)
 
 
 def changed_paths(porcelain: str) -> list[str]:
@@ -199,9 +318,11 @@ STATE_SCHEMA: dict[str, Any] = {
         "files_touched_more": _p("integer", f"changed paths beyond the first {MAX_FILES}, not listed"),
         "edits": _p("integer", "steps that changed the working tree (editor writes, sed -i, any bash command)"),
         "last_edit_step": _p(["integer", "null"], "step number (1-based) of the last such change"),
-        "tests_run": _p("boolean", "tests ran this episode: a test command (pytest, tox, runtests.py, "
-                        "python -m unittest, or the instance's own test command) whose output shows "
-                        "it collected and ran tests"),
+        "tests_run": _p("boolean", "tests ran this episode: a bash command that is a plain test invocation "
+                        "(pytest, python -m pytest, python -m unittest or a runtests.py, optionally after "
+                        "'cd DIR &&', with 'timeout N', '2>&1' or '| tail -n N'), run by the environment "
+                        "with a witness that saw at least one test run to a finished result; a compound "
+                        "command, or what a command prints, never counts"),
         "test_runs": _p("integer", "how many test runs there were"),
         "last_test_command": _p(["string", "null"], "the most recent test command"),
         "last_test_exit_code": _p(["integer", "null"], "its exit code (0: all collected tests passed)"),

@@ -1,0 +1,166 @@
+"""Test-run witness: the program the bridge runs for a test command, inside the container.
+
+The bridge runs it as ``PYTHON -s -c <this source> MODE ARGS...`` (never from a file: the
+image may be read-only, and a file could be edited), through the in-container runner,
+which gives it two things nothing else in the container holds:
+
+* a fresh key on stdin (the runner writes it, then closes stdin), and
+* a pipe, named by ``ENVH_WITNESS_FD``, that only the runner reads.
+
+It reads both before anything of the repository is imported, takes the working directory
+off ``sys.path`` while it imports the test runner (a ``pytest.py`` in the repository cannot
+stand in for pytest), then runs the tests in this process with a counting plugin (pytest)
+or counting ``unittest.TestResult`` (``python -m unittest``, Django's ``runtests.py``). At
+the end it writes one line to the pipe: the counts and exit status as JSON, with an
+HMAC-SHA256 under the key. The runner keeps the report only if the HMAC holds.
+
+MODE: ``pytest`` (the ``pytest`` script: the working directory is not on ``sys.path``),
+``pytest-module`` (``python -m pytest``: it is), ``unittest-module`` (``python -m
+unittest``) or ``script`` (``python path/runtests.py``: the script's directory is).
+Arguments with ``*``, ``?`` or ``[`` are expanded as the shell would (kept when nothing
+matches). Runs on any Python 3.6+: the image's interpreter runs it.
+"""
+
+import os
+import sys
+
+
+def _main():
+    cwd = os.getcwd()
+    path = list(sys.path)  # `-c` put "" (the working directory) first
+    sys.path[:] = [p for p in path if p not in ("", ".", cwd)]  # until the runner is imported
+    fd = int(os.environ.pop("ENVH_WITNESS_FD", "-1"))
+    key = b""
+    while len(key) < 64:
+        chunk = os.read(0, 64 - len(key))
+        if not chunk:
+            break
+        key += chunk
+    if fd >= 0:
+        os.set_inheritable(fd, False)  # the tests' own subprocesses do not get the pipe
+    # Bound and computed now, before any code of the repository runs: a conftest.py that
+    # patches hashlib, json, os or builtins later cannot see the key or swap the writer.
+    import hashlib
+    import json
+    sha256, dumps, write, ok = hashlib.sha256, json.dumps, os.write, len(key) == 64
+    ipad = bytes(b ^ 0x36 for b in key.ljust(64, b"\0"))
+    opad = bytes(b ^ 0x5C for b in key.ljust(64, b"\0"))
+    del key
+
+    def sign(msg):  # HMAC-SHA256 (the key is one block long)
+        return sha256(opad + sha256(ipad + msg).digest()).hexdigest()
+
+    mode, args = sys.argv[1], sys.argv[2:]
+    args = _expand(args)
+    counts = {"mode": mode, "collected": 0, "ran": 0, "failed": 0, "errors": 0, "skipped": 0}
+    code = 1
+    try:
+        if mode in ("pytest", "pytest-module"):
+            code = _pytest(mode, args, path, counts)
+        elif mode == "unittest-module":
+            code = _unittest_module(args, path, counts)
+        elif mode == "script":
+            code = _script(args, path, counts)
+        else:
+            sys.stderr.write(f"envh witness: unknown mode {mode!r}\n")
+            code = 2
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:
+        code = 2
+    counts["exit"] = int(code)
+    if fd >= 0 and ok:
+        msg = dumps(counts, sort_keys=True).encode()
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001 - a closed stream must not lose the report
+            pass
+        write(fd, sign(msg).encode() + b" " + msg + b"\n")
+    return int(code)
+
+
+def _expand(args):
+    import glob
+
+    out = []
+    for arg in args:
+        if not arg.startswith("-") and any(c in arg for c in "*?["):
+            found = sorted(glob.glob(arg))
+            out.extend(found or [arg])
+        else:
+            out.append(arg)
+    return out
+
+
+def _pytest(mode, args, path, counts):
+    import pytest
+
+    class Witness:
+        def pytest_collection_finish(self, session):
+            counts["collected"] = len(session.items)
+
+        def pytest_runtest_logreport(self, report):
+            if report.when == "call":
+                counts["ran"] += 1
+                if report.failed:
+                    counts["failed"] += 1
+            elif report.failed:
+                counts["errors"] += 1
+            elif report.skipped:
+                counts["skipped"] += 1
+
+    # `python -m pytest` has the working directory first on sys.path, the script does not
+    sys.path[:] = path if mode == "pytest-module" else [p for p in path if p != ""]
+    sys.argv = [getattr(pytest, "__file__", None) or "pytest"] + list(args)
+    return int(pytest.main(list(args), plugins=[Witness()]))
+
+
+def _count_unittest(counts):
+    import unittest.result
+
+    base = unittest.result.TestResult
+    start, skip, fail, error = base.startTest, base.addSkip, base.addFailure, base.addError
+
+    def start_test(self, test):
+        counts["ran"] += 1
+        return start(self, test)
+
+    def add_skip(self, test, reason):
+        counts["skipped"] += 1
+        counts["ran"] -= 1
+        return skip(self, test, reason)
+
+    def add_failure(self, test, err):
+        counts["failed"] += 1
+        return fail(self, test, err)
+
+    def add_error(self, test, err):
+        counts["errors"] += 1
+        return error(self, test, err)
+
+    base.startTest, base.addSkip, base.addFailure, base.addError = start_test, add_skip, add_failure, add_error
+
+
+def _unittest_module(args, path, counts):
+    import unittest
+
+    _count_unittest(counts)
+    sys.path[:] = path
+    unittest.main(module=None, argv=["python -m unittest"] + list(args))
+    return 0
+
+
+def _script(args, path, counts):
+    import runpy
+
+    _count_unittest(counts)
+    script = os.path.abspath(args[0])
+    sys.argv = [args[0]] + list(args[1:])
+    sys.path[:] = [os.path.dirname(script)] + [p for p in path if p != ""]
+    runpy.run_path(script, run_name="__main__")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
