@@ -6,18 +6,19 @@ task load and the same accessibility-tree read, then closing the browser: what a
 per-episode relaunch costs (BrowserGym's ``gym.make`` + ``reset`` relaunches the same way,
 but ``browsergym-core`` pins playwright==1.44 and cannot be installed beside this stack).
 
-envh is measured two ways, each with and without the context made ahead (``spare.py``):
-in an episode loop (reset, then a few steps, each after some policy time: what a rollout
-does; the next episode's context and page are made during that time) and back to back
-(reset after reset, no policy time: the spare is still being made when it is needed).
-Making the context ahead moves the renderer start-up off the reset; it does not reduce
-the browser's total work. Also reported: steps per second, and memory (PSS) per live env.
+envh is measured in three modes: the next episode's context made ahead with its task page
+preloaded (``spare.py``: the reset only seeds and starts the episode), made ahead with a
+blank page, and made at reset. Each in an episode loop (reset, then a few steps, each after
+some policy time: what a rollout does; the next episode's context is made during that time)
+and back to back (reset after reset, no policy time: the spare is still being made when it
+is needed). Making the context ahead moves work off the reset; it does not reduce the
+browser's total work. Also reported: steps per second, and memory (PSS) per live env.
 
-    python bench/browser_reset.py [--tasks click-button,enter-text] [--episodes 15] [--think 0.5]
+    python bench/browser_reset.py [--tasks click-button,enter-text] [--episodes 12] [--think 0.5]
 
 Per task and class: mean, p50 and p90 reset time, and the ratio to the baseline's mean.
 The last line is one JSON object; ``ratio`` = envh reset time in the episode loop with the
-context made ahead / baseline reset time (means, averaged over the tasks).
+page preloaded / baseline reset time (means, averaged over the tasks).
 """
 
 from __future__ import annotations
@@ -88,7 +89,10 @@ def _summary(times: list[float]) -> dict[str, float]:
             "p90": ordered[int(0.9 * (len(ordered) - 1))], "n": len(times)}
 
 
-def envh_figures(task: str, episodes: int, steps: int, think: float, make_ahead: bool) -> dict[str, Any]:
+MODES = {"preloaded": (True, True), "blank spare": (True, False), "at reset": (False, False)}
+
+
+def envh_figures(task: str, episodes: int, steps: int, think: float, mode: str) -> dict[str, Any]:
     """Reset latency in an episode loop (reset, then ``steps`` hovers each after ``think``
     seconds of policy time) and back to back (reset after reset: no time to make a spare)."""
     from envh import Action, TaskRef
@@ -97,12 +101,12 @@ def envh_figures(task: str, episodes: int, steps: int, think: float, make_ahead:
     from envh_webarena.runtime import shared_runtime
 
     runtime = shared_runtime()
-    runtime.make_ahead = make_ahead
+    runtime.make_ahead, runtime.preload = MODES[mode]
     ref = TaskRef(suite="miniwob", instance_id=task)
     env = MiniwobEnv(tasks=[task], max_steps=None)
     for seed in range(3):
         env.reset(task=ref, seed=seed)
-    hits0 = runtime.spare_hits
+    hits0, preloads0 = runtime.spare_hits, runtime.preload_hits
     in_loop, step_times = [], []
     for seed in range(episodes):
         time.sleep(think)  # the policy's last turn of the previous episode
@@ -120,11 +124,11 @@ def envh_figures(task: str, episodes: int, steps: int, think: float, make_ahead:
         start = time.perf_counter()
         env.reset(task=ref, seed=seed)
         back_to_back.append(time.perf_counter() - start)
-    hits = runtime.spare_hits - hits0
+    hits, preloads = runtime.spare_hits - hits0, runtime.preload_hits - preloads0
     env.close()
     return {"episode_loop": _summary(in_loop), "back_to_back": _summary(back_to_back),
             "steps_per_s": len(step_times) / sum(step_times) if step_times else 0.0,
-            "spare_hits": hits, "resets": 2 * episodes}
+            "spare_hits": hits, "preload_hits": preloads, "resets": 2 * episodes}
 
 
 def memory_figures(task: str, live: int) -> dict[str, float]:
@@ -151,7 +155,7 @@ def baseline_figures(task: str, episodes: int) -> dict[str, float]:
     """A fresh Playwright launch per episode (runs before envh's runtime starts: two sync
     Playwright drivers cannot share a thread)."""
     from envh_webarena.axtree import snapshot
-    from envh_webarena.miniwob import _HIDE_CSS, _START_JS, registered_tasks, task_server
+    from envh_webarena.miniwob import registered_tasks, start_task, task_server
     from envh_webarena.runtime import CHROMIUM_ARGS, chromium_path
     from playwright.sync_api import sync_playwright
 
@@ -163,8 +167,7 @@ def baseline_figures(task: str, episodes: int) -> dict[str, float]:
             browser = pw.chromium.launch(executable_path=chromium_path(), args=list(CHROMIUM_ARGS))
             page = browser.new_page()
             page.goto(url, wait_until="load")
-            page.evaluate(_START_JS, [seed, _HIDE_CSS, "bench"])
-            page.evaluate("() => core.getUtterance()")
+            start_task(page, task, seed, "bench")
             snapshot(page, page.context.new_cdp_session(page), max_chars=6000)
             elapsed = time.perf_counter() - start
             rss.append(children_rss_mb())
@@ -177,59 +180,62 @@ def baseline_figures(task: str, episodes: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", default="click-button,enter-text,click-checkboxes,flight.AA")
-    parser.add_argument("--episodes", type=int, default=15)
+    parser.add_argument("--episodes", type=int, default=12)
     parser.add_argument("--baseline-episodes", type=int, default=6)
     parser.add_argument("--steps", type=int, default=2, help="policy steps per episode")
     parser.add_argument("--think", type=float, default=0.5, help="seconds of policy time before each action")
     parser.add_argument("--live", type=int, default=4)
     args = parser.parse_args()
     load0 = os.getloadavg()[0]
-    rows, ratios, ratios_b2b, ratios_cold, sps = [], [], [], [], []
-    hits = resets = 0
     tasks = args.tasks.split(",")
     bases = {task: baseline_figures(task, args.baseline_episodes) for task in tasks}
-    for task in tasks:
-        base = bases[task]
-        ahead = envh_figures(task, args.episodes, args.steps, args.think, make_ahead=True)
-        cold = envh_figures(task, args.episodes, args.steps, args.think, make_ahead=False)
-        rows.append((task, base, ahead, cold))
-        ratios.append(ahead["episode_loop"]["mean"] / base["mean"])
-        ratios_b2b.append(ahead["back_to_back"]["mean"] / base["mean"])
-        ratios_cold.append(cold["episode_loop"]["mean"] / base["mean"])
-        sps.append(ahead["steps_per_s"])
-        hits, resets = hits + ahead["spare_hits"], resets + ahead["resets"]
-    mem = memory_figures(args.tasks.split(",")[0], args.live)
-    base_mem = rows[0][1]["rss_per_live_env_mb"]
+    figs = {task: {mode: envh_figures(task, args.episodes, args.steps, args.think, mode) for mode in MODES}
+            for task in tasks}
+    mem = memory_figures(tasks[0], args.live)
+    base_mem = bases[tasks[0]]["rss_per_live_env_mb"]
     load1 = os.getloadavg()[0]
+
+    def ratio(task: str, mode: str, kind: str) -> float:
+        return figs[task][mode][kind]["mean"] / bases[task]["mean"]
+
     print(f"load average {load0:.1f} -> {load1:.1f} on {os.cpu_count()} CPUs; episode loop: reset, then "
           f"{args.steps} steps, {args.think:g} s of policy time before each action")
-    print(f"{'task':18} {'class':42} {'mean':>7} {'p50':>7} {'p90':>7}  ratio(mean)")
-    for task, base, ahead, cold in rows:
-        lines = [("baseline: launch per episode", base),
-                 ("envh, context made ahead, episode loop", ahead["episode_loop"]),
-                 ("envh, context made ahead, back to back", ahead["back_to_back"]),
-                 ("envh, context made at reset, episode loop", cold["episode_loop"]),
-                 ("envh, context made at reset, back to back", cold["back_to_back"])]
+    print(f"{'task':18} {'class':40} {'mean':>7} {'p50':>7} {'p90':>7}  ratio(mean)")
+    for task in tasks:
+        base = bases[task]
+        lines = [("baseline: launch per episode", base)]
+        for mode in MODES:
+            lines += [(f"envh, {mode}, episode loop", figs[task][mode]["episode_loop"]),
+                      (f"envh, {mode}, back to back", figs[task][mode]["back_to_back"])]
         for label, fig in lines:
-            print(f"{task:18} {label:42} {fig['mean']:6.3f}s {fig['p50']:6.3f}s {fig['p90']:6.3f}s"
+            print(f"{task:18} {label:40} {fig['mean']:6.3f}s {fig['p50']:6.3f}s {fig['p90']:6.3f}s"
                   f"  {fig['mean'] / base['mean']:.3f}")
-    print(f"spare contexts taken: {hits}/{resets} resets; steps/s (hover + observation): "
-          + ", ".join(f"{r[0]} {s:.1f}" for r, s in zip(rows, sps)))
+    for mode in MODES:
+        hits = sum(figs[t][mode]["spare_hits"] for t in tasks)
+        preloads = sum(figs[t][mode]["preload_hits"] for t in tasks)
+        resets = sum(figs[t][mode]["resets"] for t in tasks)
+        print(f"{mode}: spare contexts taken {hits}/{resets} resets, preloaded pages {preloads}/{resets}")
+    print("steps/s (hover + observation), preloaded: "
+          + ", ".join(f"{t} {figs[t]['preloaded']['steps_per_s']:.1f}" for t in tasks))
     print(f"PSS per live env: envh {mem['rss_per_live_env_mb']:.0f} MB (+ {mem['shared_browser_rss_mb']:.0f} MB "
           f"shared browser), baseline {base_mem:.0f} MB")
-    ratio = statistics.fmean(ratios)
-    print(json.dumps({"ratio": round(ratio, 4), "ratio_worst_task": round(max(ratios), 4),
-                      "ratio_back_to_back": round(statistics.fmean(ratios_b2b), 4),
-                      "ratio_context_at_reset": round(statistics.fmean(ratios_cold), 4),
-                      "baseline": "playwright-launch-per-episode",
-                      "per_task": {r[0]: {"baseline_mean_s": round(r[1]["mean"], 4),
-                                          "envh_mean_s": round(r[2]["episode_loop"]["mean"], 4),
-                                          "envh_p50_s": round(r[2]["episode_loop"]["p50"], 4),
-                                          "envh_p90_s": round(r[2]["episode_loop"]["p90"], 4)} for r in rows},
-                      "steps_per_s": round(statistics.fmean(sps), 2),
-                      "pss_per_live_env_mb": round(mem["rss_per_live_env_mb"], 1),
-                      "baseline_pss_per_env_mb": round(base_mem, 1),
-                      "load_average": [round(load0, 1), round(load1, 1)]}))
+    loop = [ratio(t, "preloaded", "episode_loop") for t in tasks]
+    print(json.dumps({
+        "ratio": round(statistics.fmean(loop), 4), "ratio_worst_task": round(max(loop), 4),
+        "ratio_back_to_back": round(statistics.fmean(ratio(t, "preloaded", "back_to_back") for t in tasks), 4),
+        "ratio_blank_spare": round(statistics.fmean(ratio(t, "blank spare", "episode_loop") for t in tasks), 4),
+        "ratio_context_at_reset": round(statistics.fmean(ratio(t, "at reset", "episode_loop") for t in tasks), 4),
+        "baseline": "playwright-launch-per-episode",
+        "per_task": {t: {"baseline_mean_s": round(bases[t]["mean"], 4),
+                         **{f"{mode}_{kind}_ratio": round(ratio(t, mode, kind), 4)
+                            for mode in MODES for kind in ("episode_loop", "back_to_back")},
+                         "preloaded_episode_loop_p50_s": round(figs[t]["preloaded"]["episode_loop"]["p50"], 4),
+                         "preloaded_episode_loop_p90_s": round(figs[t]["preloaded"]["episode_loop"]["p90"], 4)}
+                     for t in tasks},
+        "steps_per_s": round(statistics.fmean(figs[t]["preloaded"]["steps_per_s"] for t in tasks), 2),
+        "pss_per_live_env_mb": round(mem["rss_per_live_env_mb"], 1),
+        "baseline_pss_per_env_mb": round(base_mem, 1),
+        "load_average": [round(load0, 1), round(load1, 1)]}))
 
 
 if __name__ == "__main__":

@@ -103,6 +103,7 @@ def test_a_spare_that_is_not_pristine_or_fits_other_options_is_not_used(demo_sit
     is thrown away: the episode gets a context made on the spot, with its own options."""
     import json
 
+    from envh_webarena.aio import unwrap
     from envh_webarena.runtime import shared_runtime
     from envh_webarena.session import BrowserSession
 
@@ -111,16 +112,16 @@ def test_a_spare_that_is_not_pristine_or_fits_other_options_is_not_used(demo_sit
     for spoil in ("navigate", "close"):
         runtime.make_spare()
         spare = runtime._spare
-        context_impl, page_impl = runtime.browser()._sync(spare.task)  # what only a bug could hold
+        context_raw, page_raw = spare.future.result()  # what only a bug could hold
         if spoil == "navigate":
-            runtime.browser()._sync(page_impl.goto(f"{shop}/", None, None, None))
+            runtime._driver.call(page_raw.goto, f"{shop}/")
         else:
-            runtime.browser()._sync(page_impl.close(None, None))
+            runtime._driver.call(page_raw.close)
         hits = runtime.spare_hits
         session = BrowserSession(runtime)
         try:
             assert runtime.spare_hits == hits and session.page.url == "about:blank"
-            assert session.context._impl_obj is not context_impl
+            assert unwrap(session.context) is not context_raw
         finally:
             session.close()
     # a spare made with the default options is not taken for a context with a storage state
@@ -185,7 +186,7 @@ def test_a_spare_whose_renderer_died_is_replaced(demo_sites) -> None:
     first.close()
     before = _renderers(runtime.pid)  # type: ignore[arg-type]
     runtime.make_spare()
-    runtime.browser()._sync(runtime._spare.task)  # the spare's page exists: its renderer too
+    runtime._spare.future.result()  # the spare's page exists: its renderer too
     new = _renderers(runtime.pid) - before  # type: ignore[arg-type]
     assert new  # the spare page's renderer (and any Chromium started beside it): all killed
     for pid in new:

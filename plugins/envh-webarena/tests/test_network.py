@@ -120,7 +120,7 @@ def test_no_dns_lookup_but_for_allowed_hosts(tmp_path) -> None:
         runtime = BrowserRuntime(extra_hosts=("allowed.envh-test.invalid",),
                                  extra_args=(f"--log-net-log={netlog}", "--net-log-capture-mode=Everything"))
         try:
-            context, page = runtime.open_context()
+            context, page, _, _ = runtime.open_context()
             # and a context with no proxy at all: the resolver rules hold without it
             direct = runtime.new_context(proxy={"server": DEAD_PROXY, "bypass": "*"})
             for p in (page, direct.new_page()):

@@ -111,7 +111,7 @@ def run(session: BrowserSession, tool: str, args: dict[str, Any]) -> dict[str, A
         session.check_alive()
         raise ActionError(f"{tool} timed out: {_first_line(exc)}") from exc
     except Error as exc:
-        if is_browser_gone(exc) or session.crashed or not session.runtime.alive():
+        if is_browser_gone(exc) or session.crashed or not session.browser_alive():
             session.check_alive()
             raise errors.InfraError(f"The browser went away during {tool}: {_first_line(exc)}") from exc
         raise ActionError(f"{tool} failed: {_first_line(exc)}") from exc

@@ -17,6 +17,7 @@ their children are, one level up. The text is bounded (``max_chars``).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 MARK_JS = """(prefix) => {
@@ -165,7 +166,8 @@ def render(ax_nodes: list[dict[str, Any]], dom_root: dict[str, Any], *, max_char
     return text, shown
 
 
-def snapshot(page: Any, cdp: Any, *, max_chars: int) -> tuple[str, list[str]]:
+def snapshot(page: Any, cdp: Any, *, max_chars: int,
+             raw: Callable[[list[tuple[str, dict[str, Any]]]], list[Any]] | None = None) -> tuple[str, list[str]]:
     """Mark the page's elements with bids (frame-prefixed inside iframes, as BrowserGym
     does) and render its accessibility tree with every iframe's tree inside its
     ``Iframe`` node: same-process frames through the page's CDP session, out-of-process
@@ -173,15 +175,37 @@ def snapshot(page: Any, cdp: Any, *, max_chars: int) -> tuple[str, list[str]]:
     of their own, whose node ids are kept apart by frame id."""
     from playwright.sync_api import Error
 
-    for i, frame in enumerate(page.frames):
+    from envh_webarena.aio import call_all
+
+    # 1. bids into every frame, and the frame ids (all requests at once)
+    frames = page.frames
+    marked = call_all([*((f, "evaluate", (MARK_JS, frame_prefix(i))) for i, f in enumerate(frames)),
+                       (cdp, "send", ("Page.getFrameTree",))])
+    if isinstance(marked[0], Exception):
+        raise marked[0]  # the main frame is the page: it must be readable
+    child_ids = _frame_ids(marked[-1])[1:MAX_FRAMES + 1]
+    # 2. the DOM, the page's tree and each child frame's tree, at once (a frame in another
+    # process answers with an error here: it is read through its own session below)
+    # (through a connection of our own when there is one: rawcdp.py; then DOM.disable, so
+    # the page's DOM changes are not streamed to us until the next observation)
+    reads = [("DOM.getDocument", {"depth": -1, "pierce": True}), ("Accessibility.getFullAXTree", {}),
+             *(("Accessibility.getFullAXTree", {"frameId": fid}) for fid in child_ids), ("DOM.disable", {})]
+    got = None
+    if raw is not None:
         try:
-            frame.evaluate(MARK_JS, frame_prefix(i))
-        except Error:
-            if frame is page.main_frame:
-                raise
-    root = cdp.send("DOM.getDocument", {"depth": -1, "pierce": True}).get("root", {})
+            got = raw(reads)
+        except Exception:  # noqa: BLE001 - read through Playwright's session instead
+            got = None
+    if got is None:
+        got = call_all([(cdp, "send", (method, params)) for method, params in reads])
+    got = got[:-1]
+    for answer in got[:2]:
+        if isinstance(answer, Exception):
+            raise answer
+    prefetched = dict(zip(child_ids, got[2:]))
+    root = got[0].get("root", {})
     bids: dict[Any, str] = dict(_bid_map(root))
-    nodes = _namespaced(cdp.send("Accessibility.getFullAXTree").get("nodes", []), "main")
+    nodes = _namespaced(got[1].get("nodes", []), "main")
     by_backend = {n.get("backendDOMNodeId"): n for n in nodes}
     remote: dict[str, Any] | None = None  # frame id -> CDP session of an out-of-process frame
     # (document, its session, the prefix its backend ids carry: None in the page's renderer)
@@ -194,8 +218,12 @@ def snapshot(page: Any, cdp: Any, *, max_chars: int) -> tuple[str, list[str]]:
                 if holder is None:
                     continue
                 try:
-                    sub = _namespaced(session.send("Accessibility.getFullAXTree", {"frameId": frame_id})
-                                      .get("nodes", []), frame_id)
+                    answer = prefetched.pop(frame_id, None) if session is cdp else None
+                    if isinstance(answer, Exception):
+                        raise answer
+                    if answer is None:
+                        answer = session.send("Accessibility.getFullAXTree", {"frameId": frame_id})
+                    sub = _namespaced(answer.get("nodes", []), frame_id)
                     sub_prefix = prefix
                 except Error:
                     if remote is None:
@@ -228,6 +256,21 @@ def snapshot(page: Any, cdp: Any, *, max_chars: int) -> tuple[str, list[str]]:
             except Error:
                 pass
     return render(nodes, root, max_chars=max_chars, bids=bids)
+
+
+def _frame_ids(tree: Any) -> list[str]:
+    """Frame ids of a ``Page.getFrameTree`` answer, the main frame first (none on an error)."""
+    if not isinstance(tree, dict):
+        return []
+    out: list[str] = []
+    stack = [tree.get("frameTree", {})]
+    while stack and len(out) <= MAX_FRAMES:
+        node = stack.pop()
+        fid = node.get("frame", {}).get("id")
+        if fid:
+            out.append(fid)
+        stack.extend(reversed(node.get("childFrames", [])))
+    return out
 
 
 def _remote_sessions(page: Any) -> dict[str, Any]:

@@ -97,8 +97,20 @@ class BrowserBridge(Bridge):
         """Extra ``new_context`` options for this task (storage state, viewport)."""
         return {}
 
+    def _preload_url(self, task: TaskRef) -> str | None:
+        """The page an episode of ``task`` starts on, when loading it starts nothing (no
+        episode code runs on load): the context made ahead for the next episode has it
+        loaded already when the next episode plays the same task (``spare.py``)."""
+        return None
+
+    def _prefetch_urls(self, task: TaskRef) -> list[str]:
+        """Files the start of ``task`` loads beyond its page (frames): the context made ahead
+        fetches them into its cache after preloading the page."""
+        return []
+
     def _open(self, task: TaskRef, seed: int | None, options: dict[str, Any]) -> str:
-        """Load the task in ``self.session``; return the goal text."""
+        """Load the task in ``self.session`` (``session.preloaded``: it is loaded already);
+        return the goal text."""
         raise NotImplementedError
 
     def _after_action(self, tool: str, outcome: dict[str, Any]) -> tuple[float, bool]:
@@ -119,11 +131,12 @@ class BrowserBridge(Bridge):
         runtime.browser()  # (re)launched before the watchdog starts, so it watches this browser
         try:
             with runtime.watchdog(self.hang_timeout_s, f"{self.name}: loading {task}"):
+                preload = self._preload_url(task)
                 self.session = BrowserSession(runtime, action_timeout_ms=self.action_timeout_ms,
-                                              **context_options)
+                                              preload=preload, **context_options)
                 self.goal = self._open(task, seed, options)
                 self._obs = self._observe_now()
-                runtime.make_spare()
+                runtime.make_spare(preload, prefetch=self._prefetch_urls(task))
         except errors.EnvhError:
             self._close_session()
             raise
@@ -141,7 +154,7 @@ class BrowserBridge(Bridge):
         self.last_action = {"tool": action.tool, "args": dict(action.args)}
         info: dict[str, Any] = {}
         try:
-            with self.session.runtime.watchdog(self.hang_timeout_s, f"{self.name}: {action.tool}"):
+            with self.session.watchdog(self.hang_timeout_s, f"{self.name}: {action.tool}"):
                 try:
                     outcome = actions.run(self.session, action.tool, dict(action.args))
                     self.last_error = ""
@@ -162,7 +175,7 @@ class BrowserBridge(Bridge):
             self._close_session()
             raise
         except Exception as exc:
-            if self.session is not None and not self.session.runtime.alive():
+            if self.session is not None and not self.session.browser_alive():
                 self._close_session()
                 raise errors.InfraError(f"{self.name}: the browser died during {action.tool}: {exc}") from exc
             raise

@@ -44,6 +44,16 @@ class LocalServer:
         self.close()
 
 
-def serve_directory(directory: str) -> LocalServer:
-    """Serve a directory's files read-only on 127.0.0.1."""
-    return LocalServer(functools.partial(QuietStaticHandler, directory=directory))
+class CachedStaticHandler(QuietStaticHandler):
+    """Static files a browser may keep for an hour (files that do not change while served)."""
+
+    def end_headers(self) -> None:
+        self.send_header("Cache-Control", "max-age=3600")
+        super().end_headers()
+
+
+def serve_directory(directory: str, *, cacheable: bool = False) -> LocalServer:
+    """Serve a directory's files read-only on 127.0.0.1 (``cacheable``: with an hour's
+    ``Cache-Control``, for files that do not change while served)."""
+    handler = CachedStaticHandler if cacheable else QuietStaticHandler
+    return LocalServer(functools.partial(handler, directory=directory))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import secrets
 import threading
-import time
 from typing import Any
 
 from envh import EvaluationResult, TaskRef, errors
@@ -24,7 +23,9 @@ from envh_webarena.httpserve import LocalServer, serve_directory
 
 SUITE = "miniwob"
 SPLIT = "default"
-_START_JS = """([seed, css, nonce]) => {
+# Start, wait until the task is ready (the flight tasks load their form in an iframe) and
+# read the utterance: one round trip.
+_START_JS = """async ([seed, css, nonce, waitMs]) => {
   window.__envhEpisode = nonce;
   const style = document.createElement('style');
   style.textContent = css;
@@ -32,7 +33,13 @@ _START_JS = """([seed, css, nonce]) => {
   if (seed !== null) Math.seedrandom(seed);
   core.EPISODE_MAX_TIME = 2147483647;
   core.startEpisodeReal();
-  return !!WOB_TASK_READY;
+  const t0 = Date.now();
+  while (!WOB_TASK_READY) {
+    if (Date.now() - t0 > waitMs) return {ready: false, utterance: null};
+    await new Promise(ok => setTimeout(ok, 10));
+  }
+  const u = core.getUtterance();
+  return {ready: true, utterance: String(u !== null && typeof u === 'object' ? (u.utterance || '') : u)};
 }"""
 # The nonce is written into the task page at start and checked on every read: a page the
 # policy loaded into the task's tab (another task from the same server, a reload for a
@@ -40,6 +47,8 @@ _START_JS = """([seed, css, nonce]) => {
 _STATUS_JS = """(nonce) => window.__envhEpisode !== nonce ? null : ({done: !!WOB_DONE_GLOBAL, raw: Number(WOB_RAW_REWARD_GLOBAL) || 0,
   reward: Number(WOB_REWARD_GLOBAL) || 0, reason: (typeof WOB_REWARD_REASON === 'undefined' ? null
   : (WOB_REWARD_REASON === null ? null : String(WOB_REWARD_REASON))), ready: !!WOB_TASK_READY})"""
+# What a task's frames loaded (the flight tasks load their form in an iframe at start).
+_LOADED_JS = """() => [location.href, ...performance.getEntriesByType('resource').map(e => e.name)]"""
 # The score board (last reward, time left) is the harness's, not the task's: its clock would
 # make observations differ between identical episodes.
 _HIDE_CSS = "#reward-display { display: none !important; }"
@@ -85,23 +94,32 @@ def task_server() -> LocalServer:
     with _SERVER_LOCK:
         server = _SERVER.get(os.getpid())
         if server is None:
-            server = _SERVER[os.getpid()] = serve_directory(html_dir())
+            # the wheel's pages do not change while served: a context made ahead can fetch a
+            # task's frame ahead and the episode's start finds it in the browser's cache
+            server = _SERVER[os.getpid()] = serve_directory(html_dir(), cacheable=True)
         return server
 
 
 def start_task(page: Any, name: str, seed: int | None, nonce: str) -> str:
-    """Start the task loaded in ``page`` (style, seed, episode start in one round trip),
-    wait until it is ready, and return its utterance."""
-    ready = page.evaluate(_START_JS, [seed, _HIDE_CSS, nonce])
-    deadline = time.monotonic() + 5
-    while not ready and not page.evaluate("() => !!WOB_TASK_READY"):
-        if time.monotonic() > deadline:
-            raise errors.EnvError(f"miniwob task {name} did not become ready within 5 s")
-        page.wait_for_timeout(20)
-    utterance = page.evaluate("() => core.getUtterance()")
-    if isinstance(utterance, dict):
-        utterance = utterance.get("utterance", "")
-    return str(utterance)
+    """Start the task loaded in ``page`` (style, seed, episode start), wait until it is
+    ready and return its utterance: one round trip."""
+    started = page.evaluate(_START_JS, [seed, _HIDE_CSS, nonce, 5000])
+    if not started["ready"]:
+        raise errors.EnvError(f"miniwob task {name} did not become ready within 5 s")
+    return str(started["utterance"])
+
+
+def _frame_files(page: Any, origin: str) -> list[str]:
+    """The task server's files the page's frames (not the page itself) loaded."""
+    from playwright.sync_api import Error
+
+    out: list[str] = []
+    for frame in page.frames[1:20]:
+        try:
+            out += [u for u in frame.evaluate(_LOADED_JS) if isinstance(u, str) and u.startswith(origin + "/")]
+        except Error:
+            continue
+    return sorted(set(out))[:200]
 
 
 class MiniwobEnv(BrowserBridge):
@@ -128,6 +146,7 @@ class MiniwobEnv(BrowserBridge):
         self.status: dict[str, Any] = {"done": False, "raw": 0.0, "reward": 0.0, "reason": None}
         self._task_page: Any = None
         self._nonce = ""
+        self._frame_files: dict[str, list[str]] = {}  # task -> what its start loaded in frames
 
     def list_tasks(self, split: str | None = None) -> list[TaskRef]:
         if split not in (None, SPLIT):
@@ -144,6 +163,17 @@ class MiniwobEnv(BrowserBridge):
 
         return miniwob_task_for(self, params, rng)
 
+    def _preload_url(self, task: TaskRef) -> str | None:
+        # a task page's load only shows the START cover: the episode (its random draw,
+        # its clock) starts with the reset's seed in start_task
+        path = registered_tasks().get(task.instance_id)
+        return None if task.suite != SUITE or path is None else f"{task_server().url}/{path}"
+
+    def _prefetch_urls(self, task: TaskRef) -> list[str]:
+        # what starting the task loaded into frames: fetched into the next context's cache
+        # (files only: nothing runs), so the next start does not wait for the task server
+        return self._frame_files.get(task.instance_id, [])
+
     def _open(self, task: TaskRef, seed: int | None, options: dict[str, Any]) -> str:
         path = registered_tasks().get(task.instance_id)
         if task.suite != SUITE or path is None:
@@ -151,9 +181,12 @@ class MiniwobEnv(BrowserBridge):
         assert self.session is not None
         page = self.session.page
         self._task_page = page
-        page.goto(f"{task_server().url}/{path}", wait_until="load")
+        if not self.session.preloaded:
+            page.goto(f"{task_server().url}/{path}", wait_until="load")
         self._nonce = secrets.token_hex(16)
         utterance = start_task(page, task.instance_id, seed, self._nonce)
+        if task.instance_id not in self._frame_files:
+            self._frame_files[task.instance_id] = _frame_files(page, task_server().url)
         self.status = {"done": False, "raw": 0.0, "reward": 0.0, "reason": None}
         return utterance
 

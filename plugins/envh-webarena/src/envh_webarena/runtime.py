@@ -2,7 +2,8 @@
 
 Chromium is the system build (``/usr/bin/chromium``, or ``$ENVH_CHROMIUM``), started by
 this module as a child process with a DevTools port on 127.0.0.1; Playwright attaches to it
-over CDP. Owning the process means the runtime knows its pid, can tell a dead browser from a
+over CDP, through its public async API on a thread of its own (``aio.py``), so the next
+episode's context can be made while the policy thinks (``spare.py``). Owning the process means the runtime knows its pid, can tell a dead browser from a
 policy mistake, and kills only what it started. A reset opens a fresh browser context
 (isolated cookies and storage) instead of a browser, so it costs milliseconds, not a launch.
 
@@ -24,11 +25,13 @@ import subprocess
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
 from envh import errors
 
+from envh_webarena.aio import Driver
 from envh_webarena.spare import Spare, options_key
 
 CHROMIUM_ARGS = (
@@ -82,14 +85,21 @@ class BrowserRuntime:
         self.extra_args = tuple(extra_args)
         self._resolvable: frozenset[str] = frozenset()
         self.launches = 0
-        self._pw: Any = None
+        self._driver: Driver | None = None
+        self.devtools_port: int | None = None  # Chromium's DevTools endpoint (127.0.0.1)
         self._browser: Any = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._profile: str | None = None
-        self._owner = threading.get_ident()
+        self._owner = threading.current_thread()
+        self._live: dict[int, int] = {}  # browser pid -> episodes (sessions) open on it
+        # browsers replaced by a relaunch while episodes still ran on them: pid -> (process,
+        # browser, profile), stopped when their last episode closes
+        self._retired: dict[int, tuple[subprocess.Popen[bytes], Any, str | None]] = {}
         self._spare: Spare | None = None
         self.make_ahead = True  # keep a context + page made ahead for the next episode
+        self.preload = True  # ... with the page the bridge expects the next episode to start on
         self.spare_hits = 0  # episodes that got a context made ahead
+        self.preload_hits = 0  # ... whose page was already loaded
         self._next: tuple[str, dict[str, Any]] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -99,16 +109,20 @@ class BrowserRuntime:
         return None if self._proc is None else self._proc.pid
 
     def alive(self) -> bool:
-        return (self._proc is not None and self._proc.poll() is None
-                and self._browser is not None and self._browser.is_connected())
+        return self.is_alive(self._proc, self._browser)
+
+    @staticmethod
+    def is_alive(proc: subprocess.Popen[bytes] | None, browser: Any) -> bool:
+        """Whether ``proc`` runs and ``browser`` (its connection) is connected."""
+        return proc is not None and proc.poll() is None and browser is not None and browser.is_connected()
 
     def browser(self) -> Any:
         """The connected browser, launched (or relaunched after a death) on demand."""
-        if threading.get_ident() != self._owner:
+        if threading.current_thread() is not self._owner:
             raise errors.InfraError("A BrowserRuntime is bound to the thread that made it; "
                                     "use shared_runtime() in each worker thread.")
         if self.block_external and self.alive() and not _host_names(self.extra_hosts) <= self._resolvable:
-            self._stop_browser()  # a host name was allowed since the launch: the resolver rules change
+            self._retire_browser()  # a host name was allowed since the launch: the resolver rules change
         if not self.alive():
             self._stop_browser()
             self._launch()
@@ -130,7 +144,7 @@ class BrowserRuntime:
         return [f"--host-resolver-rules={rules}", f"--proxy-server={DEAD_PROXY}", f"--proxy-bypass-list={bypass}"]
 
     def _launch(self) -> None:
-        from playwright.sync_api import Error, sync_playwright
+        from playwright.async_api import Error
 
         exe = self.executable or chromium_path()
         self._profile = tempfile.mkdtemp(prefix="envh-webarena-chromium-")
@@ -142,10 +156,11 @@ class BrowserRuntime:
                                       stderr=subprocess.PIPE, start_new_session=True,
                                       preexec_fn=_die_with_parent)
         endpoint = self._read_endpoint(self._proc)
-        if self._pw is None:
-            self._pw = sync_playwright().start()
+        self.devtools_port = int(endpoint.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
         try:
-            self._browser = self._pw.chromium.connect_over_cdp(endpoint, timeout=30_000)
+            if self._driver is None:
+                self._driver = Driver()
+            self._browser = self._driver.playwright.chromium.connect_over_cdp(endpoint, timeout=30_000)
         except Error as exc:
             self._stop_browser()
             raise errors.InfraError(f"Could not attach to Chromium at {endpoint}: {exc}") from exc
@@ -188,7 +203,7 @@ class BrowserRuntime:
 
     def new_context(self, **options: Any) -> Any:
         """A fresh browser context (isolated cookies and storage) on the live browser."""
-        from playwright.sync_api import Error
+        from playwright.async_api import Error
 
         browser = self.browser()
         try:
@@ -196,24 +211,44 @@ class BrowserRuntime:
         except Error as exc:
             raise errors.InfraError(f"Chromium (pid {self.pid}) could not open a context: {exc}") from exc
 
-    def open_context(self, **options: Any) -> tuple[Any, Any]:
-        """A fresh context and its first (blank) page for an episode: the spare made ahead
-        when it was made with the same options (``spare.py``), else made now; then the
-        next spare is asked for."""
-        from playwright.sync_api import Error
+    def _retire_browser(self) -> None:
+        """Leave the browser to the episodes still open on it (another bridge's, in this
+        thread) and forget it here: the next ``browser()`` launches a new one, and this one
+        is stopped when its last episode closes (``close_context``)."""
+        if not self._live.get(self.pid or -1):
+            self._stop_browser()
+            return
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.discard()
+        assert self._proc is not None
+        self._retired[self._proc.pid] = (self._proc, self._browser, self._profile)
+        self._proc, self._browser, self._profile = None, None, None
+
+    def open_context(self, *, preload: str | None = None, **options: Any) -> tuple[Any, Any, bool, Any]:
+        """A fresh context and its first page for an episode, whether that page is already
+        at ``preload``, and the page's CDP channels if they were opened ahead (else None):
+        the spare made ahead when it was made with the same options and preloaded with the
+        same URL (``spare.py``), else a context made now (its page blank). The next
+        ``make_spare`` makes one like it."""
+        from playwright.async_api import Error
 
         browser = self.browser()
         options = self._options(options)
         key = options_key(options)
         spare, self._spare = self._spare, None
-        got = None
+        got, preloaded, channels = None, False, None
         if spare is not None:
-            if spare.key == key and spare.browser is browser:
+            wanted = preload if self.preload else None
+            if self.make_ahead and spare.key == key and spare.browser is browser and spare.url == wanted:
                 got = spare.take()
             else:
                 spare.discard()
         if got is not None:
+            assert spare is not None
+            preloaded, channels = spare.url is not None, spare.channels
             self.spare_hits += 1
+            self.preload_hits += preloaded
         else:
             try:
                 context = browser.new_context(**options)
@@ -221,18 +256,44 @@ class BrowserRuntime:
             except Error as exc:
                 raise errors.InfraError(f"Chromium (pid {self.pid}) could not open a context: {exc}") from exc
         self._next = (key, options)
-        return got
+        assert self._proc is not None
+        self._live[self._proc.pid] = self._live.get(self._proc.pid, 0) + 1
+        return got[0], got[1], preloaded, channels
 
-    def make_spare(self) -> None:
-        """Ask for the next episode's context and page now, without waiting for them
-        (``spare.py``): called once an episode's first observation is out, so the work
-        overlaps the policy's turn instead of the reset."""
+    def make_spare(self, preload: str | None = None, *, prefetch: list[str] | tuple[str, ...] = ()) -> None:
+        """Start making the next episode's context and page (with ``preload`` loaded in it,
+        and the files ``prefetch`` names fetched into its cache, if given and
+        ``self.preload``) on the driver's loop and return at once (``spare.py``):
+        called once an episode's first observation is out, so the work overlaps the
+        policy's turn instead of the next reset."""
         if not self.make_ahead or self._spare is not None or self._next is None or not self.alive():
             return
+        assert self._driver is not None
         key, options = self._next
-        self._spare = Spare.make(self._browser, key, options)
-        if self._spare is not None:
-            self._spare.send()
+        if not self.preload:
+            preload, prefetch = None, ()
+        self._spare = Spare(self._driver, self._browser, key, options, preload, tuple(prefetch) if preload else (),
+                            port=self.devtools_port)
+
+    def close_context(self, context: Any, pid: int | None = None) -> None:
+        """Close an episode's context (opened on the browser with ``pid``) without waiting
+        for it: the browser disposes of it while the next episode starts; nothing can reach
+        it any more. A replaced browser whose last episode this was is stopped."""
+        from envh_webarena.aio import unwrap
+
+        if pid is not None and pid in self._live:
+            self._live[pid] -= 1
+            if self._live[pid] <= 0:
+                del self._live[pid]
+                if pid in self._retired:
+                    _stop(*self._retired.pop(pid))
+                    return
+        if self._driver is None:
+            return
+        try:
+            self._driver.submit(_close_quietly(unwrap(context)))
+        except RuntimeError:  # the runtime was closed: the context is gone with the browser
+            pass
 
     def kill(self) -> None:
         """Kill the browser process (SIGKILL); the next ``browser()`` relaunches it."""
@@ -241,12 +302,13 @@ class BrowserRuntime:
             self._proc.wait(timeout=10)
 
     @contextlib.contextmanager
-    def watchdog(self, seconds: float, what: str) -> Iterator[None]:
+    def watchdog(self, seconds: float, what: str, proc: subprocess.Popen[bytes] | None = None) -> Iterator[None]:
         """Bound a call into the browser: past ``seconds`` the browser is killed from a
         timer thread (a page spinning in JavaScript blocks ``evaluate`` and CDP calls for
         ever, and nothing in this thread can interrupt them), so the call fails and the
-        caller raises ``InfraError``; the next episode relaunches the browser."""
-        proc = self._proc
+        caller raises ``InfraError``; the next episode relaunches the browser. ``proc``: the
+        browser to kill (default: the current one)."""
+        proc = proc or self._proc
         fired = threading.Event()
 
         def fire() -> None:
@@ -297,14 +359,39 @@ class BrowserRuntime:
             self._profile = None
 
     def close(self) -> None:
-        """Close the browser and the Playwright driver. Idempotent."""
+        """Close the browser (and any replaced one) and the Playwright driver. Idempotent."""
         self._stop_browser()
-        pw, self._pw = self._pw, None
-        if pw is not None:
-            try:
-                pw.stop()
-            except Exception:  # noqa: BLE001 - the driver may already be gone at exit
-                pass
+        retired, self._retired, self._live = self._retired, {}, {}
+        for proc, browser, profile in retired.values():
+            _stop(proc, browser, profile)
+        driver, self._driver = self._driver, None
+        if driver is not None:
+            driver.stop()
+
+
+def _stop(proc: subprocess.Popen[bytes], browser: Any, profile: str | None) -> None:
+    """Stop a replaced browser: its connection, its process group, its profile."""
+    try:
+        browser.close()
+    except Exception:  # noqa: BLE001 - already gone: nothing left to close
+        pass
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait(timeout=10)
+    if proc.stderr is not None:
+        proc.stderr.close()
+    if profile:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+async def _close_quietly(context: Any) -> None:
+    try:
+        await context.close()
+    except Exception:  # noqa: BLE001 - a dead browser took the context with it
+        pass
 
 
 def _host_part(entry: str) -> str:
@@ -337,32 +424,42 @@ def _drain(stream: Any) -> None:
         pass
 
 
-_RUNTIMES: dict[tuple[int, int], BrowserRuntime] = {}
+# (pid, thread id) -> the thread and its runtime: a thread id is reused once its thread
+# ended, so the thread itself is kept (weakly) to tell the two apart
+_RUNTIMES: dict[tuple[int, int], tuple[weakref.ref[threading.Thread], BrowserRuntime]] = {}
 _LOCK = threading.Lock()
 
 
 def shared_runtime(*, extra_hosts: tuple[str, ...] = ()) -> BrowserRuntime:
     """The runtime of this worker (process and thread): every bridge in it shares one browser.
 
-    Hosts asked for by a later caller widen the allow-list of contexts opened from then on.
+    Hosts asked for by a later caller widen the allow-list of contexts opened from then on
+    (a host name relaunches the browser; episodes open on the old one finish on it).
+    Runtimes of threads that ended are closed here (their browsers stopped).
     """
+    me = threading.current_thread()
     key = (os.getpid(), threading.get_ident())
     with _LOCK:
-        rt = _RUNTIMES.get(key)
-        if rt is None:
-            rt = _RUNTIMES[key] = BrowserRuntime()
+        ended = [k for k, (ref, _) in _RUNTIMES.items()
+                 if k[0] == key[0] and (ref() is None or not ref().is_alive() or (k == key and ref() is not me))]
+        stale = [_RUNTIMES.pop(k)[1] for k in ended]
+        entry = _RUNTIMES.get(key)
+        if entry is None:
+            entry = _RUNTIMES[key] = (weakref.ref(me), BrowserRuntime())
+        rt = entry[1]
         missing = tuple(h for h in extra_hosts if h not in rt.extra_hosts)
         if missing:
             rt.extra_hosts += missing
-        return rt
+    for old in stale:
+        old.close()
+    return rt
 
 
 def close_shared_runtimes() -> None:
     """Close every runtime this process made (at exit, or in a test's teardown)."""
     with _LOCK:
-        runtimes = [rt for (pid, _), rt in _RUNTIMES.items() if pid == os.getpid()]
-        for key in [k for k in _RUNTIMES if k[0] == os.getpid()]:
-            del _RUNTIMES[key]
+        keys = [k for k in _RUNTIMES if k[0] == os.getpid()]
+        runtimes = [_RUNTIMES.pop(k)[1] for k in keys]
     for rt in runtimes:
         rt.close()
 

@@ -16,22 +16,29 @@ class BrowserSession:
     :param runtime: the worker's browser runtime.
     :param action_timeout_ms: how long an action waits for its element to be actionable.
     :param navigation_timeout_ms: how long a navigation may take.
+    :param preload: the URL the episode starts on: a context made ahead may have it loaded
+        already (``preloaded`` says whether it has; else the page is blank).
     :param context_options: passed to ``browser.new_context`` (``storage_state``, viewport...).
     """
 
     def __init__(self, runtime: BrowserRuntime, *, action_timeout_ms: int = 3000,
-                 navigation_timeout_ms: int = 15_000, **context_options: Any) -> None:
+                 navigation_timeout_ms: int = 15_000, preload: str | None = None, **context_options: Any) -> None:
         self.runtime = runtime
-        self.context, first = runtime.open_context(**context_options)
+        self.context, first, self.preloaded, channels = runtime.open_context(preload=preload, **context_options)
+        # the browser this episode runs on (a relaunch for another bridge leaves it to the episode)
+        self.proc, self.browser, self.port = runtime._proc, runtime._browser, runtime.devtools_port
         self.context.set_default_timeout(action_timeout_ms)
         self.context.set_default_navigation_timeout(navigation_timeout_ms)
         self.crashed = False
         self.probing = False  # the verifier's own pages are not the policy's tabs
         self.pages: list[Any] = []
         self.active = 0
-        self._cdp: dict[int, Any] = {}
+        # per page: its Playwright CDP session and a DevTools connection of our own (rawcdp.py)
+        self._cdp: dict[int, tuple[Any, Any]] = {}
         self.context.on("page", self._on_page)
         self._on_page(first)
+        if channels is not None:  # opened with the context made ahead
+            self._cdp[id(first)] = channels
 
     def _on_page(self, page: Any) -> None:
         if page in self.pages or self.probing:
@@ -75,13 +82,41 @@ class BrowserSession:
         self.page.close()
         self._prune()
 
+    def browser_alive(self) -> bool:
+        """Whether the browser this episode runs on is alive."""
+        return self.runtime.is_alive(self.proc, self.browser)
+
+    def watchdog(self, seconds: float, what: str) -> Any:
+        """``runtime.watchdog`` for this episode's browser."""
+        return self.runtime.watchdog(seconds, what, proc=self.proc)
+
     def check_alive(self) -> None:
         """Raise ``InfraError`` when the browser died or the active page crashed."""
         if self.crashed:
             raise errors.InfraError("The page crashed (renderer gone); the next episode opens a new one.")
-        if not self.runtime.alive():
-            raise errors.InfraError(f"Chromium (pid {self.runtime.pid}) died mid-episode; "
+        if not self.browser_alive():
+            raise errors.InfraError(f"Chromium (pid {self.proc.pid if self.proc else None}) died mid-episode; "
                                     "the next reset relaunches it.")
+
+    def _channels(self, page: Any, *, fresh: bool = False) -> tuple[Any, Any]:
+        from envh_webarena.aio import unwrap
+        from envh_webarena.rawcdp import open_channels
+
+        channels = self._cdp.get(id(page))
+        if channels is not None and fresh:
+            self._close_raw(channels[1])
+            channels = None
+        if channels is None:
+            driver = self.runtime._driver
+            assert driver is not None
+            channels = self._cdp[id(page)] = driver.call(open_channels, unwrap(self.context), unwrap(page), self.port)
+        return channels
+
+    def _read(self, page: Any, max_chars: int) -> tuple[str, list[str]]:
+        cdp, raw = self._channels(page)
+        driver = self.runtime._driver
+        send_all = None if raw is None or driver is None else (lambda calls: driver.call(raw.send_all, calls))
+        return axtree.snapshot(page, cdp, max_chars=max_chars, raw=send_all)
 
     def snapshot(self, *, max_chars: int) -> dict[str, Any]:
         """URL, title, tabs and the accessibility tree of the active tab."""
@@ -90,36 +125,38 @@ class BrowserSession:
         self.check_alive()
         page = self.page
         try:
-            cdp = self._cdp.get(id(page))
-            if cdp is None:
-                cdp = self._cdp[id(page)] = self.context.new_cdp_session(page)
-            tree, bids = axtree.snapshot(page, cdp, max_chars=max_chars)
-            tabs = [{"index": i, "url": p.url, "title": _title(p), "active": i == self.active}
-                    for i, p in enumerate(self.pages)]
-            return {"url": page.url, "title": _title(page), "tabs": tabs, "axtree": tree, "bids": bids}
+            tree, bids = self._read(page, max_chars)
         except Error as exc:
-            if is_browser_gone(exc) or self.crashed or not self.runtime.alive():
+            if is_browser_gone(exc) or self.crashed or not self.browser_alive():
                 raise errors.InfraError(f"The browser went away while reading the page: {exc}") from exc
             # the page navigated while we read it: read it once more after it settled
             try:
                 page.wait_for_load_state("domcontentloaded", timeout=5000)
-                self._cdp.pop(id(page), None)
-                cdp = self._cdp[id(page)] = self.context.new_cdp_session(page)
-                tree, bids = axtree.snapshot(page, cdp, max_chars=max_chars)
+                self._channels(page, fresh=True)
+                tree, bids = self._read(page, max_chars)
             except Error as again:
                 raise errors.InfraError(f"Could not read the page at {page.url}: {again}") from again
-            tabs = [{"index": i, "url": p.url, "title": _title(p), "active": i == self.active}
-                    for i, p in enumerate(self.pages)]
-            return {"url": page.url, "title": _title(page), "tabs": tabs, "axtree": tree, "bids": bids}
+        tabs = [{"index": i, "url": p.url, "title": _title(p), "active": i == self.active}
+                for i, p in enumerate(self.pages)]
+        active = next((t for t in tabs if t["active"]), None)
+        title = active["title"] if active else _title(page)
+        return {"url": page.url, "title": title, "tabs": tabs, "axtree": tree, "bids": bids}
+
+    def _close_raw(self, raw: Any) -> None:
+        if raw is not None and self.runtime._driver is not None:
+            try:
+                self.runtime._driver.submit(raw.close())
+            except RuntimeError:  # the runtime was closed: the connection went with it
+                pass
 
     def close(self) -> None:
+        """Close the context and its pages (in the background: nothing holds them any more)."""
         context, self.context = self.context, None
-        self.pages, self._cdp = [], {}
+        channels, self.pages, self._cdp = self._cdp, [], {}
+        for _, raw in channels.values():
+            self._close_raw(raw)
         if context is not None:
-            try:
-                context.close()
-            except Exception:  # noqa: BLE001 - a dead browser took the context with it
-                pass
+            self.runtime.close_context(context, self.proc.pid if self.proc else None)
 
 
 def _title(page: Any) -> str:

@@ -1,30 +1,34 @@
-"""A browser context with one blank page, made ahead for the next episode.
+"""A browser context made ahead for the next episode, its page already loaded.
 
-Opening a context is cheap; its first page is not: Chromium starts a renderer process for
-it (0.2–0.5 s on a busy machine), which was most of a reset. So when an episode takes its
-context, the runtime asks the browser for the next one without waiting for the answer.
-Playwright's sync API has no call that returns before its answer, so the request is queued
-as a task on the sync API's own event loop (what every sync call does, minus the wait):
-it goes out on the next call the episode makes, and Chromium starts the renderer in its own
-processes while the episode runs. The next reset takes the finished context.
+Opening a context is cheap; its first page is not: Chromium starts a renderer process for it
+(0.2–0.5 s on a busy machine), and loading the task page costs as much again. So once an
+episode's first observation is out, the runtime starts making the next one on the Playwright
+driver's own loop (``aio.py``): a context, its page, and — when the bridge names one — the
+page the next episode most likely starts on (the task it just started: GRPO groups and
+benchmarks repeat tasks), loaded up to its ``load`` event. This goes on while the policy
+thinks; the next reset takes it and only starts the episode.
 
-Isolation is that of any fresh context: nothing but its own blank page was ever in it,
-nothing outside this module holds it before it is taken, and it is taken at most once.
-A spare made with other options (a task with a storage state, a widened host list), one
-whose page closed, crashed or left ``about:blank``, or one from a browser that has since
-died is thrown away (closed in the background) and a context is made on the spot.
+Isolation is that of any fresh context: nothing but its own page was ever in it, nothing
+outside this module holds it before it is taken, and it is taken at most once. A spare is
+used only when it was made with the same options and preloaded with the same URL the reset
+asks for; one made with others (another task, a storage state, a widened host list), one
+whose page closed, crashed, failed to load or is no longer at the URL it loaded, one holding
+more than its one page, or one from a browser that has since died is thrown away (closed in
+the background) and a context is made on the spot.
 
-This reaches into Playwright's implementation objects (``_impl_obj``, ``_loop``, ``_sync``);
-if a Playwright release moves them, ``Spare.make`` returns None and every reset makes its
-context on the spot, as before: slower, never wrong.
+What the preloaded page ran is only what loading it runs, which a reset would have run too:
+a page whose load already starts the episode must not be preloaded (MiniWoB's pages only
+show their START cover on load; the episode starts with the reset's seed).
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 from typing import Any
+
+from envh_webarena.aio import Driver, unwrap
+from envh_webarena.rawcdp import open_channels
 
 
 def options_key(options: dict[str, Any]) -> str:
@@ -33,101 +37,92 @@ def options_key(options: dict[str, Any]) -> str:
 
 
 class Spare:
-    """One context + blank page being made (or made) on ``browser``; see the module doc."""
+    """One context + page being made (or made) on ``browser``; see the module doc.
 
-    def __init__(self, browser: Any, key: str, task: asyncio.Task[Any]) -> None:
-        self.browser, self.key, self.task = browser, key, task
+    :param url: load this page into it (``None``: the page stays ``about:blank``).
+    :param prefetch: then fetch these files into the context's cache (same origin as ``url``;
+        what the episode's start will load into frames).
+    """
+
+    def __init__(self, driver: Driver, browser: Any, key: str, options: dict[str, Any],
+                 url: str | None = None, prefetch: tuple[str, ...] = (), port: int | None = None) -> None:
+        self.driver, self.browser, self.key, self.url = driver, browser, key, url
         self.crashed = False
-        self._context_made: asyncio.Future[None] = task.get_loop().create_future()
-        task.add_done_callback(_retrieve)
-        task.add_done_callback(lambda _: _settle(self._context_made))
+        self.channels: tuple[Any, Any] | None = None  # the page's CDP channels, wrapped once taken
+        self._raw_channels: tuple[Any, Any] | None = None
+        self.future = driver.submit(self._build(unwrap(browser), dict(options), url, prefetch, port))
 
-    @classmethod
-    def make(cls, browser: Any, key: str, options: dict[str, Any]) -> Spare | None:
-        """Queue the requests for a context with ``options`` and its first page."""
+    async def _build(self, browser: Any, options: dict[str, Any], url: str | None,
+                     prefetch: tuple[str, ...], port: int | None) -> tuple[Any, Any]:
+        context = await browser.new_context(**options)
         try:
-            impl, loop = browser._impl_obj, browser._loop
-            params = inspect.signature(impl.new_context).parameters
-        except (AttributeError, TypeError, ValueError):
-            return None
-        if set(options) - set(params):
-            return None  # an option this Playwright does not know: let the sync call say so
-        kwargs = {name: options.get(name) for name in params}
-        spare: Spare
+            page = await context.new_page()
+            page.once("crash", lambda *_: setattr(self, "crashed", True))
+            if url is not None:
+                response = await page.goto(url, wait_until="load")
+                if response is None or not response.ok:  # the reset's own goto says what is wrong
+                    raise RuntimeError(f"preloading {url} answered {response and response.status}")
+                if prefetch:
+                    await page.evaluate(_PREFETCH_JS, list(prefetch))
+            self._raw_channels = await open_channels(context, page, port)  # the first observation's
+        except BaseException:
+            await _close(context)
+            raise
+        return context, page
 
-        async def build() -> tuple[Any, Any]:
-            try:
-                context = await impl.new_context(**kwargs)
-            finally:
-                _settle(spare._context_made)
-            try:
-                page = await context.new_page()
-            except BaseException:
-                await _close(context)
-                raise
-            page.once("crash", lambda *_: setattr(spare, "crashed", True))
-            return context, page
-
-        spare = cls(browser, key, loop.create_task(build()))
-        return spare
-
-    def send(self) -> None:
-        """Wait for the context (a few milliseconds), so the page request goes out now and
-        Chromium starts the page's renderer while the policy thinks, not during its next step."""
-        try:
-            self.browser._sync(self._context_made)
-        except Exception:  # noqa: BLE001 - the spare's own failure shows when it is taken
-            pass
+    def ready(self) -> bool:
+        """Whether it is made (or failed): taking it would not wait."""
+        return self.future.done()
 
     def take(self) -> tuple[Any, Any] | None:
-        """The context and its page (sync API objects), waiting for them if need be;
-        None when they cannot be used (closed, crashed, navigated, failed)."""
-        from playwright._impl._sync_base import mapping
-
+        """The context and its page (wrapped for sync use), waiting for them if need be;
+        None when they cannot be used (failed, closed, crashed, navigated, more pages)."""
         try:
-            context_impl, page_impl = self.browser._sync(self.task)
-            # one round trip into the page: a renderer that died while nobody called
-            # Playwright shows only now (its crash event comes with the next message)
-            self.browser._sync(page_impl.title())
+            context, page = self.future.result()
+            # one round trip into the page: a renderer that died while idle shows only now
+            usable = self.driver.call(self._check, context, page)
         except Exception:  # noqa: BLE001 - a failed spare is only a slower reset
+            usable = False
+        if not usable:
             self.discard()
             return None
-        if self.crashed or page_impl.is_closed() or page_impl.url != "about:blank" \
-                or len(context_impl.pages) != 1:
-            self.discard()
-            return None
-        return mapping.from_impl(context_impl), mapping.from_impl(page_impl)
+        if self._raw_channels is not None:
+            cdp, raw = self._raw_channels
+            self.channels = (self.driver.wrap(cdp), raw)
+        return self.driver.wrap(context), self.driver.wrap(page)
+
+    async def _check(self, context: Any, page: Any) -> bool:
+        await page.title()
+        want = "about:blank" if self.url is None else self.url
+        return not self.crashed and not page.is_closed() and page.url == want and len(context.pages) == 1
 
     def discard(self) -> None:
-        """Close the spare's context in the background (on the event loop's next turn)."""
-        task = self.task
+        """Close the spare's context in the background, once it is made."""
+        future = self.future
 
         async def close() -> None:
             try:
-                context, _ = await task
+                context, _ = await asyncio.wrap_future(future)
             except BaseException:  # noqa: BLE001 - nothing was made, nothing to close
                 return
+            if self._raw_channels is not None and self._raw_channels[1] is not None:
+                await self._raw_channels[1].close()
             await _close(context)
 
         try:
-            self.browser._loop.create_task(close()).add_done_callback(_retrieve)
+            self.driver.submit(close())
         except RuntimeError:  # the loop is closed: the browser and its contexts are gone
             pass
 
 
+# fetch and read each file (a response only read in part may not be cached); a failure is
+# only a miss: the episode's start loads the file itself
+_PREFETCH_JS = """async (urls) => { await Promise.all(urls.map(u =>
+  fetch(u, {credentials: 'same-origin'}).then(r => r.arrayBuffer()).catch(() => null))); return true; }"""
+
+
 async def _close(context: Any) -> None:
     try:
-        await context.close(None)
+        await context.close()
     except Exception:  # noqa: BLE001 - the browser may be gone already
         pass
-
-
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-def _retrieve(task: asyncio.Task[Any]) -> None:
-    """Mark a failure as seen (asyncio would log an unretrieved one at exit)."""
-    if not task.cancelled():
-        task.exception()

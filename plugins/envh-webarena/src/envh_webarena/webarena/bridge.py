@@ -136,7 +136,7 @@ class WebArenaEnv(BrowserBridge):
         session = self.session
         session.probing = True
         try:
-            with session.runtime.watchdog(self.hang_timeout_s + self.judge.timeout * 3, "webarena evaluate"):
+            with session.watchdog(self.hang_timeout_s + self.judge.timeout * 3, "webarena evaluate"):
                 score, details = evaluators.evaluate(self.config, answer=self.final_answer(),
                                                      context=session.context, page=session.page, judge=self.judge)
         finally:

@@ -1,0 +1,247 @@
+"""The context made ahead has the next episode's task page loaded (spare.py): a reset of the
+same task only seeds and starts the episode. These tests check that this changes nothing
+an episode can see: seeds give the same instance as a page loaded at reset, the preloaded
+page ran no episode code, another task or a dead preloaded page gets a context made on the
+spot, and the episode before cannot reach the page preloaded for the one after it."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import pytest
+from envh import TaskRef
+
+pytestmark = pytest.mark.timeout(300)
+
+MODES = ("preloaded", "made ahead, blank", "made at reset")
+
+
+def _ref(name: str) -> TaskRef:
+    return TaskRef(suite="miniwob", instance_id=name)
+
+
+@pytest.fixture
+def runtime():
+    from envh_webarena.runtime import shared_runtime
+
+    rt = shared_runtime()
+    yield rt
+    rt.make_ahead = rt.preload = True
+
+
+def _mode(runtime, mode: str) -> None:
+    runtime.make_ahead = mode != "made at reset"
+    runtime.preload = mode == "preloaded"
+
+
+def _without_port(text: str) -> str:
+    return re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", text)
+
+
+@pytest.mark.parametrize("task,seeds", [("click-checkboxes", (5, 11)), ("flight.AA", (3,))])
+def test_a_seed_gives_the_same_instance_on_a_preloaded_page(runtime, task, seeds) -> None:
+    """Observation (goal, tree, bids) of a seeded reset: equal whether the task page was
+    preloaded (and, for flight.AA, its form's files prefetched), made ahead blank or loaded
+    at reset; and the preloaded mode really took preloaded pages."""
+    from envh_webarena.miniwob import MiniwobEnv
+
+    env = MiniwobEnv(tasks=[task])
+    texts: dict[tuple[str, int], str] = {}
+    try:
+        for mode in MODES:
+            _mode(runtime, mode)
+            env.reset(task=_ref(task), seed=0)  # the next reset is of this mode's kind
+            for seed in seeds:
+                hits = runtime.preload_hits
+                obs = env.reset(task=_ref(task), seed=seed).observation
+                assert env.session.preloaded is (mode == "preloaded")
+                assert runtime.preload_hits == hits + (mode == "preloaded")
+                texts[mode, seed] = obs.text
+    finally:
+        env.close()
+    for seed in seeds:
+        assert texts["preloaded", seed] == texts["made ahead, blank", seed] == texts["made at reset", seed]
+    if len(seeds) > 1:
+        assert texts["preloaded", seeds[0]] != texts["preloaded", seeds[1]]
+
+
+EPISODE_STATE = """() => ({timer: core.EP_TIMER, start: core.ept0, episodes: WOB_EPISODE_ID,
+  cover: core.cover_div === null ? null : core.cover_div.style.display, done: WOB_DONE_GLOBAL,
+  nonce: window.__envhEpisode === undefined ? null : window.__envhEpisode, random: typeof Math.random})"""
+
+
+def test_the_preloaded_page_ran_no_episode_code(runtime) -> None:
+    """The page waiting in the spare shows MiniWoB's START cover and nothing else: no
+    episode clock, no draw, no nonce; the episode that takes it has all three."""
+    from envh_webarena.miniwob import MiniwobEnv
+
+    env = MiniwobEnv(tasks=["click-button"])
+    try:
+        env.reset(task=_ref("click-button"), seed=1)
+        spare = runtime._spare
+        assert spare is not None and spare.url and spare.url.endswith("/miniwob/click-button.html")
+        _, page = spare.future.result()
+        idle = runtime._driver.call(page.evaluate, EPISODE_STATE)
+        assert idle == {"timer": None, "start": None, "episodes": 0, "cover": "block", "done": False,
+                        "nonce": None, "random": "function"}
+        env.reset(task=_ref("click-button"), seed=1)
+        assert env.session.preloaded and env.session.page == runtime._driver.wrap(page)
+        started = env.session.page.evaluate(EPISODE_STATE)
+        assert started["timer"] is not None and started["start"] and started["cover"] == "none"
+        assert started["nonce"] == env._nonce
+    finally:
+        env.close()
+
+
+def test_another_task_gets_a_context_made_on_the_spot(runtime) -> None:
+    """A reset of another task than the preloaded one: the spare is thrown away (and
+    closed), the episode's page is loaded at reset and plays the asked task and seed."""
+    from envh_webarena.miniwob import MiniwobEnv
+
+    runtime.preload = False
+    reference = MiniwobEnv(tasks=["enter-text"])
+    expected = _without_port(reference.reset(task=_ref("enter-text"), seed=7).observation.text)
+    reference.close()
+    runtime.preload = True
+    env = MiniwobEnv(tasks=["click-button", "enter-text"])
+    try:
+        env.reset(task=_ref("click-button"), seed=1)
+        assert runtime._spare.url.endswith("/click-button.html")
+        discarded = runtime._driver.wrap(runtime._spare.future.result()[0])
+        hits, preloaded = runtime.spare_hits, runtime.preload_hits
+        obs = env.reset(task=_ref("enter-text"), seed=7).observation
+        assert not env.session.preloaded and runtime.spare_hits == hits and runtime.preload_hits == preloaded
+        assert _without_port(obs.text) == expected
+        deadline = time.monotonic() + 10  # closed in the background
+        while discarded in runtime.browser().contexts and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert discarded not in runtime.browser().contexts
+        obs = env.reset(task=_ref("enter-text"), seed=7).observation  # now it was preloaded
+        assert env.session.preloaded and _without_port(obs.text) == expected
+    finally:
+        env.close()
+
+
+READ_TRACES = """async () => ({
+  local: localStorage.length, session: sessionStorage.length, cookie: document.cookie,
+  idb: (await indexedDB.databases()).length, caches: (await caches.keys()).length,
+  name: window.name, history: history.length, opener: window.opener !== null })"""
+LEAVE_TRACES = """async () => {
+  localStorage.setItem('left', 'one'); sessionStorage.setItem('left', 'one');
+  document.cookie = 'left=one; path=/';
+  await new Promise((ok, bad) => { const r = indexedDB.open('left', 1);
+    r.onupgradeneeded = () => r.result.createObjectStore('s'); r.onsuccess = () => ok(); r.onerror = bad; });
+  await caches.open('left');
+  new BroadcastChannel('left').postMessage('one');
+  window.name = 'one';
+  return window.open(location.href, 'envh-next') !== null;
+}"""
+
+
+def test_the_episode_before_cannot_reach_the_preloaded_page(runtime) -> None:
+    """Episode one runs on the same origin as the page preloaded for episode two and leaves
+    every trace it can (storage, cookies, a named window of the task's URL, a broadcast):
+    episode two's page reads as clean as one loaded into a context made at reset."""
+    from envh_webarena.miniwob import MiniwobEnv
+
+    env = MiniwobEnv(tasks=["click-button"])
+    try:
+        env.reset(task=_ref("click-button"), seed=1)
+        assert runtime._spare is not None and runtime._spare.url
+        assert env.session.page.evaluate(LEAVE_TRACES)  # episode one's own page, during its turn
+        assert env.session.page.evaluate(READ_TRACES)["local"] == 1  # the traces are there
+        env.reset(task=_ref("click-button"), seed=1)
+        assert env.session.preloaded and len(env.session.pages) == 1
+        clean = {"local": 0, "session": 0, "cookie": "", "idb": 0, "caches": 0, "name": "", "history": 2,
+                 "opener": False}
+        assert env.session.page.evaluate(READ_TRACES) == clean
+        runtime.make_ahead = False  # the control: a context made at reset reads the same
+        env.reset(task=_ref("click-button"), seed=1)
+        assert not env.session.preloaded and env.session.page.evaluate(READ_TRACES) == clean
+    finally:
+        env.close()
+
+
+def _renderers(pgid: int) -> set[int]:
+    out = set()
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[2]) != pgid:
+                    continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"--type=renderer" in f.read():
+                    out.add(int(pid))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def test_a_preloaded_page_whose_renderer_died_is_replaced(runtime) -> None:
+    """The preloaded page's renderer killed while it waits: the next reset plays the asked
+    seed on a page loaded at reset, not an error and not the dead page."""
+    from envh_webarena.miniwob import MiniwobEnv
+
+    runtime.make_ahead = False
+    reference = MiniwobEnv(tasks=["enter-text"])
+    expected = _without_port(reference.reset(task=_ref("enter-text"), seed=4).observation.text)
+    runtime.make_ahead = True
+    env = MiniwobEnv(tasks=["enter-text"])
+    try:
+        runtime.make_ahead = False
+        env.reset(task=_ref("enter-text"), seed=2)  # no spare yet: its renderers come next
+        before = _renderers(runtime.pid)
+        runtime.make_ahead = True
+        runtime.make_spare(env._preload_url(_ref("enter-text")))  # as the reset does at its end
+        assert runtime._spare.future.result()  # made and loaded: its renderer is up
+        new = _renderers(runtime.pid) - before
+        assert new
+        for pid in new:
+            os.kill(pid, 9)
+        time.sleep(0.5)  # nothing calls Playwright meanwhile: the crash is news only at the reset
+        assert env.session.page.evaluate("() => 2") == 2  # the live episode's page is untouched
+        hits = runtime.spare_hits
+        obs = env.reset(task=_ref("enter-text"), seed=4).observation
+        assert runtime.spare_hits == hits and not env.session.preloaded
+        assert _without_port(obs.text) == expected
+    finally:
+        env.close()
+
+
+def test_the_runtime_works_beside_a_sync_playwright_in_the_same_thread() -> None:
+    """A sync Playwright open in this thread (as the ui tests keep one for a module) does not
+    stop the browser runtime, and the runtime does not stop it: each has its own loop."""
+    from envh_webarena.miniwob import MiniwobEnv
+    from envh_webarena.runtime import CHROMIUM_ARGS, chromium_path, shared_runtime
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        other = pw.chromium.launch(executable_path=chromium_path(), args=list(CHROMIUM_ARGS))
+        page = other.new_page()
+        env = MiniwobEnv(tasks=["click-button"])
+        try:
+            obs = env.reset(task=_ref("click-button"), seed=3).observation
+            assert "Click on the" in obs.text and shared_runtime().alive()
+            page.set_content("<title>sync</title>")
+            assert page.title() == "sync"
+        finally:
+            env.close()
+            other.close()
+
+
+def test_the_runtime_uses_only_playwrights_public_api() -> None:
+    """No reach into Playwright's implementation (a release may move it): the spare and the
+    sync calls go through ``playwright.async_api`` only."""
+    import envh_webarena
+
+    root = os.path.dirname(envh_webarena.__file__)
+    private = re.compile(r"_impl_obj|playwright\._impl|\._sync\(|\._loop\b|_sync_base|from_impl")
+    found = []
+    for folder, _, files in os.walk(root):
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    found += [f"{name}:{i}" for i, line in enumerate(f, 1) if private.search(line)]
+    assert not found
