@@ -212,29 +212,33 @@ def test_stage_templates_keep_the_room_description(games_root, built, make_stage
         assert staged == plain
 
 
-@pytest.mark.parametrize("show_admissible", [False, True])
-def test_observe_after_a_stage_is_what_the_policy_is_shown(games_root, built, show_admissible):
-    """After a stage's replay the bridge's own observe() gave the replay's last answer
-    ("You close the drawer 2."), which the policy never saw; now it gives the room and the
-    task, with the commands admissible after the replay, also when restored from a state."""
+@pytest.mark.parametrize(("mode", "show_admissible"), [("reset", False), ("reset", True), ("last", True)])
+def test_observe_after_a_stage_is_what_the_policy_is_shown(games_root, built, mode, show_admissible):
+    """After a stage's replay the bridge's observe() is exactly what the policy was shown,
+    in either observation mode: under ``reset`` the room and the task, with the commands
+    admissible after the replay (before, the first observation listed those of before it);
+    under ``last`` the replay's last answer (before, observe() gave the room instead). It
+    stays so after from_state, and the next action ends it."""
     game = built["pick_and_place_simple"]
-    stage = templates.hide_target_in_closed_receptacle(initial_state(games_root, game.task), receptacle="drawer 2")
+    stage = {**templates.hide_target_in_closed_receptacle(initial_state(games_root, game.task),
+                                                          receptacle="drawer 2"), "observation": mode}
     with envh.make(spec(games_root, stage, show_admissible=show_admissible)) as env:
         first = env.reset(task=game.task, seed=0).observation
         base = env.unwrapped.observe()
-        assert "Looking quickly around you, you see" in base.text and "Your task is to" in base.text
-        assert "You close" not in base.text and "You put" not in base.text
-        assert env.observe() == first
-        admissible = base.data["admissible_commands"]
-        assert admissible == list(env.unwrapped.engine.admissible)  # the world after the replay
+        assert base == first and env.observe() == first
+        if mode == "reset":
+            assert "Looking quickly around you, you see" in base.text and "You close" not in base.text
+        else:  # the replay's last answer (the template walks back to where the episode began)
+            assert "Looking quickly around you" not in base.text and "You arrive at" in base.text
+        assert base.data["admissible_commands"] == list(env.unwrapped.engine.admissible)  # after the replay
         if show_admissible:
-            assert base.text.split("\nAdmissible commands:")[0] == first.text.split("\nAdmissible commands:")[0]
-        else:
-            assert base.text == first.text
-        saved = env.unwrapped.save_state()
-        assert saved["replay_mark"] == len(saved["actions"]) > 0
-    with envh.make(spec(games_root, show_admissible=show_admissible)) as restored:
-        assert restored.unwrapped.from_state(saved) == base
+            assert base.text.endswith("Admissible commands: " + ", ".join(env.unwrapped.engine.admissible))
+        saved = env.save_state()
+        nxt = env.step(do("look"))
+        assert env.unwrapped.observe() == nxt.observation != first  # the next action ends it
+    with envh.make(spec(games_root, stage, show_admissible=show_admissible)) as restored:
+        assert restored.from_state(saved) == first
+        assert restored.unwrapped.observe() == first
         assert restored.get_env_state()["world"]["objects"]["mug 1"] == "drawer 2"
 
 

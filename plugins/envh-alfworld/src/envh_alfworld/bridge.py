@@ -55,6 +55,7 @@ class AlfworldEnv(Bridge):
     """
 
     _replaying = False  # between notify_replay_start and _complete: budgets are paused
+    _reset_obs: Observation | None = None  # what reset() showed (a stage in `reset` mode shows it)
     name = "alfworld"
 
     def __init__(self, data_path: str | None = None, split: str = "train",
@@ -146,7 +147,7 @@ class AlfworldEnv(Bridge):
         self.steps = self.repeats = 0
         self.last_command, self.truncated, self._replaying = None, False, False
         self._intro, self._guard_text = intro, None
-        self._obs = self._observation(intro, with_goal=False)
+        self._obs = self._reset_obs = self._observation(intro, with_goal=False)
         return ResetResult(observation=self._obs, info={"task": str(task), "task_type": self.task_type,
                                                           "game_file": game_file})
 
@@ -214,6 +215,15 @@ class AlfworldEnv(Bridge):
         # The repetition guard still counts from that last answer, as before.
         self._guard_text = self._obs.text
         self._obs = self._observation(self._intro, with_goal=False)
+
+    def replay_shown(self, observation: Observation) -> Observation:
+        """A stage showing the reset view (``observation: reset``) shows the room and the
+        task with the commands admissible after its replay, not the list from before it;
+        any other observation (``last``, or one a layer below the stage rewrote) is shown
+        as it is. ``observe()`` returns it until the next action."""
+        if self._reset_obs is not None and observation.text == self._reset_obs.text:
+            observation = self._observation(self._intro, with_goal=False)
+        return super().replay_shown(observation)
 
     def observe(self) -> Observation:
         return attrs.evolve(self._obs, data=dict(self._obs.data))
