@@ -132,6 +132,14 @@ def test_a_startup_hook_cannot_take_the_key(env):
     "        try:\n            os.write(int(fd), b'0' * 64 + b' ' + json.dumps({'ran': 9, 'errors': 0, 'exit': 0}).encode() + b'\\n')\n"
     "        except OSError:\n            pass\n"
     "def pytest_collection_modifyitems(items):\n    items.clear()\n",
+    # report passing tests that never ran, through pytest's own hook
+    "from _pytest.reports import TestReport\n"
+    "def pytest_collection_modifyitems(items):\n    items.clear()\n"
+    "def pytest_collection_finish(session):\n"
+    "    for when in ('setup', 'call', 'teardown'):\n"
+    "        session.config.hook.pytest_runtest_logreport(report=TestReport(\n"
+    "            nodeid='tests/test_stats.py::test_mean', location=('tests/test_stats.py', 1, 'test_mean'),\n"
+    "            keywords={}, outcome='passed', longrepr=None, when=when))\n",
 ])
 def test_a_conftest_cannot_make_an_empty_run_count(env, conftest):
     bash(env, f"cat > tests/conftest.py <<'EOF'\n{conftest}EOF")
@@ -205,6 +213,10 @@ def test_django_style_and_unittest_runs_count(env, command):
 def test_a_runtests_that_only_prints_does_not_count(env):
     bash(env, "printf 'print(\"Ran 12 tests in 0.1s\")\\nprint(\"OK\")\\n' > tests/runtests.py")
     assert "Ran 12 tests" in bash(env, "python3 tests/runtests.py").observation.text
+    # results told that tests started, with no test run
+    bash(env, "printf 'import unittest\\nr = unittest.TextTestResult(None, False, 0)\\n"
+              "[r.startTest(None) for _ in range(3)]\\nprint(\"Ran\", r.testsRun, \"tests\")\\n' > tests/runtests.py")
+    assert "Ran 3 tests" in bash(env, "python3 tests/runtests.py").observation.text
     assert not env.get_env_state()["tests_run"]
 
 

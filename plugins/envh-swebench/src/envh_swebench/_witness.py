@@ -10,7 +10,7 @@ which gives it two things nothing else in the container holds:
 It reads both before anything of the repository is imported, takes the working directory
 off ``sys.path`` while it imports the test runner (a ``pytest.py`` in the repository cannot
 stand in for pytest), then runs the tests in this process with a counting plugin (pytest)
-or counting ``unittest.TestResult`` (``python -m unittest``, Django's ``runtests.py``). At
+or by counting ``unittest.TestCase.run`` (``python -m unittest``, Django's ``runtests.py``). At
 the end it writes one line to the pipe: the counts and exit status as JSON, with an
 HMAC-SHA256 under the key. The runner keeps the report only if the HMAC holds.
 
@@ -97,15 +97,21 @@ def _pytest(mode, args, path, counts):
     import pytest
 
     class Witness:
+        # A test counts when pytest's own runtest-call hook ran it (the call phase, after
+        # setup): calling that hook runs the test, so no empty run or stray report counts.
+        # Under pytest-xdist the calls happen in worker processes without the witness.
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_call(self, item):
+            yield
+            counts["ran"] += 1
+
         def pytest_collection_finish(self, session):
             counts["collected"] = len(session.items)
 
         def pytest_runtest_logreport(self, report):
-            if report.when == "call":
-                counts["ran"] += 1
-                if report.failed:
-                    counts["failed"] += 1
-            elif report.failed:
+            if report.when == "call" and report.failed:
+                counts["failed"] += 1
+            elif report.when != "call" and report.failed:
                 counts["errors"] += 1
             elif report.skipped:
                 counts["skipped"] += 1
@@ -117,14 +123,17 @@ def _pytest(mode, args, path, counts):
 
 
 def _count_unittest(counts):
+    """Count tests whose ``TestCase.run`` ran (minus those it skipped): calling it runs
+    the test, so a stray ``startTest`` on a result counts nothing."""
+    import unittest.case
     import unittest.result
 
-    base = unittest.result.TestResult
-    start, skip, fail, error = base.startTest, base.addSkip, base.addFailure, base.addError
+    case, base = unittest.case.TestCase, unittest.result.TestResult
+    run, skip, fail, error = case.run, base.addSkip, base.addFailure, base.addError
 
-    def start_test(self, test):
+    def run_test(self, result=None):
         counts["ran"] += 1
-        return start(self, test)
+        return run(self, result)
 
     def add_skip(self, test, reason):
         counts["skipped"] += 1
@@ -139,7 +148,8 @@ def _count_unittest(counts):
         counts["errors"] += 1
         return error(self, test, err)
 
-    base.startTest, base.addSkip, base.addFailure, base.addError = start_test, add_skip, add_failure, add_error
+    case.run = run_test
+    base.addSkip, base.addFailure, base.addError = add_skip, add_failure, add_error
 
 
 def _unittest_module(args, path, counts):
