@@ -261,6 +261,8 @@ class Forker:
 
 @envh.hookimpl
 def envh_policies():
-    return [envh.PolicyInfo(name=name, factory=cls) for name, cls in
+    # the files the parent and the test share with a policy: isolated workers see them only so
+    paths = {"sleepy": ("rw:{pid_file}",), "flaky": ("rw:{arg}",), "forker": ("rw:{pid_file}",)}
+    return [envh.PolicyInfo(name=name, factory=cls, data_paths=paths.get(name, ())) for name, cls in
             (("solver", Solver), ("fuzz", Fuzz), ("sleepy", Sleepy), ("envprobe", Env), ("flaky", Flaky),
              ("snoop", Snoop), ("gcsnoop", GcSnoop), ("forker", Forker))]

@@ -207,6 +207,115 @@ def bridge_host_access(requests: Iterable[EpisodeRequest], registry: Any = None)
     return frozenset(access)
 
 
+def _bridge_configs(spec: Any) -> list[tuple[str, dict[str, Any]]]:
+    """(bridge name, its config) for a spec's data and every chain leg in it."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    stack = [spec]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if isinstance(value.get("bridge"), str):
+                config = value.get("config")
+                found.append((value["bridge"], config if isinstance(config, dict) else {}))
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+    return found
+
+
+def _layers(spec: Any) -> list[tuple[str, dict[str, Any]]]:
+    """(kind, layer) for every component layer in a spec's data, chain legs' too."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    stack = [spec]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            layers = value.get("layers")
+            for layer in layers if isinstance(layers, list) else []:
+                if isinstance(layer, dict) and isinstance(layer.get("kind"), str):
+                    found.append((layer["kind"], layer))
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+    return found
+
+
+def expand_declaration(entry: str, values: Mapping[str, Any],
+                       environ: Mapping[str, str] | None = None) -> tuple[str | None, bool, str | None]:
+    """One ``data_paths`` entry → (path or ``None``, writable, variable to give the worker)."""
+    environ = os.environ if environ is None else environ
+    writable = entry.startswith("rw:")
+    entry = entry[3:] if writable else entry
+    if entry.startswith("{") and entry.endswith("}"):
+        value = values.get(entry[1:-1])
+        return (value if isinstance(value, str) and value else None), writable, None
+    name, eq, default = entry.partition("=")
+    if eq and name and name.replace("_", "").isalnum() and not name[0].isdigit():
+        value = environ.get(name) or default
+        return (os.path.expanduser(value) if value else None), writable, name
+    return os.path.expanduser(entry), writable, None
+
+
+def declared_data(requests: Iterable[EpisodeRequest], registry: Any = None,
+                  work_dir: str | None = None) -> tuple[frozenset[tuple[str, bool]], dict[str, str]]:
+    """What the requests' bridges and policies declare they read (``data_paths``): the
+    (real path, writable) pairs to give the workers, checked (``isolation.check_data_path``
+    raises ``EnvhError`` for one that would undo the fence), and the variables naming them."""
+    from ...plugins import get_registry
+    from ..warm import parse_policy_spec
+    from .isolation import check_data_path
+
+    reg = registry or get_registry()
+    paths: set[tuple[str, bool]] = set()
+    env: dict[str, str] = {}
+    seen: set[Any] = set()
+
+    def add(entries: Iterable[str], values: Mapping[str, Any]) -> None:
+        for entry in entries:
+            path, writable, name = expand_declaration(str(entry), values)
+            if path and writable and os.path.isabs(path) and not os.path.lexists(path):
+                path = os.path.dirname(path)  # a file the env will create: its directory, checked the same
+            real = check_data_path(path, work_dir) if path else None
+            if real is None:
+                continue
+            paths.add((real, writable))
+            if name:
+                env[name] = real
+
+    for request in requests:
+        for bridge, config in _bridge_configs(request.spec):
+            marker = (bridge, repr(sorted(config.items(), key=lambda kv: str(kv[0]))))
+            if marker in seen:
+                continue
+            seen.add(marker)
+            try:
+                info = reg.bridge(bridge)
+            except Exception:  # noqa: BLE001 - an unknown bridge fails in the worker, with its cause
+                continue
+            add(getattr(info, "data_paths", ()), config)
+        for kind, layer in _layers(request.spec):
+            marker = ("layer", kind, repr(sorted(layer.items(), key=lambda kv: str(kv[0]))))
+            if marker in seen:
+                continue
+            seen.add(marker)
+            try:
+                info = reg.component_kind(kind)
+            except Exception:  # noqa: BLE001 - an unknown kind fails in the worker, with its cause
+                continue
+            add(getattr(info, "data_paths", ()), layer)
+        marker = (request.policy, repr(sorted(request.policy_options.items(), key=lambda kv: str(kv[0]))))
+        if marker in seen:
+            continue
+        seen.add(marker)
+        try:
+            name, arg = parse_policy_spec(request.policy)
+            info = reg.policy(name)
+        except Exception:  # noqa: BLE001 - an unknown policy fails in the worker, with its cause
+            continue
+        add(getattr(info, "data_paths", ()), {**request.policy_options, "arg": arg})
+    return frozenset(paths), env
+
+
 def policy_env_names(requests: Iterable[EpisodeRequest], registry: Any = None) -> set[str]:
     """Variables the requests' policies name (``api_key_env``, given or by default): the
     only secrets a worker receives besides ``pass_env``."""

@@ -38,6 +38,7 @@ from ..trajectory import EpisodeRequest, Trajectory, request_to_data, trajectory
 from . import isolation as fence
 from .base import (
     bridge_host_access,
+    declared_data,
     default_workers,
     lost_attempt,
     policy_env_names,
@@ -150,10 +151,13 @@ class PoolExecutor:
         self.registry = registry
         self._own_dir = work_dir is None
         self.work_dir = prepare_work_dir(work_dir or tempfile.mkdtemp(prefix="envh-pool-"), self.owner)
+        self.data: frozenset[tuple[str, bool]] = frozenset()  # what bridges and policies declared they read
+        self.data_env: dict[str, str] = {}
+        self.policy_names: set[str] = set()
         self.env = self._environ(set())
         self.argv = [python or sys.executable, "-m", "envh.rollout.executors.worker"]
         self.host_access = frozenset(host_access)
-        self.cmd = fence.wrap(self.argv, isolation_level, self.work_dir, self.host_access)
+        self.cmd = fence.wrap(self.argv, isolation_level, self.work_dir, self.host_access, self.data)
         self.log: IO[bytes] | None = None
         self.logged = 0
         if log_path:
@@ -165,8 +169,9 @@ class PoolExecutor:
     def _environ(self, names: set[str]) -> dict[str, str]:
         passed = True if self.pass_env is True else sorted(set(self.pass_env) | names)
         env = scrub_environ(os.environ, passed)
-        if self.owner is not None:  # nobody's home is not a directory; the work dir is theirs
+        if self.isolation != "none":  # the parent's home is an empty stand-in there; the work dir is theirs
             env.update(HOME=self.work_dir, TMPDIR=self.work_dir)
+        env.update(self.data_env)  # ``NAME=default`` declarations: where the data is, whatever HOME says
         return env
 
     def open_log(self, path: str) -> None:
@@ -240,7 +245,8 @@ class PoolExecutor:
 
     def _ensure_env(self, requests: Iterable[EpisodeRequest]) -> None:
         """Give the workers the variables these requests' policies name (respawning idle ones)."""
-        env = self._environ(policy_env_names(requests, self.registry))
+        self.policy_names = policy_env_names(requests, self.registry)
+        env = self._environ(self.policy_names)
         if env != self.env:
             self.env = env
             for worker in [w for w in self.pool if w.request is None]:
@@ -249,10 +255,25 @@ class PoolExecutor:
     def _ensure_access(self, requests: Iterable[EpisodeRequest]) -> None:
         """Let the workers reach what these requests' bridges declare (``host_access``),
         respawning idle ones; what no bridge declared stays out of reach."""
+        requests = list(requests)
         needed = bridge_host_access(requests, self.registry)
-        if not needed <= self.host_access:
+        if self.isolation != "none" and "docker" not in needed | self.host_access:
+            tcp = fence.docker_tcp_endpoints()
+            if tcp:  # no mount hides a daemon on the network the workers share
+                raise errors.EnvhError(
+                    f"A container daemon is reachable over TCP here ({'; '.join(tcp)}): any pool worker could "
+                    "connect and be root on the host, whatever its isolation. Serve it on its unix socket only, "
+                    "or grant it knowingly (host_access=['docker'] for the pool, or a bridge that declares "
+                    "it), or run with isolation='none'.")
+        data, data_env = (declared_data(requests, self.registry, self.work_dir) if self.isolation != "none"
+                          else (frozenset(), {}))
+        if not needed <= self.host_access or not data <= self.data or \
+                any(self.data_env.get(k) != v for k, v in data_env.items()):
             self.host_access |= needed
-            self.cmd = fence.wrap(self.argv, self.isolation, self.work_dir, self.host_access)
+            self.data |= data
+            self.data_env.update(data_env)
+            self.env = self._environ(self.policy_names)
+            self.cmd = fence.wrap(self.argv, self.isolation, self.work_dir, self.host_access, self.data)
             for worker in [w for w in self.pool if w.request is None]:
                 self._retire(worker)
 
@@ -368,8 +389,10 @@ class PoolExecutor:
         """Build ``policy`` (and the env of ``spec``) in a worker, where they will run (they
         stay warm there); raise ``PolicyError`` / ``EnvError`` with the cause when one cannot
         be built."""
-        self._ensure_env([EpisodeRequest(key="check", spec={}, spec_id="", policy=policy,
-                                         policy_options=options)])
+        probe = EpisodeRequest(key="check", spec=spec or {}, spec_id=spec_id or "", policy=policy,
+                               policy_options=options)
+        self._ensure_env([probe])
+        self._ensure_access([probe])
         worker = next((w for w in self.pool if w.request is None), None) or self._spawn()
         worker.send({"op": "check", "policy": policy, "options": options, "spec": spec, "spec_id": spec_id})
         deadline = time.monotonic() + timeout_s

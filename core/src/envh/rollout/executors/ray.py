@@ -19,10 +19,12 @@ driver leaves none behind. Ray is imported only when this executor is built.
 from __future__ import annotations
 
 import collections
+import json
 import os
 import shlex
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -34,13 +36,17 @@ from ... import errors
 from ..trajectory import EpisodeRequest, Trajectory, request_to_data, trajectory_from_data
 from .base import (
     WorkerConfig,
+    bridge_host_access,
+    declared_data,
     default_workers,
     is_secret,
     lost_attempt,
     policy_env_names,
+    prepare_work_dir,
     scrub_environ,
     with_timeout,
 )
+from .isolation import NOBODY
 
 
 class EpisodeActor:
@@ -206,6 +212,22 @@ def watch() -> None:
                 pass
 
 
+def _ray_session_dir(ray: Any) -> str:
+    """This cluster's session directory (sockets, logs), which actors write; Ray's temporary
+    root when it is not known here."""
+    try:
+        return str(ray._private.worker._global_node.get_session_dir_path())
+    except Exception:  # noqa: BLE001 - a cluster started elsewhere
+        return os.environ.get("RAY_TMPDIR") or "/tmp/ray"
+
+
+def _ray_token_path() -> str | None:
+    """Ray's token file when the cluster authenticates its processes with one: it lives in
+    root's home, which fenced actors do not see (they get it alone, read-only)."""
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.expanduser("~/.ray/auth_token")
+    return os.path.realpath(path) if os.path.isfile(path) else None
+
+
 @contextmanager
 def _scrubbed_environ(pass_env: list[str] | bool) -> Iterator[None]:
     saved = dict(os.environ)
@@ -226,7 +248,8 @@ class RayExecutor:
     def __init__(self, workers: int | None = None, *, address: str | None = None, timeout_s: float | None = None,
                  grace_s: float = 5.0, retries: int = 2, memory_mb: int | None = 16384, cpu_s: float | None = None,
                  pass_env: Iterable[str] | bool = (), plugins: Iterable[str] = (), entry_points: bool = True,
-                 cpus_per_worker: float = 1.0, isolation: str | None = "auto", **_ignored: Any) -> None:
+                 cpus_per_worker: float = 1.0, isolation: str | None = "auto", host_access: Iterable[str] = (),
+                 **_ignored: Any) -> None:
         import ray
 
         self.ray = ray
@@ -245,24 +268,55 @@ class RayExecutor:
                          num_cpus=None if address else max(os.cpu_count() or 1, int(self.workers * cpus_per_worker)))
             if address is None:
                 self.watchdog = start_watchdog()
-        self.isolation = "none" if isolation in (None, "none") or os.geteuid() != 0 else "capabilities"
+        if isolation not in (None, "none", "auto", "user", "namespace"):
+            raise errors.EnvhError(f"Unknown isolation {isolation!r}. Choose one of: auto, none, namespace, user")
+        self.isolation = "none" if isolation in (None, "none") or os.geteuid() != 0 else \
+            "namespace" if isolation == "namespace" else "user"
         self.actor_class = ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(EpisodeActor)
         self.actors: list[Any] = []
         self.env_vars: dict[str, str] = {}
+        self.host_access: frozenset[str] = frozenset(host_access)
+        self.data: frozenset[tuple[str, bool]] = frozenset()
+        self.work_dir = prepare_work_dir(tempfile.mkdtemp(prefix="envh-ray-"),
+                                         (NOBODY, NOBODY) if self.isolation == "user" else None) \
+            if self.isolation != "none" else None
 
     def _spawn(self) -> Any:
         cls = self.actor_class
         runtime_env: dict[str, Any] = {}
-        if self.env_vars:  # the secret the policy names, for these actors only
-            runtime_env["env_vars"] = dict(self.env_vars)
-        if self.isolation != "none" and shutil.which("setpriv"):
+        env_vars = dict(self.env_vars)  # the secret the policy names, for these actors only
+        if self.isolation != "none" and shutil.which("setpriv") and shutil.which("unshare"):
+            from . import isolation as fence
+
             # capabilities are per thread: dropped only on the task thread, Ray's other
             # threads in the actor's process keep them (its GC thread runs a replaceable
             # function on request), so the whole process starts without any but CAP_SETFCAP,
-            # which the jail of untrusted code needs to map uid 0 (see isolation.wrap)
+            # which the jail of untrusted code needs to map uid 0 (see isolation.wrap); in a
+            # mount namespace of its own (no PID namespace: Ray watches the actor's pid) where
+            # root's homes, /tmp and /var/tmp are empty stand-ins, everything read-only but its
+            # directory, Ray's session and the data its bridges and policies declare
+            assert self.work_dir is not None
+            data = set(self.data)
+            token = _ray_token_path()
+            if token:  # the cluster's own credential (an actor is inside the cluster already)
+                data.add((token, False))
+                env_vars["RAY_AUTH_TOKEN_PATH"] = token
+            plan = fence.fence_plan(self.isolation, self.work_dir, self.host_access, data,
+                                    keep=[_ray_session_dir(self.ray)], scratch=("/tmp", "/var/tmp"))
+            plan["cwd"] = self.work_dir
+            if self.isolation == "user":  # nobody: Ray's session and token come idmapped, as nobody's own
+                group = fence._docker_group() if "docker" in self.host_access else None
+                drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                        "--clear-groups" if group is None else f"--groups={group}", "--no-new-privs",
+                        "--inh-caps=-all", "--bounding-set=-all"]
+            else:
+                drop = ["setpriv", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all,+setfcap"]
             runtime_env["py_executable"] = " ".join(shlex.quote(a) for a in (
-                "setpriv", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all,+setfcap", "--",
-                sys.executable))
+                "unshare", "--mount", "--propagation", "private", "--", sys.executable, "-I", "-S", "-c",
+                fence.SETUP, json.dumps(plan), *drop, "--", sys.executable))
+            env_vars.update(HOME=self.work_dir, TMPDIR=self.work_dir)
+        if env_vars:
+            runtime_env["env_vars"] = env_vars
         if runtime_env:
             cls = cls.options(runtime_env=runtime_env)
         keep: list[str] | bool = True if isinstance(self.pass_env, bool) else [*self.pass_env, *self.env_vars]
@@ -271,10 +325,24 @@ class RayExecutor:
         return actor
 
     def _ensure_env(self, requests: Iterable[EpisodeRequest]) -> None:
+        requests = list(requests)
         names = policy_env_names(requests)
         env_vars = {n: os.environ[n] for n in sorted(names) if n in os.environ}
-        if env_vars != self.env_vars:
-            self.env_vars = env_vars
+        access, data, data_env = self.host_access, self.data, {}
+        if self.isolation != "none":
+            from . import isolation as fence
+
+            access = self.host_access | bridge_host_access(requests)
+            if "docker" not in access and fence.docker_tcp_endpoints():
+                raise errors.EnvhError(
+                    f"A container daemon is reachable over TCP here ({'; '.join(fence.docker_tcp_endpoints())}): "
+                    "any actor could connect and be root on the host. Serve it on its unix socket only, or grant "
+                    "it knowingly (host_access=['docker'], or a bridge that declares it).")
+            found, data_env = declared_data(requests, None, self.work_dir)
+            data = self.data | found
+        env_vars.update(data_env)
+        if env_vars != self.env_vars or access != self.host_access or data != self.data:
+            self.env_vars, self.host_access, self.data = env_vars, access, data
             for actor in list(self.actors):
                 self._retire(actor)
 
@@ -376,6 +444,8 @@ class RayExecutor:
     def close(self) -> None:
         for actor in list(self.actors):
             self._retire(actor)
+        if self.work_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
 
     def __enter__(self) -> RayExecutor:
         return self
