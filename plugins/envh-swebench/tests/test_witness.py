@@ -98,6 +98,20 @@ def test_a_shadowing_pytest_module_in_the_repository_is_not_run(env):
     assert not env.get_env_state()["tests_run"]
 
 
+def test_user_installed_packages_are_seen_as_in_a_plain_run(env):
+    """A user install (``pip install --user -e .``; pip falls back to it when site-packages
+    is read-only, as in the tmpfs disk mode) is importable in witnessed runs as in the
+    shell's: the user site is added after the key is read and pytest imported."""
+    site = bash(env, "python3 -c 'import site; print(site.getusersitepackages())'").observation.text.strip()
+    bash(env, f"mkdir -p {site} /testbed/extra && echo 'VALUE = 7' > /testbed/extra/mathx_extra.py && "
+              f"echo /testbed/extra > {site}/mathx-extra.pth && "
+              "printf 'from mathx_extra import VALUE\\n\\ndef test_extra():\\n    assert VALUE == 7\\n' > tests/test_extra.py")
+    shell = bash(env, "true && python3 -m pytest -q tests/test_extra.py")
+    assert "1 passed" in shell.observation.text and not env.get_env_state()["tests_run"]
+    witnessed = bash(env, "python3 -m pytest -q tests/test_extra.py")
+    assert "1 passed" in witnessed.observation.text and env.get_env_state()["tests_run"]
+
+
 def test_a_startup_hook_cannot_take_the_key(env):
     """usercustomize (in /root, writable) and sitecustomize in the repository run before any
     witness code if Python loads them; both try to read the key from stdin and write a

@@ -52,15 +52,18 @@ def _main():
 
     mode, args = sys.argv[1], sys.argv[2:]
     args = _expand(args)
+    import site
+
+    user_site = None if os.environ.get("PYTHONNOUSERSITE") else site.getusersitepackages()
     counts = {"mode": mode, "collected": 0, "ran": 0, "failed": 0, "errors": 0, "skipped": 0}
     code = 1
     try:
         if mode in ("pytest", "pytest-module"):
-            code = _pytest(mode, args, path, counts)
+            code = _pytest(mode, args, path, counts, user_site)
         elif mode == "unittest-module":
-            code = _unittest_module(args, path, counts)
+            code = _unittest_module(args, path, counts, user_site)
         elif mode == "script":
-            code = _script(args, path, counts)
+            code = _script(args, path, counts, user_site)
         else:
             sys.stderr.write(f"envh witness: unknown mode {mode!r}\n")
             code = 2
@@ -80,6 +83,16 @@ def _main():
     return int(code)
 
 
+def _add_user_site(user_site):
+    """The user site (``pip install --user``, and pip's own fallback when site-packages is
+    read-only) as a plain run has it, added only now: started with -s, no usercustomize
+    or .pth file of it ran before the key was read or the test runner imported."""
+    import site
+
+    if user_site and os.path.isdir(user_site):
+        site.addsitedir(user_site)
+
+
 def _expand(args):
     import glob
 
@@ -93,7 +106,7 @@ def _expand(args):
     return out
 
 
-def _pytest(mode, args, path, counts):
+def _pytest(mode, args, path, counts, user_site):
     import pytest
 
     class Witness:
@@ -118,6 +131,7 @@ def _pytest(mode, args, path, counts):
 
     # `python -m pytest` has the working directory first on sys.path, the script does not
     sys.path[:] = path if mode == "pytest-module" else [p for p in path if p != ""]
+    _add_user_site(user_site)
     sys.argv = [getattr(pytest, "__file__", None) or "pytest"] + list(args)
     return int(pytest.main(list(args), plugins=[Witness()]))
 
@@ -152,22 +166,24 @@ def _count_unittest(counts):
     base.addSkip, base.addFailure, base.addError = add_skip, add_failure, add_error
 
 
-def _unittest_module(args, path, counts):
+def _unittest_module(args, path, counts, user_site):
     import unittest
 
     _count_unittest(counts)
     sys.path[:] = path
+    _add_user_site(user_site)
     unittest.main(module=None, argv=["python -m unittest"] + list(args))
     return 0
 
 
-def _script(args, path, counts):
+def _script(args, path, counts, user_site):
     import runpy
 
     _count_unittest(counts)
     script = os.path.abspath(args[0])
     sys.argv = [args[0]] + list(args[1:])
     sys.path[:] = [os.path.dirname(script)] + [p for p in path if p != ""]
+    _add_user_site(user_site)
     runpy.run_path(script, run_name="__main__")
     return 0
 
