@@ -77,7 +77,7 @@ def test_sandbox_violation_and_unsolvable_candidates_cost_no_rollouts(registry, 
     assert all(a["result"] is None for a in attempts[:2])  # no rollouts were spent on them
     # each failure reached the model in the next prompt, typed
     assert "static: Contract code error" in requests[2]["messages"][1]["content"]
-    assert "unsolvable: the reference solution fails" in requests[4]["messages"][1]["content"]
+    assert "unsolvable: the reference solution no longer wins" in requests[4]["messages"][1]["content"]
     validated = attempts[2]["result"]["n"]
     assert summary["usage"]["rollouts"] == 5 + validated
 

@@ -44,12 +44,33 @@ def test_sr_band_accepts_only_a_truly_in_band_candidate(registry, tmp_path, seed
 
 
 def test_sr_band_with_no_true_candidate_accepts_none(registry, tmp_path):
-    """Neighbouring magnitudes jump over the band (0.1 → 0.9): nothing may be accepted."""
+    """Neighbouring magnitudes jump over the band (0.1 → 0.9) and the list is all the
+    designer may use: nothing may be accepted."""
     rates = {4: 0.0, 3: 0.1, 2: 0.9}
     summary = _rig(registry, tmp_path, "none", policy="rate", policy_options={"rates": rates},
-                   target="sr:0.4-0.6")
+                   target="sr:0.4-0.6", designer="template:toy24.replay-plan")
     assert summary["stops"][f"toy24/{TASK}"] != "accepted"
     assert _accepted(registry, tmp_path / "none") == []
+
+
+def test_a_jump_between_list_entries_is_landed_by_the_guide_knob_at_a_true_in_band_rate(registry, tmp_path):
+    """The same jump with the guide knob: stacked on the weaker entry (n numbers staged), each
+    of the losing episodes' stop calls is replaced by the reference's next step from the
+    current state with probability m, so a losing episode wins with probability m^(n-1) and
+    the true rate is r_n + (1 - r_n) m^(n-1), continuous in m. (With a plan fixed at the start
+    and an even replacement schedule it stayed at r_n for every m < 1: nothing could land.)"""
+    rates = {4: 0.0, 3: 0.1, 2: 0.9}
+    summary = _rig(registry, tmp_path, "knob", policy="rate", policy_options={"rates": rates},
+                   target="sr:0.4-0.6")
+    assert summary["stops"][f"toy24/{TASK}"] == "accepted", summary
+    [(entry, spec)] = _accepted(registry, tmp_path / "knob")
+    assert entry["meta"]["continuous"] == "guide", entry["meta"]
+    n, m = _start_numbers(registry, spec), entry["meta"]["rate"]
+    true = rates[n] + (1 - rates[n]) * m ** (n - 1)
+    # the validator's stated error rates: P(judged in) <= 0.10 at p <= 0.2 or >= 0.8; between
+    # there and the band it is judged in now and then (0.37 at 0.3, exact). This run accepts
+    # m = 0.5 on 3 numbers, true rate 0.325 (0.335 measured over 400 fresh episodes).
+    assert 0.2 < true < 0.8, (n, m, true)
 
 
 def test_steps_band_accepts_the_candidate_with_the_right_true_mean(registry, tmp_path):
