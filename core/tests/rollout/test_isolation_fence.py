@@ -37,7 +37,8 @@ def request(key, spec, policy, options):
                           timeout_s=60)
 requests = [request("probe", {"bridge": "toy24"}, "fenceprobe", {"parent_pid": os.getpid(), **probe})]
 if data:
-    requests.append(request("data", {"bridge": "fence-data", "config": data}, "solver", {}))
+    spec = {"bridge": "fence-data", "config": data, **({"trust": sys.argv[4]} if len(sys.argv) > 4 else {})}
+    requests.append(request("data", spec, "solver", {}))
 kwargs = {} if level == "default" else {"isolation": level}
 with PoolExecutor(1, plugins=["rollout_policies", "hostile", "fence_probe"], entry_points=False, **kwargs) as pool:
     out = {t.key: t for t in pool.run(requests) if t.final}
@@ -102,7 +103,7 @@ def _knobs():
 KNOBS = _knobs()
 
 
-def run(level, secrets, data=None, extra_env=None):
+def run(level, secrets, data=None, extra_env=None, trust=None):
     tag = secrets["tag"]
     writes = [f"/etc/envh-fence-{tag}", f"/usr/envh-fence-{tag}", f"/root/envh-fence-{tag}",
               f"/var/tmp/envh-fence-{tag}", f"/tmp/envh-fence-{tag}", f"{secrets['data']}/written-{tag}",
@@ -111,7 +112,8 @@ def run(level, secrets, data=None, extra_env=None):
              "unmount": [os.path.expanduser("~root"), "/tmp"], "opens": KNOBS}
     env = {**os.environ, "PARENT_SECRET_API_KEY": "sk-parent-only", **(extra_env or {}),
            "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)}
-    proc = subprocess.run([sys.executable, "-c", DRIVER, level, json.dumps(probe), json.dumps(data or {})],
+    proc = subprocess.run([sys.executable, "-c", DRIVER, level, json.dumps(probe), json.dumps(data or {}),
+                           *([trust] if trust else [])],
                           env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -133,6 +135,9 @@ def assert_fenced(out, secrets):
     # what it may write: its work dir, and its own private /tmp and /var/tmp (gone with it)
     assert set(written) <= {p for p in raw["writes"] if not p.startswith("/") or p.startswith(("/tmp/", "/var/tmp/"))}
     assert raw["writes"][f"envh-fence-{secrets['tag']}"] == "written", "its own work dir is writable"
+    # its mount table names what it was given (Python, its directory, declared data), not the rest
+    assert os.path.dirname(secrets["private"]) not in raw["mountinfo"]
+    assert os.path.dirname(secrets["shared"]) not in raw["mountinfo"]
     opened = [p for p, r in raw["opens"].items() if r == "opened"]
     assert opened == [], f"a worker may write the kernel's knobs or devices: {opened}"
     # nothing it can do in a user namespace of its own uncovers what the fence hides
@@ -172,6 +177,13 @@ def test_data_declared_through_an_environment_variable(secrets):
     worker gets it (bound in, readable) and the variable with it."""
     out = run("default", secrets, data={"data_dir": None}, extra_env={"FENCE_DATA": secrets["data"]})
     assert out["data"] == {"error": None, "success": True}, out["data"]
+
+
+def test_an_untrusted_spec_cannot_name_root_only_data_into_its_workers(secrets):
+    """Its config is the author's: a path it names comes read-only and as it is on the host,
+    so the 0600 seed that a trusted spec's worker reads stays closed to nobody."""
+    out = run("default", secrets, data={"data_dir": secrets["data"]}, trust="untrusted")
+    assert out["data"]["success"] is False and "Permission denied" in (out["data"]["error"] or ""), out["data"]
 
 
 # -- a container daemon over TCP: no mount hides it from workers on the parent's network -----
@@ -372,3 +384,25 @@ def test_ray_refuses_an_unknown_level(ray_executor):
 
     with pytest.raises(envh.errors.EnvhError, match="Unknown isolation"):
         RayExecutor(1, isolation="users")
+
+
+def test_a_writable_data_dir_others_can_reach_gets_no_setuid_root_program(tmp_path):
+    """Through a writable idmapped bind, nobody's files land as root's on disk, setuid bit
+    and all. Where other users can reach the directory that would plant a setuid-root
+    program for them: there the bind is plain (nobody writes only what nobody may)."""
+    work = tempfile.mkdtemp(prefix="envh-fence-work-")
+    os.chown(work, fence.NOBODY, fence.NOBODY)
+    private = Path(tempfile.mkdtemp(prefix="envh-fence-rw-private-"))  # 0700: root alone reaches it
+    reachable = Path(tempfile.mkdtemp(prefix="envh-fence-rw-shared-"))
+    reachable.chmod(0o777)
+    try:
+        plant = " ; ".join(f"cp /bin/true {d}/t && chmod 4755 {d}/t" for d in (private, reachable))
+        cmd = fence.wrap(["sh", "-c", plant], "user", work, data=[(str(private), True, True),
+                                                                   (str(reachable), True, True)])
+        subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+        assert (private / "t").exists() and (private / "t").stat().st_uid == 0  # works where only root reaches
+        planted = reachable / "t"
+        assert not (planted.exists() and planted.stat().st_uid == 0 and planted.stat().st_mode & 0o4000)
+    finally:
+        for path in (work, private, reachable):
+            shutil.rmtree(path, ignore_errors=True)

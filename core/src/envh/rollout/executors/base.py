@@ -223,6 +223,20 @@ def _bridge_configs(spec: Any) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
+def _untrusted(spec: Any) -> bool:
+    """Whether any part of a spec's data is marked ``trust: untrusted``."""
+    stack = [spec]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if value.get("trust") == "untrusted":
+                return True
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+    return False
+
+
 def _layers(spec: Any) -> list[tuple[str, dict[str, Any]]]:
     """(kind, layer) for every component layer in a spec's data, chain legs' too."""
     found: list[tuple[str, dict[str, Any]]] = []
@@ -257,32 +271,38 @@ def expand_declaration(entry: str, values: Mapping[str, Any],
 
 
 def declared_data(requests: Iterable[EpisodeRequest], registry: Any = None,
-                  work_dir: str | None = None) -> tuple[frozenset[tuple[str, bool]], dict[str, str]]:
-    """What the requests' bridges and policies declare they read (``data_paths``): the
-    (real path, writable) pairs to give the workers, checked (``isolation.check_data_path``
-    raises ``EnvhError`` for one that would undo the fence), and the variables naming them."""
+                  work_dir: str | None = None) -> tuple[frozenset[tuple[str, bool, bool]], dict[str, str]]:
+    """What the requests' bridges, components and policies declare they read (``data_paths``):
+    the (real path, writable, as-own) triples to give the workers, checked
+    (``isolation.check_data_path`` raises ``EnvhError`` for one that would undo the fence),
+    and the variables naming them. A path an untrusted spec names in its config comes
+    read-only and not as the worker's own: a ``nobody`` worker reads there only what anyone
+    may (else any root-only file outside the refused places would be one config key away)."""
     from ...plugins import get_registry
     from ..warm import parse_policy_spec
     from .isolation import check_data_path
 
     reg = registry or get_registry()
-    paths: set[tuple[str, bool]] = set()
+    paths: set[tuple[str, bool, bool]] = set()
     env: dict[str, str] = {}
     seen: set[Any] = set()
 
-    def add(entries: Iterable[str], values: Mapping[str, Any]) -> None:
+    def add(entries: Iterable[str], values: Mapping[str, Any], trusted: bool = True) -> None:
         for entry in entries:
             path, writable, name = expand_declaration(str(entry), values)
+            own = trusted or not str(entry).removeprefix("rw:").startswith("{")  # env and plugin paths are trusted
+            writable = writable and own
             if path and writable and os.path.isabs(path) and not os.path.lexists(path):
                 path = os.path.dirname(path)  # a file the env will create: its directory, checked the same
             real = check_data_path(path, work_dir) if path else None
             if real is None:
                 continue
-            paths.add((real, writable))
+            paths.add((real, writable, own))
             if name:
                 env[name] = real
 
     for request in requests:
+        trusted = not _untrusted(request.spec)
         for bridge, config in _bridge_configs(request.spec):
             marker = (bridge, repr(sorted(config.items(), key=lambda kv: str(kv[0]))))
             if marker in seen:
@@ -292,7 +312,7 @@ def declared_data(requests: Iterable[EpisodeRequest], registry: Any = None,
                 info = reg.bridge(bridge)
             except Exception:  # noqa: BLE001 - an unknown bridge fails in the worker, with its cause
                 continue
-            add(getattr(info, "data_paths", ()), config)
+            add(getattr(info, "data_paths", ()), config, trusted)
         for kind, layer in _layers(request.spec):
             marker = ("layer", kind, repr(sorted(layer.items(), key=lambda kv: str(kv[0]))))
             if marker in seen:
@@ -302,7 +322,7 @@ def declared_data(requests: Iterable[EpisodeRequest], registry: Any = None,
                 info = reg.component_kind(kind)
             except Exception:  # noqa: BLE001 - an unknown kind fails in the worker, with its cause
                 continue
-            add(getattr(info, "data_paths", ()), layer)
+            add(getattr(info, "data_paths", ()), layer, trusted)
         marker = (request.policy, repr(sorted(request.policy_options.items(), key=lambda kv: str(kv[0]))))
         if marker in seen:
             continue

@@ -405,6 +405,20 @@ def check_data_path(path: str, work_dir: str | None = None) -> str | None:
     return real
 
 
+def _reachable(path: str) -> bool:
+    """Whether users other than root can get to ``path`` (every directory on the way lets others through)."""
+    import stat
+
+    current = Path(path)
+    for part in [*reversed(current.parents), current]:
+        try:
+            if not part.stat().st_mode & stat.S_IXOTH:
+                return False
+        except OSError:
+            return False
+    return True
+
+
 def _existing_dirs(parent: str) -> list[Path]:
     try:
         return [p.resolve() for p in Path(parent).iterdir() if p.is_dir()]
@@ -413,7 +427,7 @@ def _existing_dirs(parent: str) -> list[Path]:
 
 
 def wrap(argv: list[str], level: str, work_dir: str, host_access: frozenset[str] | set[str] = frozenset(),
-         data: Iterable[tuple[str, bool]] = ()) -> list[str]:
+         data: Iterable[tuple[Any, ...]] = ()) -> list[str]:
     """``argv`` run at isolation ``level`` (already resolved), starting in ``work_dir``;
     ``host_access`` is what the pool's bridges declared (``BridgeInfo.host_access``), ``data``
     the (real path, writable) pairs they and the policies declared (``data_paths``, checked
@@ -443,7 +457,7 @@ def wrap(argv: list[str], level: str, work_dir: str, host_access: frozenset[str]
 
 
 def fence_plan(level: str, work_dir: str, host_access: frozenset[str] | set[str] = frozenset(),
-               data: Iterable[tuple[str, bool]] = (), keep: Iterable[str] = (),
+               data: Iterable[tuple[Any, ...]] = (), keep: Iterable[str] = (),
                scratch: Iterable[str] = SCRATCH) -> dict[str, Any]:
     """What ``SETUP`` mounts for a worker at ``level`` (``namespace`` or ``user``) in
     ``work_dir``; ``keep`` are more directories bound back writable (a Ray session's), and
@@ -467,8 +481,11 @@ def fence_plan(level: str, work_dir: str, host_access: frozenset[str] | set[str]
         binds += [[p, p, False, False, True] for p in needed]
     binds.append([work, work, True, False, False])
     binds += [[str(Path(p).resolve()), str(Path(p).resolve()), True, level == "user", True] for p in keep]
-    for path, writable in sorted(set(data)):
-        binds.append([path, path, writable, level == "user", False])
+    for path, writable, *own in sorted(set(data)):  # (path, writable[, as the worker's own])
+        # a writable idmapped bind lets nobody make root-owned files, setuid ones too: only where
+        # no other user can reach them (else it would plant a setuid-root program for them)
+        mapped = level == "user" and (own[0] if own else True) and not (writable and _reachable(path))
+        binds.append([path, path, writable, mapped, False])
     masks: list[str] = []
     if level == "namespace":
         masks += [p for p in ROOT_ONLY if os.path.lexists(p)]

@@ -151,7 +151,7 @@ class PoolExecutor:
         self.registry = registry
         self._own_dir = work_dir is None
         self.work_dir = prepare_work_dir(work_dir or tempfile.mkdtemp(prefix="envh-pool-"), self.owner)
-        self.data: frozenset[tuple[str, bool]] = frozenset()  # what bridges and policies declared they read
+        self.data: frozenset[tuple[str, bool, bool]] = frozenset()  # what bridges and policies declared they read
         self.data_env: dict[str, str] = {}
         self.policy_names: set[str] = set()
         self.env = self._environ(set())

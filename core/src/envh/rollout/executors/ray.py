@@ -276,7 +276,7 @@ class RayExecutor:
         self.actors: list[Any] = []
         self.env_vars: dict[str, str] = {}
         self.host_access: frozenset[str] = frozenset(host_access)
-        self.data: frozenset[tuple[str, bool]] = frozenset()
+        self.data: frozenset[tuple[str, bool, bool]] = frozenset()
         self.work_dir = prepare_work_dir(tempfile.mkdtemp(prefix="envh-ray-"),
                                          (NOBODY, NOBODY) if self.isolation == "user" else None) \
             if self.isolation != "none" else None
@@ -299,7 +299,7 @@ class RayExecutor:
             data = set(self.data)
             token = _ray_token_path()
             if token:  # the cluster's own credential (an actor is inside the cluster already)
-                data.add((token, False))
+                data.add((token, False, True))
                 env_vars["RAY_AUTH_TOKEN_PATH"] = token
             plan = fence.fence_plan(self.isolation, self.work_dir, self.host_access, data,
                                     keep=[_ray_session_dir(self.ray)], scratch=("/tmp", "/var/tmp"))
