@@ -132,6 +132,31 @@ def test_a_startup_hook_cannot_take_the_key(env):
     assert not env.get_env_state()["tests_run"]
 
 
+def test_a_module_on_pythonpath_cannot_stand_in_for_the_witness_s_own(make_env):
+    """With the repository on PYTHONPATH (the image's or the environment's setting), a
+    hashlib.py there came before the standard library's; the witness imports what it
+    needs from the standard library only, before it reads the key."""
+    env = make_env(command_prefix="export PYTHONPATH=/testbed/lib; ")
+    env.reset()
+    forge = ("import os, sys, json, _sha256\n"  # finds the key and the pipe in its importer's frames
+             "f = sys._getframe(1)\n"
+             "while f is not None and not isinstance(f.f_locals.get('key'), bytes):\n"
+             "    f = f.f_back\n"
+             "if f is not None:\n"
+             "    key, fd = f.f_locals['key'].ljust(64, b'\\0'), int(f.f_locals['fd'])\n"
+             "    msg = json.dumps({'ran': 5, 'errors': 0, 'exit': 0, 'failed': 0}).encode()\n"
+             "    inner = _sha256.sha256(bytes(b ^ 0x36 for b in key) + msg).digest()\n"
+             "    mac = _sha256.sha256(bytes(b ^ 0x5C for b in key) + inner).hexdigest()\n"
+             "    os.write(fd, mac.encode() + b' ' + msg + b'\\n')\n"
+             "    print('FORGED', flush=True)\n"
+             "    os._exit(0)\n")
+    bash(env, f"mkdir -p lib && cat > lib/hashlib.py <<'EOF'\n{forge}EOF")
+    assert "FORGED" in bash(env, "python3 -c 'key, fd = bytes(64), 1; import hashlib'").observation.text  # live
+    resp = bash(env, "python3 -m pytest --co -q tests")
+    assert "FORGED" not in resp.observation.text
+    assert not env.get_env_state()["tests_run"]
+
+
 @pytest.mark.parametrize("conftest", [
     # deselect every test, then print a passing summary
     "def pytest_collection_modifyitems(items):\n    items.clear()\n"
@@ -140,6 +165,8 @@ def test_a_startup_hook_cannot_take_the_key(env):
     "import os\ndef pytest_sessionstart(session):\n    print('4 passed in 0.01s', flush=True)\n    os._exit(0)\n",
     # kill its own run (the witness with it)
     "import os, signal\ndef pytest_collection_finish(session):\n    os.kill(os.getpid(), signal.SIGKILL)\n",
+    # kill the runner that holds the witness's pipe
+    "import os, signal\ndef pytest_collection_finish(session):\n    os.kill(os.getppid(), signal.SIGKILL)\n",
     # write a report with no key to the witness pipe
     "import os, json\ndef pytest_sessionfinish(session):\n"
     "    for fd in os.listdir('/proc/self/fd'):\n"

@@ -28,6 +28,17 @@ import sys
 def _main():
     cwd = os.getcwd()
     path = list(sys.path)  # `-c` put "" (the working directory) first
+    # What the witness itself needs comes from the standard library only, imported before
+    # the key is read: not from a PYTHONPATH entry or the repository holding a hashlib.py.
+    std = os.path.dirname(getattr(os, "__file__", None) or "/nonexistent/os.py")
+    sys.path[:] = [p for p in path if p.endswith(".zip") or p == std or p.startswith(std + os.sep)]
+    import glob  # noqa: F401 - for _expand
+    import hashlib
+    import json
+    import runpy  # noqa: F401 - for _script
+    import site
+    import unittest.case  # noqa: F401 - for _count_unittest
+    import unittest.result  # noqa: F401
     sys.path[:] = [p for p in path if p not in ("", ".", cwd)]  # until the runner is imported
     fd = int(os.environ.pop("ENVH_WITNESS_FD", "-1"))
     key = b""
@@ -40,8 +51,6 @@ def _main():
         os.set_inheritable(fd, False)  # the tests' own subprocesses do not get the pipe
     # Bound and computed now, before any code of the repository runs: a conftest.py that
     # patches hashlib, json, os or builtins later cannot see the key or swap the writer.
-    import hashlib
-    import json
     sha256, dumps, write, ok = hashlib.sha256, json.dumps, os.write, len(key) == 64
     ipad = bytes(b ^ 0x36 for b in key.ljust(64, b"\0"))
     opad = bytes(b ^ 0x5C for b in key.ljust(64, b"\0"))
@@ -52,8 +61,6 @@ def _main():
 
     mode, args = sys.argv[1], sys.argv[2:]
     args = _expand(args)
-    import site
-
     user_site = None if os.environ.get("PYTHONNOUSERSITE") else site.getusersitepackages()
     counts = {"mode": mode, "collected": 0, "ran": 0, "failed": 0, "errors": 0, "skipped": 0}
     code = 1
