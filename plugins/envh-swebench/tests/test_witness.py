@@ -53,7 +53,7 @@ def test_plain_test_invocations_are_witnessed(command):
     "cd tests; pytest", "timeout 60s; pytest", "pytest 'unbalanced", "python3 -m pytest 2>&1 | tail -n 5 | cat",
     "/tmp/python3 -m pytest", "./python3 -m pytest", "python3 -m pytest\\;x",
     "cd /tmp && pytest", "cd .. && pytest", "python3 ../tmp/runtests.py", "cd tests && python3 ../../runtests.py",
-    "/testbed/../tmp/runtests.py",
+    "/testbed/../tmp/runtests.py", "cd -- && pytest", "cd - && pytest", "cd ~ && pytest", "cd -P /tmp && pytest",
 ])
 def test_anything_else_is_not(command):
     assert witnessed_call(command) is None, command
@@ -249,6 +249,31 @@ def test_django_style_and_unittest_runs_count(env, command):
     resp = bash(env, command)
     assert "test_mean" in resp.observation.text and "OK" in resp.observation.text, resp.observation.text
     assert env.get_env_state()["tests_run"], resp.observation.text
+
+
+PARALLEL = ("import multiprocessing, sys, unittest\n"
+            "sys.path.insert(0, '/testbed')\n"
+            "from mathx.stats import mean\n"
+            "class MeanTests(unittest.TestCase):\n"
+            "    def test_mean(self):\n        self.assertEqual(mean([1, 2, 3]), 2)\n"
+            "def work(name):\n"
+            "    result = unittest.TestResult()\n"
+            "    MeanTests(name).run(result)\n"
+            "    return result.wasSuccessful()\n"
+            "if __name__ == '__main__':\n"
+            "    with multiprocessing.get_context('fork').Pool(2) as pool:\n"
+            "        ok = pool.map(work, ['test_mean', 'test_mean'])\n"
+            "    print('Ran', len(ok), 'tests in workers:', 'OK' if all(ok) else 'FAILED')\n"
+            "    sys.exit(0 if all(ok) else 1)\n")
+
+
+def test_tests_run_in_forked_workers_count(env):
+    """Django's runtests.py runs tests in forked workers (--parallel, the default on a
+    machine with more than one core): those runs count too."""
+    bash(env, f"cat > tests/runtests.py <<'EOF'\n{PARALLEL}EOF")
+    resp = bash(env, "python3 tests/runtests.py")
+    assert "Ran 2 tests in workers: OK" in resp.observation.text, resp.observation.text
+    assert env.get_env_state()["tests_run"]
 
 
 def test_a_runtests_that_only_prints_does_not_count(env):

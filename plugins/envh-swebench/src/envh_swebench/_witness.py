@@ -10,7 +10,7 @@ which gives it two things nothing else in the container holds:
 It reads both before anything of the repository is imported, takes the working directory
 off ``sys.path`` while it imports the test runner (a ``pytest.py`` in the repository cannot
 stand in for pytest), then runs the tests in this process with a counting plugin (pytest)
-or by counting ``unittest.TestCase.run`` (``python -m unittest``, Django's ``runtests.py``). At
+or by counting ``unittest.TestCase.run`` calls, forked workers' too, (``python -m unittest``, Django's ``runtests.py``). At
 the end it writes one line to the pipe: the counts and exit status as JSON, with an
 HMAC-SHA256 under the key. The runner keeps the report only if the HMAC holds.
 
@@ -35,9 +35,11 @@ def _main():
     import glob  # noqa: F401 - for _expand
     import hashlib
     import json
+    import mmap  # noqa: F401 - for _count_unittest
     import runpy  # noqa: F401 - for _script
     import site
-    import unittest.case  # noqa: F401 - for _count_unittest
+    import struct  # noqa: F401
+    import unittest.case  # noqa: F401
     import unittest.result  # noqa: F401
     sys.path[:] = [p for p in path if p not in ("", ".", cwd)]  # until the runner is imported
     fd = int(os.environ.pop("ENVH_WITNESS_FD", "-1"))
@@ -144,22 +146,27 @@ def _pytest(mode, args, path, counts, user_site):
 
 
 def _count_unittest(counts):
-    """Count tests whose ``TestCase.run`` ran (minus those it skipped): calling it runs
-    the test, so a stray ``startTest`` on a result counts nothing."""
+    """Count tests whose ``TestCase.run`` ran (not those a skip decorator skipped):
+    calling it runs the test, so a stray ``startTest`` on a result counts nothing. The
+    count lives in memory shared with forked children, so tests a parallel runner (Django's
+    ``--parallel``, forked workers) ran in them count too; ``finish`` reads it."""
+    import mmap
+    import struct
     import unittest.case
     import unittest.result
 
+    shared = mmap.mmap(-1, 8)  # anonymous and shared: a fork's increments are seen here
     case, base = unittest.case.TestCase, unittest.result.TestResult
-    run, skip, fail, error = case.run, base.addSkip, base.addFailure, base.addError
+    run, fail, error = case.run, base.addFailure, base.addError
 
     def run_test(self, result=None):
-        counts["ran"] += 1
+        method = getattr(self, getattr(self, "_testMethodName", ""), None)
+        if not (getattr(type(self), "__unittest_skip__", False) or getattr(method, "__unittest_skip__", False)):
+            shared.seek(0)
+            (n,) = struct.unpack("q", shared.read(8))
+            shared.seek(0)
+            shared.write(struct.pack("q", n + 1))
         return run(self, result)
-
-    def add_skip(self, test, reason):
-        counts["skipped"] += 1
-        counts["ran"] -= 1
-        return skip(self, test, reason)
 
     def add_failure(self, test, err):
         counts["failed"] += 1
@@ -169,29 +176,40 @@ def _count_unittest(counts):
         counts["errors"] += 1
         return error(self, test, err)
 
+    def finish():
+        shared.seek(0)
+        counts["ran"] = struct.unpack("q", shared.read(8))[0]
+
     case.run = run_test
-    base.addSkip, base.addFailure, base.addError = add_skip, add_failure, add_error
+    base.addFailure, base.addError = add_failure, add_error
+    return finish
 
 
 def _unittest_module(args, path, counts, user_site):
     import unittest
 
-    _count_unittest(counts)
+    finish = _count_unittest(counts)
     sys.path[:] = path
     _add_user_site(user_site)
-    unittest.main(module=None, argv=["python -m unittest"] + list(args))
+    try:
+        unittest.main(module=None, argv=["python -m unittest"] + list(args))
+    finally:
+        finish()
     return 0
 
 
 def _script(args, path, counts, user_site):
     import runpy
 
-    _count_unittest(counts)
+    finish = _count_unittest(counts)
     script = os.path.abspath(args[0])
     sys.argv = [args[0]] + list(args[1:])
     sys.path[:] = [os.path.dirname(script)] + [p for p in path if p != ""]
     _add_user_site(user_site)
-    runpy.run_path(script, run_name="__main__")
+    try:
+        runpy.run_path(script, run_name="__main__")
+    finally:
+        finish()
     return 0
 
 

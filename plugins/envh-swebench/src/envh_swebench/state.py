@@ -123,7 +123,7 @@ def witnessed_call(command: str, workdir: str = "/testbed") -> TestCall | None:
     cd = None
     if len(words) > 3 and words[0] == "cd" and words[2] == "&&" and _WORD.fullmatch(words[1]):
         cd, words = words[1], words[3:]
-        if not _inside(cd, workdir):
+        if cd.startswith(("-", "~")) or not _inside(cd, workdir):  # `cd --` goes home, `cd -` back
             return None
     here = posixpath.normpath(posixpath.join(workdir, cd or "."))
     pipe = None
