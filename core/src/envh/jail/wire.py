@@ -32,12 +32,21 @@ def _lenient(value: Any) -> Any:
     return dict(value) if isinstance(value, MappingProxyType) else repr(value)
 
 
-def send(fd: int, message: Any, *, lenient: bool = False) -> None:
-    """Write one message. The host sends ``lenient``ly (a bridge's odd ``info`` value
-    crosses as its repr); the jail strictly (its memo and records must be JSON data)."""
+def pack(message: Any, *, lenient: bool = False) -> bytes:
+    """One message as bytes to ``write``. The host packs ``lenient``ly (a bridge's odd
+    ``info`` value crosses as its repr); the jail strictly (its memo and records must be
+    JSON data)."""
     body = json.dumps(message, separators=(",", ":"), ensure_ascii=False,
                       default=_lenient if lenient else _plain).encode()
-    data = _HEADER.pack(len(body)) + body
+    return _HEADER.pack(len(body)) + body
+
+
+def send(fd: int, message: Any, *, lenient: bool = False) -> None:
+    """Write one message (``pack`` then ``write``)."""
+    write(fd, pack(message, lenient=lenient))
+
+
+def write(fd: int, data: bytes) -> None:
     while data:
         n = os.write(fd, data)
         data = data[n:]

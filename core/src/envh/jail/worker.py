@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import sys
+import time
 from typing import Any
 
 
@@ -45,6 +47,10 @@ def main(memory_mb: int, cpu_total_s: int) -> None:
     _limit(resource.RLIMIT_NOFILE, 8)
     _limit(resource.RLIMIT_CORE, 0)
     _limit(resource.RLIMIT_CPU, cpu_total_s, cpu_total_s + 5)
+    # each message arms a CPU timer whose signal ends the process (SIGPROF's default
+    # action): the only thing that stops one C call that never returns
+    signal.signal(signal.SIGPROF, signal.SIG_DFL)
+    arm = signal.setitimer
     programs: dict[int, tuple[sandbox.Sandbox, dict[str, Any]]] = {}
     names = capabilities.record_factories()
 
@@ -58,11 +64,15 @@ def main(memory_mb: int, cpu_total_s: int) -> None:
             msg = wire.recv(rin)
         except EOFError:
             return
+        budget = msg.get("cpu_limit")
+        arm(signal.ITIMER_PROF, float(budget) if type(budget) in (int, float) and budget > 0 else 1.0)
+        start = time.process_time()
         op = msg.get("op")
         try:
             if op == "load":
                 sb = sandbox.Sandbox(msg["source"], names=names, time_limit=msg["time_limit"],
-                                     max_ops=msg["max_ops"], allowed_functions=msg["hooks"])
+                                     max_ops=msg["max_ops"], allowed_functions=msg["hooks"],
+                                     clock=time.process_time)
                 fns = {h: sb.function(h) for h in msg["hooks"] if sb.function(h) is not None}
                 programs[msg["id"]] = (sb, fns)
                 reply: dict[str, Any] = {"hooks": sorted(fns)}
@@ -78,7 +88,7 @@ def main(memory_mb: int, cpu_total_s: int) -> None:
                 fn = fns[hook]
                 assert fn is not None, hook
                 out = sb.call_function(fn, hook, *args, state, memo)
-                reply = {"out": wire.encode(out), "memo": memo}
+                reply = {"out": wire.encode(out), "memo": memo, "cpu_used": time.process_time() - start}
             elif op == "unload":
                 programs.pop(msg["id"], None)
                 reply = {}
@@ -87,11 +97,14 @@ def main(memory_mb: int, cpu_total_s: int) -> None:
         except BaseException as exc:  # noqa: BLE001 - every failure is an answer, never a dead jail
             reply = error(exc)
         try:
-            wire.send(wout, reply)
+            data = wire.pack(reply)  # still under the CPU timer: a huge memo is the call's cost
         except (TypeError, ValueError, RecursionError) as exc:  # a memo or record holding non-JSON data
-            wire.send(wout, error(ContractCodeError(
+            data = wire.pack(error(ContractCodeError(
                 f"returned or stored something that is not JSON data ({exc}); memo and records "
                 "hold plain data only", hook=msg.get("hook"))))
+        # disarmed before the first byte is written: the host reads a whole answer or none
+        arm(signal.ITIMER_PROF, 0)
+        wire.write(wout, data)
 
 
 if __name__ == "__main__":

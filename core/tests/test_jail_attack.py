@@ -1,0 +1,216 @@
+"""Attacks on the per-call CPU limit, the per-stack jails and the trusted tier's fused
+step; each stays fixed."""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+
+import envh
+import pytest
+from envh import Action, TaskRef
+from envh.components.contract import CodeContract
+from envh.errors import ContractCodeError
+from envh.jail import Jail, bwrap_path
+
+TASK = TaskRef(suite="toy24", split="easy", instance_id="2,3,4")
+ADD = Action(tool="combine", args={"i": 0, "j": 1, "op": "add"})
+UPPER = "def filter_observation(observation, state, memo):\n    return observation.text.upper()\n"
+
+pytestmark = pytest.mark.skipif(bwrap_path() is None and os.geteuid() == 0 and not os.environ.get("CI"),
+                                reason="bubblewrap not installed (dev/setup.d/jail.sh)")
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def make(code: str, trust: str = "untrusted", **layer: object) -> envh.ActionableEnv:
+    return envh.make({"bridge": "toy24", "layers": [{"kind": "contract", "code": code, **layer}]}, trust=trust)
+
+
+def test_an_answer_too_costly_to_encode_dies_before_a_byte_is_written() -> None:
+    """A memo whose encoding outlasts the CPU grace (60 MB of escaped characters): the
+    timer fires while the answer is encoded, or the host refuses its size; never a torn
+    answer, always a typed error, the memo unchanged and the next call answered."""
+    code = ("def filter_action(action, state, memo):\n"
+            "    if memo.get('big') is None:\n        return None\n"
+            "    memo['x'] = '\\x00' * 5000000\n    memo['y'] = '\\x00' * 5000000\n")
+    env = make(code, time_limit_ms=20)
+    try:
+        env.reset(task=TASK, seed=0)
+        env.memo["big"] = True
+        with pytest.raises(ContractCodeError, match="CPU time limit|byte limit"):
+            env.step(ADD)
+        assert env.memo == {"big": True}
+        env.memo = {}
+        assert env.step(ADD).info.get("error") is None
+    finally:
+        env.close()
+
+
+def test_a_stack_that_fails_half_built_leaves_no_jail_process() -> None:
+    """The first contract loads (its jail starts), the second is refused: nobody holds the
+    half-built stack, and its jail process goes with it."""
+    before = _children()
+    with pytest.raises(ContractCodeError):
+        envh.make({"bridge": "toy24", "layers": [
+            {"kind": "contract", "code": UPPER},
+            {"kind": "contract", "code": "X = [0] * (10**9)\n" + UPPER}]}, trust="untrusted")
+    gc.collect()
+    assert _children() <= before
+
+
+def test_a_forked_child_dropping_its_copy_does_not_kill_the_parents_jail() -> None:
+    """A pool worker forked from a process with a live stack inherits the ``Jail`` (and
+    its finalizer): collecting it in the child must not end the parent's jail process."""
+    env = make(UPPER)
+    try:
+        pid = env._jail.pid  # type: ignore[attr-defined]
+        assert pid is not None
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child
+            try:
+                del env
+                gc.collect()
+            finally:
+                os._exit(0)
+        os.waitpid(child, 0)
+        assert alive(pid)
+        env.reset(task=TASK, seed=0)
+        assert env.step(ADD).observation.text.startswith("TARGET")
+        assert env._jail.restarts == 0  # type: ignore[attr-defined]
+    finally:
+        env.close()
+
+
+def test_a_closed_stack_cannot_be_used_to_reach_another_stacks_jail() -> None:
+    a, b = make(UPPER), make(UPPER)
+    try:
+        ja, jb = a._jail, b._jail  # type: ignore[attr-defined]
+        a.close()
+        assert ja.pid is None and jb.pid is not None
+        with pytest.raises(ContractCodeError, match="closed"):
+            a.reset(task=TASK, seed=0)
+        b.reset(task=TASK, seed=0)
+        assert b.step(ADD).observation.text.startswith("TARGET") and jb.restarts == 0
+    finally:
+        b.close()
+
+
+def test_a_jail_reused_after_its_last_program_left_starts_a_fresh_process() -> None:
+    jail = Jail()
+    p1 = jail.load(UPPER, ("filter_observation",), time_limit=0.25, max_ops=1000)
+    first = jail.pid
+    jail.unload(p1)
+    assert jail.pid is None and first is not None and not alive(first)
+    p2 = jail.load(UPPER, ("filter_observation",), time_limit=0.25, max_ops=1000)
+    assert jail.pid not in (None, first)
+    jail.unload(p2)
+
+
+def test_the_cpu_limit_is_per_call_not_cumulative() -> None:
+    """Calls each using about half the limit: each gets a fresh CPU timer, so together
+    they pass one call's limit without a kill."""
+    code = ("import math\ndef filter_action(action, state, memo):\n"
+            "    return Block(reason=str(math.factorial(memo.get('k', 100)).bit_length()))\n")
+    env = make(code, time_limit_ms=200)
+    jail = env._jail  # type: ignore[attr-defined]
+    try:
+        env.reset(task=TASK, seed=0)
+        k = 1000
+        while jail.last_cpu_s < 0.08:
+            env.memo["k"] = k = int(k * (2 if jail.last_cpu_s < 0.03 else 1.25))
+            env.step(ADD)
+        assert jail.last_cpu_s < 0.2
+        used = []
+        for _ in range(4):
+            env.step(ADD)
+            used.append(jail.last_cpu_s)
+        assert sum(used) > 0.2 + 0.1 and jail.restarts == 0, used
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("trust", ["trusted", "untrusted"])
+@pytest.mark.parametrize("code, match", [
+    ("def filter_action(action, state, memo):\n    return 'combine'\n", "Action, Block or None; got str"),
+    ("def filter_observation(observation, state, memo):\n    return 3\n", "Observation, str or None; got int"),
+    ("def modify_transition(action, response, state, memo):\n    return observation\n", "NameError"),
+    ("def modify_transition(action, response, state, memo):\n    return evolve(response, reward=5.0)\n",
+     "changed the reward"),
+    ("def modify_transition(action, response, state, memo):\n    return action\n",
+     "EnvResponse or None; got Action"),
+])
+def test_the_fused_step_keeps_every_check(trust: str, code: str, match: str) -> None:
+    """The trusted tier's fused step and the jailed step refuse the same wrong answers."""
+    env = make(code, trust)
+    try:
+        with pytest.raises(ContractCodeError, match=match):
+            env.reset(task=TASK, seed=0)  # filter_observation runs at reset too
+            env.step(ADD)
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("trust", ["trusted", "untrusted"])
+def test_the_fused_step_records_what_the_hooks_did(trust: str) -> None:
+    code = ("def filter_action(action, state, memo):\n"
+            "    if action.args['op'] == 'sub':\n        return Block(reason='no sub')\n"
+            "    if action.args['op'] == 'mul':\n        return Action('combine', {'i': 0, 'j': 1, 'op': 'add'})\n"
+            "def modify_transition(action, response, state, memo):\n"
+            "    return evolve(response, terminated=True)\n"
+            "def filter_observation(observation, state, memo):\n    return observation.text + '!'\n")
+    env = make(code, trust)
+    try:
+        env.reset(task=TASK, seed=0)
+        blocked = env.step(Action(tool="combine", args={"i": 0, "j": 1, "op": "sub"}))
+        eff = blocked.info["envh"][-1]
+        assert eff["action"] == "blocked" and eff["reason"] == "no sub" and eff["transition"] is False
+        rewritten = env.step(Action(tool="combine", args={"i": 0, "j": 1, "op": "mul"}))
+        eff = rewritten.info["envh"][-1]
+        assert eff["action"] == "rewritten" and eff["sent"] == {"tool": "combine", "args": {"i": 0, "j": 1, "op": "add"}}
+        assert eff["transition"] is True and rewritten.terminated is True and eff["observation"] is True
+        assert rewritten.observation.text == eff["observation_before"]["text"] + "!"
+        assert "5" in rewritten.observation.text  # 2 + 3 ran in the base env, not 2 * 3
+    finally:
+        env.close()
+
+
+def _children() -> set[int]:
+    me = os.getpid()
+    try:
+        with open(f"/proc/{me}/task/{me}/children") as fh:
+            return {int(p) for p in fh.read().split()}
+    except OSError:
+        return set()
+
+
+def test_trusted_hooks_still_get_read_only_records_through_the_fused_step() -> None:
+    """dict.update on the args, the data and the info a hook is handed: refused, and the
+    base env ran the action as proposed."""
+    code = ("def filter_action(action, state, memo):\n"
+            "    try:\n        dict.update(action.args, {'op': 'mul'})\n"
+            "    except TypeError:\n        memo['a'] = 'refused'\n"
+            "def modify_transition(action, response, state, memo):\n"
+            "    try:\n        dict.update(response.info, {'forged': True})\n"
+            "    except TypeError:\n        memo['i'] = 'refused'\n"
+            "def filter_observation(observation, state, memo):\n"
+            "    try:\n        dict.update(observation.data, {'target': 1})\n"
+            "    except TypeError:\n        memo['d'] = 'refused'\n")
+    env = make(code, "trusted")
+    t0 = time.monotonic()
+    try:
+        env.reset(task=TASK, seed=0)
+        resp = env.step(ADD)
+        assert env.memo == {"a": "refused", "i": "refused", "d": "refused"}
+        assert "forged" not in resp.info and resp.observation.data["target"] == 24
+        assert "5" in resp.observation.text and isinstance(env, CodeContract)
+    finally:
+        env.close()
+    assert time.monotonic() - t0 < 30
