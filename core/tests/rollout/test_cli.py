@@ -236,18 +236,19 @@ def test_human_plays_inline_at_the_terminal(tmp_path, cli_env):
     assert not (out / "workers.log").exists()
 
 
-def test_an_input_the_nobody_workers_cannot_read_is_refused_with_a_way_out(tmp_path, cli_env):
+def test_a_private_input_the_policy_declares_reaches_the_nobody_workers(tmp_path, cli_env):
+    """``scripted:FILE`` declares its file (``PolicyInfo.data_paths``): the workers get it,
+    read-only and readable as theirs, though it lies in root's private temporary directory."""
     if os.geteuid() != 0:
         pytest.skip("workers run as nobody only under root")
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC)
     script = tmp_path / "script.json"  # pytest's temporary directories are private to root
     script.write_text('["stop()"]')
+    script.chmod(0o600)
     proc = envh(*run_args(spec, tmp_path / "run", "--policy", f"scripted:{script}"), env=cli_env, check=False)
-    assert proc.returncode == 2 and "Permission denied" in proc.stderr and "--isolation namespace" in proc.stderr
-    assert not (tmp_path / "run").exists()
-    envh(*run_args(spec, tmp_path / "run", "--policy", f"scripted:{script}", "--isolation", "namespace"),
-         env=cli_env)
+    assert proc.returncode == 0, proc.stderr[-2000:]  # played: stop() fails the task, not the run
+    assert "Permission denied" not in proc.stdout + proc.stderr
 
 
 def test_two_commands_never_play_into_one_run_directory(tmp_path, cli_env):
