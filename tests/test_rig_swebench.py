@@ -89,3 +89,19 @@ def test_a_staged_state_has_the_gold_patch_as_its_reference(spec):
     assert edited.ok and edited.reference.startswith("replayed"), edited
     broken = cascade.check(spec, [_stage(BREAK_PACKAGE)], task, registry=registry, seeds=[0])
     assert not broken.ok and broken.stage == "unsolvable" and broken.reference.startswith("replayed"), broken
+
+
+def test_the_gold_patch_paths_restored_before_applying_it_on_a_staged_tree():
+    """Changed and deleted files come back from the base commit, created ones (a rename's
+    target too) are removed first; paths with spaces are quoted for the shell."""
+    pytest.importorskip("envh_swebench")
+    from envh_swebench.reference import apply_command, gold_paths
+
+    patch = ("diff --git a/pkg/a.py b/pkg/a.py\n--- a/pkg/a.py\n+++ b/pkg/a.py\n@@ -1 +1 @@\n-x\n+y\n"
+             "diff --git a/gone.py b/gone.py\ndeleted file mode 100644\n--- a/gone.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-z\n"
+             "diff --git a/new file.py b/new file.py\nnew file mode 100644\n--- /dev/null\n+++ b/new file.py\t\n"
+             "@@ -0,0 +1 @@\n+n\n"
+             "diff --git a/old.py b/moved.py\n--- a/old.py\n+++ b/moved.py\n@@ -1 +1 @@\n-o\n+m\n")
+    assert gold_paths(patch) == (["pkg/a.py", "gone.py", "old.py"], ["new file.py", "moved.py"])
+    command = apply_command(patch, "abc123")
+    assert "rm -rf -- 'new file.py' moved.py" in command and "git checkout abc123 -- pkg/a.py gone.py old.py" in command

@@ -149,3 +149,34 @@ def test_toy24_reference_after_stop_is_nothing_left_or_no_win(registry):
         env.reset(task=TASK, seed=0)
         env.step(Action(tool="stop"))
         assert env.unwrapped.reference_actions() is None  # the game is over unwon
+
+
+def test_a_guided_episode_saved_and_restored_goes_on_with_the_same_draws(registry):
+    """The guide's draws count decisions in its layer state: a restored episode (a stage of
+    the main job's pool, a resumed rollout) continues with the same replacements, and the
+    reference is asked again from the restored state, not taken from a stale cache."""
+    with envh.make({"bridge": "toy24"}, registry=registry) as env:
+        env.reset(task=TASK, seed=0)
+        layers = Guide().instantiate(env, TASK, 0.5, focus={"tools": ["stop"]})
+    stop = Action(tool="stop")
+
+    def effects(env, n):
+        out = []
+        for _ in range(n):
+            resp = env.step(stop)
+            out.append(resp.info["envh"][-1]["action"])
+            if resp.terminated:
+                break
+        return out
+
+    for seed in range(12):
+        with envh.make({"bridge": "toy24", "layers": layers}, registry=registry) as env:
+            env.reset(task=TASK, seed=seed)
+            head = effects(env, 1)
+            if head != ["rewritten"]:
+                continue
+            saved = env.save_state()
+            whole = head + effects(env, 5)
+        with envh.make({"bridge": "toy24", "layers": layers}, registry=registry) as env:
+            env.from_state(saved)
+            assert head + effects(env, 5) == whole, seed

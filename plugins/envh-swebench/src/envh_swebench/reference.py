@@ -29,21 +29,21 @@ _NEW = re.compile(r"^\+\+\+ (?:b/(?P<path>.+)|/dev/null)$")
 
 
 def gold_paths(patch: str) -> tuple[list[str], list[str]]:
-    """(paths the patch changes that exist at the base commit, paths it creates)."""
+    """(paths the patch changes or deletes, which exist at the base commit; paths it
+    creates, a rename's target included)."""
     old: list[str] = []
     new: list[str] = []
     before: str | None = None
     for line in patch.splitlines():
         if (m := _OLD.match(line)) is not None:
-            before = m.group("path")
+            before = m.group("path").rstrip("\t") if m.group("path") else None
             continue
-        if (m := _NEW.match(line)) is not None and m.group("path"):
-            after = m.group("path").rstrip("\t")
-            if before is None:
+        if (m := _NEW.match(line)) is not None:
+            after = m.group("path").rstrip("\t") if m.group("path") else None
+            if before is not None and before not in old:
+                old.append(before)
+            if after is not None and after != before and after not in new:
                 new.append(after)
-            elif before.rstrip("\t") not in old:
-                old.append(before.rstrip("\t"))
-        if line.startswith("+++ "):
             before = None
     return old, new
 
