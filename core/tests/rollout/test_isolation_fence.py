@@ -74,6 +74,7 @@ def secrets():
     (data / "seed").write_text("7")
     (data / "seed").chmod(0o600)
     (data / "beside").write_text("not the worker's")
+    (data / "leak").symlink_to(in_home)  # a link in declared data to a secret: followed inside the fence
     made += [private, shared, data]
     yield {"home": str(in_home), "private": str(private / "credentials"), "shared": str(shared / "store"),
            "data": str(data), "tag": tag}
@@ -108,7 +109,8 @@ def run(level, secrets, data=None, extra_env=None, trust=None):
     writes = [f"/etc/envh-fence-{tag}", f"/usr/envh-fence-{tag}", f"/root/envh-fence-{tag}",
               f"/var/tmp/envh-fence-{tag}", f"/tmp/envh-fence-{tag}", f"{secrets['data']}/written-{tag}",
               f"envh-fence-{tag}"]  # the last one: relative, in the work dir (allowed)
-    probe = {"reads": [secrets["home"], secrets["private"], secrets["shared"], "/etc/shadow"], "writes": writes,
+    probe = {"reads": [secrets["home"], secrets["private"], secrets["shared"], "/etc/shadow",
+                       f"{secrets['data']}/leak"], "writes": writes,
              "unmount": [os.path.expanduser("~root"), "/tmp"], "opens": KNOBS}
     env = {**os.environ, "PARENT_SECRET_API_KEY": "sk-parent-only", **(extra_env or {}),
            "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)}
@@ -130,6 +132,7 @@ def assert_fenced(out, secrets):
     for key in ("home", "private", "shared"):
         assert "secret-in" not in raw["reads"][secrets[key]], (key, raw["reads"][secrets[key]])
     assert not raw["reads"]["/etc/shadow"].startswith("root:"), "/etc/shadow"
+    assert "secret-in" not in raw["reads"][f"{secrets['data']}/leak"], "a symlink in declared data"
     assert out["on_host"] == [], f"a worker wrote outside its work dir: {out['on_host']}"
     written = {p: r for p, r in raw["writes"].items() if r == "written"}
     # what it may write: its work dir, and its own private /tmp and /var/tmp (gone with it)
@@ -288,6 +291,16 @@ def test_a_symlink_is_judged_by_where_it_points(tmp_path):
     parent.symlink_to("/")
     with pytest.raises(envh.errors.EnvhError, match="Refusing"):
         fence.check_data_path(str(parent / "root" / ".."))
+
+
+def test_a_socket_is_no_data_path(tmp_path):
+    """Shown as nobody's own, a root-owned socket would be one it may connect to."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(tmp_path / "daemon.sock"))
+        with pytest.raises(envh.errors.EnvhError, match="not a file or directory"):
+            fence.check_data_path(str(tmp_path / "daemon.sock"))
 
 
 def test_relative_missing_and_ordinary_paths(tmp_path):

@@ -386,6 +386,8 @@ def check_data_path(path: str, work_dir: str | None = None) -> str | None:
     if not os.path.exists(real):
         return None
     where = f"the data path {path!r}" + (f" (really {real})" if real != os.path.normpath(path) else "")
+    if not (os.path.isdir(real) or os.path.isfile(real)):  # a socket shown as nobody's own is one it may connect to
+        raise errors.EnvhError(f"Refusing {where}: not a file or directory (a socket, device or pipe).")
     target = Path(real)
     homes = {Path(os.path.expanduser("~")).resolve(), Path("/root"), *(_existing_dirs("/home"))}
     for root in {*_roots(), *homes}:
