@@ -52,7 +52,8 @@ def test_a_seed_gives_the_same_instance_on_a_preloaded_page(runtime, task, seeds
     try:
         for mode in MODES:
             _mode(runtime, mode)
-            env.reset(task=_ref(task), seed=0)  # the next reset is of this mode's kind
+            for _ in range(2):  # the next reset is of this mode's kind (a task repeated: preloaded)
+                env.reset(task=_ref(task), seed=0)
             for seed in seeds:
                 hits = runtime.preload_hits
                 obs = env.reset(task=_ref(task), seed=seed).observation
@@ -80,6 +81,7 @@ def test_the_preloaded_page_ran_no_episode_code(runtime) -> None:
     env = MiniwobEnv(tasks=["click-button"])
     try:
         env.reset(task=_ref("click-button"), seed=1)
+        env.reset(task=_ref("click-button"), seed=1)  # a task repeated: its page is preloaded
         spare = runtime._spare
         assert spare is not None and spare.url and spare.url.endswith("/miniwob/click-button.html")
         _, page = spare.future.result()
@@ -108,6 +110,7 @@ def test_another_task_gets_a_context_made_on_the_spot(runtime) -> None:
     env = MiniwobEnv(tasks=["click-button", "enter-text"])
     try:
         env.reset(task=_ref("click-button"), seed=1)
+        env.reset(task=_ref("click-button"), seed=1)
         assert runtime._spare.url.endswith("/click-button.html")
         discarded = runtime._driver.wrap(runtime._spare.future.result()[0])
         hits, preloaded = runtime.spare_hits, runtime.preload_hits
@@ -118,8 +121,61 @@ def test_another_task_gets_a_context_made_on_the_spot(runtime) -> None:
         while discarded in runtime.browser().contexts and time.monotonic() < deadline:
             time.sleep(0.05)
         assert discarded not in runtime.browser().contexts
-        obs = env.reset(task=_ref("enter-text"), seed=7).observation  # now it was preloaded
+        # after a miss, the next spare is blank (a task switch loads nothing for nothing) and
+        # serves the reset; once the task repeats, its page is preloaded again
+        assert runtime._spare.url is None
+        hits = runtime.spare_hits
+        obs = env.reset(task=_ref("enter-text"), seed=7).observation
+        assert runtime.spare_hits == hits + 1 and not env.session.preloaded
+        assert _without_port(obs.text) == expected
+        assert runtime._spare.url.endswith("/enter-text.html")
+        obs = env.reset(task=_ref("enter-text"), seed=7).observation
         assert env.session.preloaded and _without_port(obs.text) == expected
+    finally:
+        env.close()
+
+
+def test_tasks_taking_turns_get_blank_spares_not_wasted_loads(runtime) -> None:
+    """Resets alternating two tasks: after the first preloaded page goes unused, the spares
+    are blank and every one is taken (none thrown away); a task repeated is preloaded."""
+    from envh_webarena.miniwob import MiniwobEnv
+
+    env = MiniwobEnv(tasks=["click-button", "enter-text"])
+    try:
+        for name in ("click-button", "click-button", "enter-text"):
+            env.reset(task=_ref(name), seed=1)
+        hits = runtime.spare_hits
+        for i, name in enumerate(["click-button", "enter-text"] * 2):
+            assert runtime._spare.url is None
+            env.reset(task=_ref(name), seed=i)
+            assert not env.session.preloaded and env.goal
+        assert runtime.spare_hits == hits + 4
+        env.reset(task=_ref("enter-text"), seed=9)  # repeated
+        assert runtime._spare.url.endswith("/enter-text.html")
+        env.reset(task=_ref("enter-text"), seed=9)
+        assert env.session.preloaded
+    finally:
+        env.close()
+
+
+def test_a_preload_that_fails_to_load_is_not_used(runtime) -> None:
+    """The page to preload answers 404: the spare is not used, the reset loads its task
+    itself and plays it."""
+    from envh_webarena.miniwob import MiniwobEnv, task_server
+
+    class Missing(MiniwobEnv):
+        def _preload_url(self, task):
+            return f"{task_server().url}/no-such-page.html"
+
+    env = Missing(tasks=["click-button"])
+    try:
+        for _ in range(2):
+            env.reset(task=_ref("click-button"), seed=1)
+        assert runtime._spare.url.endswith("/no-such-page.html")
+        hits = runtime.spare_hits
+        obs = env.reset(task=_ref("click-button"), seed=1).observation
+        assert runtime.spare_hits == hits and not env.session.preloaded
+        assert "Click on the" in obs.text and env.session.page.url.endswith("/click-button.html")
     finally:
         env.close()
 
@@ -149,6 +205,7 @@ def test_the_episode_before_cannot_reach_the_preloaded_page(runtime) -> None:
     env = MiniwobEnv(tasks=["click-button"])
     try:
         env.reset(task=_ref("click-button"), seed=1)
+        env.reset(task=_ref("click-button"), seed=1)  # a task repeated: its page is preloaded
         assert runtime._spare is not None and runtime._spare.url
         assert env.session.page.evaluate(LEAVE_TRACES)  # episode one's own page, during its turn
         assert env.session.page.evaluate(READ_TRACES)["local"] == 1  # the traces are there
@@ -191,11 +248,12 @@ def test_a_preloaded_page_whose_renderer_died_is_replaced(runtime) -> None:
     env = MiniwobEnv(tasks=["enter-text"])
     try:
         runtime.make_ahead = False
-        env.reset(task=_ref("enter-text"), seed=2)  # no spare yet: its renderers come next
+        for _ in range(2):  # no spare yet: its renderers come next (and the task repeats)
+            env.reset(task=_ref("enter-text"), seed=2)
         before = _renderers(runtime.pid)
         runtime.make_ahead = True
         runtime.make_spare(env._preload_url(_ref("enter-text")))  # as the reset does at its end
-        assert runtime._spare.future.result()  # made and loaded: its renderer is up
+        assert runtime._spare.url and runtime._spare.future.result()  # loaded: its renderer is up
         new = _renderers(runtime.pid) - before
         assert new
         for pid in new:

@@ -101,6 +101,8 @@ class BrowserRuntime:
         self.spare_hits = 0  # episodes that got a context made ahead
         self.preload_hits = 0  # ... whose page was already loaded
         self._next: tuple[str, dict[str, Any]] | None = None
+        self._asked: tuple[str | None, str | None] = (None, None)  # the pages the last two resets asked for
+        self._missed = False  # the last preloaded page was for another task than the reset's
 
     # -- lifecycle ---------------------------------------------------------------------
     @property
@@ -238,9 +240,14 @@ class BrowserRuntime:
         key = options_key(options)
         spare, self._spare = self._spare, None
         got, preloaded, channels = None, False, None
+        wanted = preload if self.preload else None
+        self._asked = (self._asked[1], wanted)
         if spare is not None:
-            wanted = preload if self.preload else None
-            if self.make_ahead and spare.key == key and spare.browser is browser and spare.url == wanted:
+            # a blank page serves any reset (it loads its page itself); a loaded one only its own
+            fits = spare.url is None or spare.url == wanted
+            if spare.url is not None:
+                self._missed = spare.url != wanted
+            if self.make_ahead and spare.key == key and spare.browser is browser and fits:
                 got = spare.take()
             else:
                 spare.discard()
@@ -270,7 +277,9 @@ class BrowserRuntime:
             return
         assert self._driver is not None
         key, options = self._next
-        if not self.preload:
+        # after a preloaded page went unused, preload again only once a task repeats (resets
+        # that switch tasks would otherwise load a page for nothing each time)
+        if not self.preload or (self._missed and self._asked[0] != self._asked[1]):
             preload, prefetch = None, ()
         self._spare = Spare(self._driver, self._browser, key, options, preload, tuple(prefetch) if preload else (),
                             port=self.devtools_port)

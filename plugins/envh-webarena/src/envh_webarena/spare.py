@@ -24,6 +24,7 @@ show their START cover on load; the episode starts with the reset's seed).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 from typing import Any
 
@@ -50,11 +51,18 @@ class Spare:
         self.crashed = False
         self.channels: tuple[Any, Any] | None = None  # the page's CDP channels, wrapped once taken
         self._raw_channels: tuple[Any, Any] | None = None
+        # the context and its loaded page, as soon as they are (the prefetch may still run);
+        # ``future``: the whole build, prefetch included
+        self.made: concurrent.futures.Future[tuple[Any, Any]] = concurrent.futures.Future()
         self.future = driver.submit(self._build(unwrap(browser), dict(options), url, prefetch, port))
 
     async def _build(self, browser: Any, options: dict[str, Any], url: str | None,
                      prefetch: tuple[str, ...], port: int | None) -> tuple[Any, Any]:
-        context = await browser.new_context(**options)
+        try:
+            context = await browser.new_context(**options)
+        except BaseException as exc:
+            self.made.set_exception(exc)
+            raise
         try:
             page = await context.new_page()
             page.once("crash", lambda *_: setattr(self, "crashed", True))
@@ -62,23 +70,28 @@ class Spare:
                 response = await page.goto(url, wait_until="load")
                 if response is None or not response.ok:  # the reset's own goto says what is wrong
                     raise RuntimeError(f"preloading {url} answered {response and response.status}")
-                if prefetch:
-                    await page.evaluate(_PREFETCH_JS, list(prefetch))
             self._raw_channels = await open_channels(context, page, port)  # the first observation's
-        except BaseException:
+        except BaseException as exc:
+            self.made.set_exception(exc)
             await _close(context)
             raise
+        self.made.set_result((context, page))
+        if prefetch:  # a reset may take the context meanwhile: the files then arrive beside its start
+            try:
+                await page.evaluate(_PREFETCH_JS, list(prefetch))
+            except Exception:  # noqa: BLE001 - a miss only: the start loads the files itself
+                pass
         return context, page
 
     def ready(self) -> bool:
         """Whether it is made (or failed): taking it would not wait."""
-        return self.future.done()
+        return self.made.done()
 
     def take(self) -> tuple[Any, Any] | None:
         """The context and its page (wrapped for sync use), waiting for them if need be;
         None when they cannot be used (failed, closed, crashed, navigated, more pages)."""
         try:
-            context, page = self.future.result()
+            context, page = self.made.result()
             # one round trip into the page: a renderer that died while idle shows only now
             usable = self.driver.call(self._check, context, page)
         except Exception:  # noqa: BLE001 - a failed spare is only a slower reset
