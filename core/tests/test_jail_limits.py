@@ -61,17 +61,29 @@ def test_a_c_level_hang_ends_at_its_cpu_limit_not_twice_the_wall_limit() -> None
         # CPU time and the wall clock agree (the busy-machine case is the next test)
         assert jail.pid is not None
         for pid in [jail.pid, *_descendants(jail.pid)]:
-            os.setpriority(os.PRIO_PROCESS, pid, -20)
+            _weigh(pid, -20)
         t0 = time.monotonic()
         with pytest.raises(ContractCodeError, match="CPU time limit of 300 ms") as info:
             env.step(ADD)
         took = time.monotonic() - t0
+        print(f"C-level hang with a {limit * 1000:.0f} ms limit ended after {took:.3f} s")
         assert info.value.hook == "filter_action" and "jail process" in info.value.message
         # limit + grace of CPU, plus a little for the kill; the wall backstop would be 2.4 s
         assert took < limit + GRACE_S + 0.6, took
         assert jail.restarts == 1
     finally:
         env.close()
+
+
+def _weigh(pid: int, nice: int) -> None:
+    """Set a process's nice value and its session's (the kernel shares CPU between
+    sessions first; bubblewrap gives the jail a session of its own)."""
+    os.setpriority(os.PRIO_PROCESS, pid, nice)
+    try:
+        with open(f"/proc/{pid}/autogroup", "w") as fh:
+            fh.write(str(nice))
+    except OSError:  # a kernel without autogroups: the nice value is all there is
+        pass
 
 
 def _descendants(pid: int) -> list[int]:
@@ -116,15 +128,16 @@ def test_an_honest_hook_slowed_by_a_busy_machine_is_not_killed() -> None:
                 break
             k *= 2 if jail.last_cpu_s < 0.1 * limit else 1.3
             k = int(k)
-        assert 0.3 * limit <= jail.last_cpu_s <= 0.75 * limit, jail.last_cpu_s
+        assert 0.3 * limit <= jail.last_cpu_s <= 0.6 * limit, jail.last_cpu_s
         cpu = min(os.sched_getaffinity(0))
         assert jail.pid is not None
         for pid in [jail.pid, *_descendants(jail.pid)]:
             os.sched_setaffinity(pid, {cpu})
-        for _ in range(3):
-            hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(3):  # each in a session of its own, weighted a little above the jail's
+            hog = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
             hogs.append(hog)
             os.sched_setaffinity(hog.pid, {cpu})
+            _weigh(hog.pid, -3)
         time.sleep(0.2)
         walls, cpus = [], []
         for _ in range(3):
@@ -135,6 +148,7 @@ def test_an_honest_hook_slowed_by_a_busy_machine_is_not_killed() -> None:
             cpus.append(jail.last_cpu_s)
             assert resp.info["error"]["type"] == "blocked"  # the hook's own answer
         assert jail.restarts == 0
+        print(f"honest hook under a CPU hog: wall {walls} s, jail CPU {cpus} s")
         assert max(walls) > limit + GRACE_S, (walls, cpus)  # slowed past where a wall kill would be
         assert max(cpus) < limit, cpus
     finally:
