@@ -46,7 +46,8 @@ def test_resource_limits_labels_and_no_network(make_env, docker_client):
     env.reset()
     host = env.box.container.attrs["HostConfig"]
     # a tmpfs workspace counts as memory: the limit grows by disk (4g) + 3 x scratch (512m)
-    memory = 256 * 2**20 + (4 * 2**30 + 3 * 512 * 2**20 if env.box.disk_mode == "tmpfs" else 0)
+    # + /dev/shm (64m) + Docker's /dev (64m)
+    memory = 256 * 2**20 + (4 * 2**30 + 3 * 512 * 2**20 + 2 * 64 * 2**20 if env.box.disk_mode == "tmpfs" else 0)
     assert (host["NanoCpus"], host["Memory"], host["PidsLimit"], host["NetworkMode"]) == \
            (500_000_000, memory, 64, "none")
     assert env.box.container.labels[LABEL] == "episode"
