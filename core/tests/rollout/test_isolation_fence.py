@@ -200,14 +200,18 @@ def test_a_tcp_daemon_is_found_in_the_environment_and_the_daemon_config(tmp_path
     assert fence.docker_tcp_endpoints({"DOCKER_HOST": "unix:///run/docker.sock"}, str(config)) == []
 
 
+FAKE_DAEMON = "envh-fence-dkd"
+
+
 @pytest.fixture
 def tcp_daemon(tmp_path):
-    """A process named ``dockerd`` listening on a loopback TCP port (an interpreter copied
-    under that name: ``comm`` is what the check reads)."""
+    """A process listening on a loopback TCP port under a daemon-like name (an interpreter
+    copied under that name: ``comm`` is what the check reads). Not ``dockerd`` itself: every
+    pool started meanwhile on this machine (other tests) would refuse to run."""
     import socket
     import time
 
-    binary = tmp_path / "dockerd"
+    binary = tmp_path / FAKE_DAEMON
     shutil.copy2(os.path.realpath(sys.executable), binary)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONHOME"] = sys.base_prefix
@@ -234,7 +238,8 @@ def tcp_daemon(tmp_path):
 
 def test_a_running_daemon_listening_on_tcp_is_found(tcp_daemon):
     pid, port = tcp_daemon
-    assert f"dockerd (pid {pid}) listens on 127.0.0.1:{port}" in fence.docker_tcp_endpoints({}, "/nonexistent")
+    assert (FAKE_DAEMON, pid, f"127.0.0.1:{port}") in fence._listening_daemons((*fence.DAEMONS, FAKE_DAEMON))
+    assert all(name in fence.DAEMONS for name, _, _ in fence._listening_daemons())
 
 
 def test_a_pool_refuses_bridges_without_docker_access_while_a_tcp_daemon_is_up(tcp_daemon, registry, worker_env,

@@ -193,8 +193,8 @@ def docker_tcp_endpoints(environ: dict[str, str] | None = None, daemon_json: str
     return found
 
 
-def _listening_daemons() -> list[tuple[str, int, str]]:
-    """(name, pid, address) of each ``DAEMONS`` process's listening TCP sockets."""
+def _listening_daemons(names: tuple[str, ...] = DAEMONS) -> list[tuple[str, int, str]]:
+    """(name, pid, address) of each process named in ``names`` (``DAEMONS``) with a listening TCP socket."""
     listening: dict[str, str] = {}
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -212,7 +212,7 @@ def _listening_daemons() -> list[tuple[str, int, str]]:
             continue
         try:
             name = Path(f"/proc/{entry}/comm").read_text().strip()
-            if name not in DAEMONS:
+            if name not in names:
                 continue
             fds = os.listdir(f"/proc/{entry}/fd")
         except OSError:
