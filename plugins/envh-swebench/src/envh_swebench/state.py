@@ -102,11 +102,12 @@ def _tokens(command: str) -> list[str] | None:
     if _UNSAFE.search(command):
         return None
     lex = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lex.whitespace_split = True
+    lex.whitespace_split, lex.commenters = True, ""  # bash reads `a#b` as one word
     try:
-        return list(lex)
+        words = list(lex)
     except ValueError:  # unbalanced quotes
         return None
+    return None if any(w.startswith("#") for w in words) else words  # a comment: as typed, in bash
 
 
 def _inside(path: str, workdir: str) -> bool:
