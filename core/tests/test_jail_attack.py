@@ -214,3 +214,55 @@ def test_trusted_hooks_still_get_read_only_records_through_the_fused_step() -> N
     finally:
         env.close()
     assert time.monotonic() - t0 < 30
+
+
+def test_the_wall_clock_backstop_still_ends_a_call_whose_cpu_timer_never_fires() -> None:
+    """Code that escaped the sandbox inside the jail could disarm its CPU timer: the host's
+    wall-clock limit still ends the call (here a call sent with a CPU budget of 100 s)."""
+    jail = Jail()
+    hang = "import math\ndef filter_action(action, state, memo):\n    return math.factorial(10**8)\n"
+    pid = jail.load(hang, ("filter_action",), time_limit=0.1, max_ops=1000)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(ContractCodeError, match="wall-clock limit of 500 ms"):
+            jail.request({"op": "call", "id": pid, "hook": "filter_action", "args": [
+                {"t": "Action", "tool": "x", "args": {}}], "state": None, "memo": {}, "cpu_s": 100},
+                wall=0.5, hook="filter_action", cpu=100.0)
+        assert time.monotonic() - t0 < 5 and jail.restarts == 1
+    finally:
+        jail.close()
+
+
+def test_a_jail_killed_from_outside_between_calls_comes_back() -> None:
+    env = make(UPPER)
+    try:
+        env.reset(task=TASK, seed=0)
+        jail = env._jail  # type: ignore[attr-defined]
+        os.kill(jail.pid, 9)
+        time.sleep(0.2)  # bubblewrap's children die with it
+        assert env.step(ADD).observation.text.startswith("TARGET")
+        assert jail.restarts == 1
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("trust", ["trusted", "untrusted"])
+def test_a_non_action_goes_through_the_generic_step_and_its_checks(trust: str) -> None:
+    env = make("def filter_action(action, state, memo):\n    return Block(reason='never')\n", trust)
+    try:
+        env.reset(task=TASK, seed=0)
+        resp = env.step({"tool": "combine"})  # type: ignore[arg-type]
+        assert resp.info["error"]["type"] == "invalid_action"
+        assert resp.info["envh"][-1]["action"] == "passed"  # the hook never saw it
+    finally:
+        env.close()
+
+
+def test_closing_twice_and_collecting_after_close_is_quiet() -> None:
+    env = make(UPPER)
+    pid = env._jail.pid  # type: ignore[attr-defined]
+    env.close()
+    env.close()
+    del env
+    gc.collect()
+    assert pid is not None and not alive(pid)
