@@ -53,7 +53,7 @@ def test_plain_test_invocations_are_witnessed(command):
     "cd tests; pytest", "timeout 60s; pytest", "pytest 'unbalanced", "python3 -m pytest 2>&1 | tail -n 5 | cat",
     "/tmp/python3 -m pytest", "./python3 -m pytest", "python3 -m pytest\\;x",
     "cd /tmp && pytest", "cd .. && pytest", "python3 ../tmp/runtests.py", "cd tests && python3 ../../runtests.py",
-    "/testbed/../tmp/runtests.py", "cd -- && pytest", "cd - && pytest", "pytest # ; echo 1 passed", "cd ~ && pytest", "cd -P /tmp && pytest",
+    "/testbed/../tmp/runtests.py", "cd -- && pytest", "cd - && pytest", "pytest # ; echo 1 passed", "pytest ~/t.py", "pytest tests/{a,b}.py", "cd ~ && pytest", "cd -P /tmp && pytest",
 ])
 def test_anything_else_is_not(command):
     assert witnessed_call(command) is None, command

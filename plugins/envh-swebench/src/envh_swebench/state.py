@@ -107,7 +107,8 @@ def _tokens(command: str) -> list[str] | None:
         words = list(lex)
     except ValueError:  # unbalanced quotes
         return None
-    return None if any(w.startswith("#") for w in words) else words  # a comment: as typed, in bash
+    # a comment, `~` or `{a,b}`: bash would read or expand it, so it runs as typed, in bash
+    return None if any(w.startswith(("#", "~")) or ("{" in w and "}" in w) for w in words) else words
 
 
 def _inside(path: str, workdir: str) -> bool:
