@@ -150,7 +150,7 @@ def main() -> None:
     # many short runs, best kept: robust to a busy machine
     p.add_argument("--steps", type=int, default=4_000)
     p.add_argument("--repeats", type=int, default=15)
-    p.add_argument("--alfworld-repeats", type=int, default=3)
+    p.add_argument("--alfworld-repeats", type=int, default=5)
     p.add_argument("--jail-repeats", type=int, default=5)
     args = p.parse_args()
     load_start = os.getloadavg()
