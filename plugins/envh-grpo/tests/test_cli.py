@@ -53,6 +53,16 @@ def test_dry_run_of_the_8xh100_paper_config():
     assert mem["params_billion"] == pytest.approx(8.19) and mem["vllm_reserved"] == 40.0
     # ZeRO-3 over 8 GPUs: Adam's 12 bytes per parameter split eight ways
     assert mem["optimizer"] == pytest.approx(12 * 8.19e9 / 8 / 1024 ** 3, rel=1e-3)
+    # a micro-batch of 4 turn samples of 4096 + 512 tokens: layer inputs kept (gradient checkpointing),
+    # fp32 logits + log-softmax only where the 4 rows train (4 x 512 positions, not the whole 4608)
+    acts = 4 * 4608 * 36 * 2 * 4096 + 4 * min(4608, 4 * 512) * 151936 * 8
+    assert mem["activations"] == pytest.approx(acts / 1024 ** 3, abs=0.01)
+    assert mem["total"] == pytest.approx(sum(mem[k] for k in ("weights", "gradients", "optimizer", "reference",
+                                                              "activations", "vllm_reserved")), abs=0.05)
+    assert mem["fits"] is True and mem["device"] == 80.0
+    # 16 groups x 8 = 128 episodes; up to 50 turns of 512 tokens; each turn its own sample (history 50)
+    assert report["tokens_per_step"] == {"episodes": 128, "generated_max": 128 * 50 * 512,
+                                         "trained_max": 128 * 50 * 4608, "sequence_max": 4608}
     evo = json.loads(run("h100x8-evoharness", "--dry-run").stdout)["config"]
     assert (evo["group_size"], evo["optim"]["lr"], evo["loss"]["kl_coef"], evo["reward"]["t_max"],
             evo["max_prompt_tokens"]) == (8, 1e-6, 0.01, 70, 12288)
@@ -75,6 +85,19 @@ def test_impossible_configs_stop_before_any_work(sets, message):
     proc = run("--dry-run", *[a for s in sets for a in ("--set", s)])
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(("sets", "message"), [
+    (["groups_per_step=12"], "groups_per_step=12 does not split over 8 processes"),
+    (["max_prompt_tokens=32768"], "exceeds the model's context of 32768"),
+    (["vllm.tensor_parallel=2"], "vllm.tensor_parallel=2 with 8 processes"),
+    (["vllm.gpu_memory_utilization=1.0"], "must be in (0, 1)"),
+    (["ppo_mini_batch=48"], "must divide the 128 episodes"),
+])
+def test_impossible_variants_of_the_8xh100_config_stop_before_any_work(sets, message):
+    proc = run("h100x8-paper", "--dry-run", *[a for s in sets for a in ("--set", s)])
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
 
 
 def test_config_files_fail_clearly(tmp_path):

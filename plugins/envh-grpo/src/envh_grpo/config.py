@@ -93,7 +93,7 @@ class RolloutConfig:
     generates every live episode's turn in one batch (``remote.py``); the episodes are the
     same either way. ``options`` go to the executor (e.g. ``isolation``, ``memory_mb``);
     ``host`` is where the generation server listens (loopback; a Ray cluster across nodes
-    needs an address its workers can reach, still guarded by a per-rollout token)."""
+    needs an address its workers can reach, still guarded by per-episode tokens)."""
 
     executor: str | None = None
     workers: int | None = None
@@ -281,6 +281,14 @@ def check(config: TrainConfig, *, world_size: int = 1, model_config: dict[str, A
     if context is not None and c.max_prompt_tokens + c.max_response_tokens > context:
         problems.append(f"max_prompt_tokens + max_response_tokens = {c.max_prompt_tokens + c.max_response_tokens} "
                         f"exceeds the model's context of {context} tokens")
+    vl = c.vllm
+    if not 0 < vl.gpu_memory_utilization < 1:
+        problems.append(f"vllm.gpu_memory_utilization={vl.gpu_memory_utilization} must be in (0, 1): the "
+                        "training process shares the device")
+    if vl.tensor_parallel < 1 or (vl.tensor_parallel > 1 and max(world_size, c.nproc) > 1):
+        problems.append(f"vllm.tensor_parallel={vl.tensor_parallel} with {max(world_size, c.nproc)} processes: "
+                        "each training process generates its own episodes with an engine on its own GPU "
+                        "(tensor_parallel 1); a larger engine needs nproc 1")
     ro = c.rollout
     if ro.executor is not None:
         known = sorted(envh.get_registry().executors())

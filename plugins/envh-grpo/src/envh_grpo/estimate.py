@@ -6,7 +6,8 @@ weights 2P (bf16; 2P/N under ZeRO-3, 0 with parameter offload), gradients 2P (2P
 ZeRO-2), Adam state 12P (fp32 master, m, v; /N from ZeRO-1, 0 with optimizer offload),
 the frozen reference 2P (2P/N under ZeRO-3) when ``kl_coef > 0``, activations of one
 micro-batch (a layer's input kept per layer with gradient checkpointing, ~34·h bytes per
-token per layer without) plus its fp32 logits, and vLLM's reserved share of the device (``engine: vllm``).
+token per layer without) plus fp32 logits and their log-softmax at the positions it trains on
+(``logit_positions``), and vLLM's reserved share of the device (``engine: vllm``).
 A planning figure, not a measurement.
 """
 
@@ -47,6 +48,15 @@ def tokens_per_step(config: Any) -> dict[str, int]:
             "trained_max": trained, "sequence_max": turn}
 
 
+def logit_positions(config: Any) -> int:
+    """Positions of a micro-batch that go through the LM head: only those some row trains
+    on (the trainer's ``logits_to_keep``). A turn's sample (``history`` set) trains on at
+    most one reply; an episode's sequence on all of its replies; never more than the sequence."""
+    seq = config.max_prompt_tokens + config.max_response_tokens
+    per_row = config.max_response_tokens * (config.max_turns if config.history is None else 1)
+    return min(seq, config.micro_batch * per_row)
+
+
 def memory(config: Any, mc: dict[str, Any], *, world: int, gpu_gib: float = 80.0) -> dict[str, Any]:
     """Estimated GiB per GPU, by item."""
     p = param_count(mc)
@@ -61,7 +71,7 @@ def memory(config: Any, mc: dict[str, Any], *, world: int, gpu_gib: float = 80.0
     seq = config.max_prompt_tokens + config.max_response_tokens
     tokens = config.micro_batch * seq
     per_layer = 2 * h if ds.gradient_checkpointing else 34 * h
-    acts = tokens * layers * per_layer + tokens * vocab * 4 * 2  # fp32 logits and their log-softmax
+    acts = tokens * layers * per_layer + config.micro_batch * logit_positions(config) * vocab * 4 * 2
     vllm = config.vllm.gpu_memory_utilization * gpu_gib * GIB if config.engine == "vllm" else 0.0
     out = {"weights": weights, "gradients": grads, "optimizer": adam, "reference": ref, "activations": acts,
            "vllm_reserved": vllm}
