@@ -290,7 +290,7 @@ class SWEBenchEnv(Bridge):
         self._over_disk = bool(used and self.limits.disk_bytes and used > self.limits.disk_bytes)
         if box.disk_mode in ("tmpfs", "storage-opt") and NO_SPACE in (res["output"] or ""):
             where = (f"the repository ({self.limits.disk}) or a scratch place, /tmp, /root or /var/tmp "
-                     f"({self.limits.scratch} each), or /dev/shm ({self.limits.shm or '64m'})"
+                     f"({self.limits.scratch} each), /dev/shm ({self.limits.shm or '64m'}) or /dev (64m)"
                      ) if box.disk_mode == "tmpfs" else f"the container ({self.limits.disk}) or /dev/shm"
             text += (f"\n[disk limit: a write failed because {where} is full; delete what you do not "
                      "need (build output, caches, large files) and go on]")
