@@ -236,10 +236,12 @@ class Jail:
     def unload(self, pid: int) -> None:
         """Forget program ``pid``; with ``idle_exit``, the last one ends the process."""
         with self._lock:
-            if self._programs.pop(pid, None) is None or self._proc is None or self._proc.poll() is not None:
+            if self._programs.pop(pid, None) is None or self._proc is None:
                 return
             if self.idle_exit and not self._programs:
-                self._kill()
+                self._kill()  # also closes the pipes of a process that already died
+                return
+            if self._proc.poll() is not None:
                 return
             try:
                 self._exchange(self._proc, {"op": "unload", "id": pid}, 5.0, "<unload>", 5.0)
