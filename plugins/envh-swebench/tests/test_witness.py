@@ -132,6 +132,38 @@ def test_a_startup_hook_cannot_take_the_key(env):
     assert not env.get_env_state()["tests_run"]
 
 
+# Code the policy wrote that runs inside the test process can reach whatever the witness
+# holds there (its counts, the signing material, the pipe) or make the call phase run
+# nothing. These are the known limit of an in-process witness (README: "What the witness
+# does not hold against"); strict xfails, so a change that closes one must say so here.
+IN_PROCESS_FORGERIES = {
+    "counts through frames": (
+        "import sys\n"
+        "def _counts():\n"
+        "    f = sys._getframe()\n"
+        "    while f is not None:\n"
+        "        c = f.f_locals.get('counts')\n"
+        "        if isinstance(c, dict) and 'ran' in c:\n"
+        "            return c\n"
+        "        f = f.f_back\n"
+        "def pytest_collection_modifyitems(items):\n    items.clear()\n"
+        "def pytest_sessionfinish(session, exitstatus):\n"
+        "    _counts()['ran'] = 7\n    session.exitstatus = 0\n"),
+    "no-op test bodies": (
+        "import pytest\n"
+        "@pytest.hookimpl(tryfirst=True)\n"
+        "def pytest_pyfunc_call(pyfuncitem):\n    return True\n"),
+}
+
+
+@pytest.mark.xfail(strict=True, reason="in-process code can forge the witness's count (documented limit)")
+@pytest.mark.parametrize("conftest", list(IN_PROCESS_FORGERIES.values()), ids=list(IN_PROCESS_FORGERIES))
+def test_known_limit_code_inside_the_test_process(env, conftest):
+    bash(env, f"cat > tests/conftest.py <<'EOF'\n{conftest}EOF")
+    bash(env, "python3 -m pytest -q tests")
+    assert not env.get_env_state()["tests_run"]
+
+
 def test_a_module_on_pythonpath_cannot_stand_in_for_the_witness_s_own(make_env):
     """With the repository on PYTHONPATH (the image's or the environment's setting), a
     hashlib.py there came before the standard library's; the witness imports what it
