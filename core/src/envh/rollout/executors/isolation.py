@@ -11,9 +11,13 @@ Levels (``isolation=``):
   temporary ones private and writable), everything else is read-only, and only these come
   back: the Python installation (read-only), the worker's own directory (writable), and
   the host paths its bridges and policies declare (``BridgeInfo.data_paths``,
-  ``PolicyInfo.data_paths``: read-only unless declared ``rw:``). Declared paths are
+  ``PolicyInfo.data_paths``, ``ComponentKind.data_paths``: read-only unless declared
+  ``rw:``; a ``rw:`` file that does not exist yet gives its directory). Declared paths are
   idmapped mounts that show root's files as nobody's, so data only root could open (a
-  0700 directory, a 0600 file) is readable there and nowhere else. A declared path that
+  0700 directory, a 0600 file) is readable there and nowhere else — except what an
+  untrusted spec's config names (read-only, as on the host), and writable directories
+  other users can reach (plain binds: nobody's files there would land as root's, setuid
+  bits included). Sockets, devices and pipes are never given. A declared path that
   would undo the fence (``/``, a home, a hidden root or a directory holding one, /etc,
   /proc, a dot-directory of a home but ``~/.cache/...``) is refused (``check_data_path``).
 * ``namespace``: the same fence with uid 0 kept (capabilities dropped but CAP_SETFCAP,
