@@ -266,3 +266,28 @@ def test_closing_twice_and_collecting_after_close_is_quiet() -> None:
     del env
     gc.collect()
     assert pid is not None and not alive(pid)
+
+
+def test_a_spec_cannot_start_jail_processes_without_bound(monkeypatch) -> None:
+    """A chain of many legs, each with its own contract, would start one jail per leg:
+    past ``MAX_LIVE`` live jails building another stack is a typed error, and the legs
+    already built are closed with their jails."""
+    from envh.errors import JailError
+    from envh.jail import process
+
+    monkeypatch.setattr(process, "MAX_LIVE", len(process._live) + 2)
+    leg = {"bridge": "toy24", "layers": [{"kind": "contract", "code": UPPER}]}
+    before = _children()
+    with pytest.raises(JailError, match="limit is"):
+        envh.make({"bridge": "toy24", "layers": [{"kind": "chain", "legs": [leg] * 5}]}, trust="untrusted")
+    gc.collect()
+    assert _children() <= before
+    a, b = make(UPPER), make(UPPER)
+    try:
+        with pytest.raises(JailError):
+            make(UPPER)
+        a.close()
+        make(UPPER).close()  # a closed stack gave its slot back
+    finally:
+        a.close()
+        b.close()

@@ -37,6 +37,12 @@ GRACE_S = 0.1
 LOAD_S = 1.0
 #: Wall seconds beyond twice the limit before a jail that gets no CPU is killed anyway.
 BUSY_S = 2.0
+#: Jail processes one host process may run at once (~24 MB each): every env stack with
+#: untrusted code has one, and a hostile spec must not start hundreds (a chain of many
+#: legs, each with a contract). Beyond it, building another stack is a ``JailError``.
+MAX_LIVE = 32
+_live: set[int] = set()  # pids of the jail processes this process started and has not ended
+os.register_at_fork(after_in_child=_live.clear)  # a forked child has started none
 
 _BOOT = """import sys, types
 sys.path[:0] = {paths!r}
@@ -102,12 +108,17 @@ class Jail:
         return sandboxed_command(argv, ro_binds=binds)
 
     def _start(self) -> subprocess.Popen[bytes]:
+        if len(_live) >= MAX_LIVE:
+            raise errors.JailError(
+                f"{len(_live)} jail processes are already running in this process (one per env stack "
+                f"with untrusted code; the limit is {MAX_LIVE}): close the env stacks you no longer use")
         try:
             proc = subprocess.Popen(self._command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, env={}, close_fds=True, cwd="/")
         except OSError as exc:
             raise errors.JailError(f"could not start the jail process: {exc}") from exc
         self._proc = proc
+        _live.add(proc.pid)
         # a Jail nobody holds any more (an env stack dropped without close()) ends its process
         self._reaper = weakref.finalize(self, _reap, proc, os.getpid())
         return proc
@@ -268,6 +279,7 @@ def _reap(proc: subprocess.Popen[bytes], owner: int) -> None:
     forked child holds a copy of the ``Popen`` but must not kill its parent's jail)."""
     if os.getpid() != owner:
         return
+    _live.discard(proc.pid)
     proc.kill()
     for pipe in (proc.stdin, proc.stdout):
         if pipe is not None:
