@@ -291,3 +291,17 @@ def test_a_spec_cannot_start_jail_processes_without_bound(monkeypatch) -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_stacks_dropped_in_a_reference_cycle_do_not_use_up_the_jail_limit(monkeypatch) -> None:
+    from envh.jail import process
+
+    monkeypatch.setattr(process, "MAX_LIVE", len(process._live) + 1)
+    gc.disable()
+    try:
+        env = make(UPPER)
+        env.cycle = env  # type: ignore[attr-defined]  # only the cycle collector frees it
+        del env
+        make(UPPER).close()  # the limit collects the dropped stack before refusing
+    finally:
+        gc.enable()

@@ -14,6 +14,7 @@ killed for the machine's load. The wall clock (``wall()``, twice the limit plus
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import select
 import signal
@@ -108,6 +109,8 @@ class Jail:
         return sandboxed_command(argv, ro_binds=binds)
 
     def _start(self) -> subprocess.Popen[bytes]:
+        if len(_live) >= MAX_LIVE:
+            gc.collect()  # stacks dropped without close() but held in a reference cycle
         if len(_live) >= MAX_LIVE:
             raise errors.JailError(
                 f"{len(_live)} jail processes are already running in this process (one per env stack "
