@@ -324,3 +324,17 @@ def test_a_failing_run_counts_with_its_status(env):
     assert "failed" in resp.observation.text and resp.observation.data["exit_code"] == 1
     state = env.get_env_state()
     assert state["tests_run"] and state["last_test_exit_code"] == 1 and state["tests_since_last_edit"]
+
+
+def test_the_pytest_script_s_own_interpreter_is_used(env):
+    """`pytest` runs under the interpreter its #! line names (an absolute python path;
+    `#!/usr/bin/env python3` keeps python3 from PATH), as running the script would."""
+    from envh_swebench.state import witnessed_command
+
+    probe = "import sys; print('interpreter=' + sys.executable)"
+    for shebang, expected in [("#!/usr/bin/python3.11 -I", "/usr/bin/python3.11"),
+                              ("#!/usr/bin/env python3", "/usr/bin/python3"), ("#!/bin/sh", "/usr/bin/python3")]:
+        command = witnessed_command(witnessed_call("pytest x"), probe)
+        out = bash(env, f"mkdir -p /tmp/b && printf '%s\\n' '{shebang}' > /tmp/b/pytest && chmod +x /tmp/b/pytest "
+                        f"&& export PATH=/tmp/b:$PATH && {command}").observation.text
+        assert f"interpreter={expected}\n" in out, (shebang, out)

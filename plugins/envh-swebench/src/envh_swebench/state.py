@@ -91,7 +91,8 @@ class TestCall:
 
     mode: str  # pytest | pytest-module | unittest-module | script
     args: tuple[str, ...]
-    python: str | None = None  # None: the image's python3, else python
+    python: str | None = None  # None: the interpreter of `script`'s #! line, else python3, else python
+    script: str | None = None  # the pytest script named (pytest, py.test, pytest-3, py.test-3)
     python_flags: tuple[str, ...] = ()
     cd: str | None = None
     timeout: tuple[str, ...] = ()  # the words after `timeout`
@@ -154,7 +155,7 @@ def witnessed_call(command: str, workdir: str = "/testbed") -> TestCall | None:
     head, rest = words[0], words[1:]
     common = {"cd": cd, "timeout": timeout, "pipe": pipe}
     if head in ("pytest", "py.test", "pytest-3", "py.test-3"):
-        return TestCall(mode="pytest", args=tuple(rest), **common)
+        return TestCall(mode="pytest", args=tuple(rest), script=head, **common)
     if head.endswith("runtests.py") and "/" in head and _inside(posixpath.join(here, head), workdir):
         return TestCall(mode="script", args=(head, *rest), **common)
     if not _PYTHON.fullmatch(head):
@@ -186,6 +187,10 @@ def witnessed_command(call: TestCall, source: str) -> str:
                      *map(q, call.python_flags), "-c", q(source), q(call.mode), *map(q, call.args)])
     pick = (f"envh_py={q(call.python)}" if call.python else
             "envh_py=python3; command -v python3 >/dev/null 2>&1 || envh_py=python")
+    if call.script:  # the interpreter the script itself names, as running it would use
+        pick += (f'; s="$(command -v {q(call.script)})" && IFS= read -r l < "$s" && case "$l" in '
+                 """'#!/'*) l="${l#??}"; l="${l%% *}"; case "$l" in */python*) [ -x "$l" ] && envh_py="$l" ;; """
+                 "esac ;; esac")  # `#!/usr/bin/env python3` keeps python3 from PATH
     return f"{'cd ' + q(call.cd) + ' && ' if call.cd else ''}{pick}; exec {line}"
 
 
