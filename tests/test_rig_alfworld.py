@@ -154,3 +154,27 @@ def test_the_planner_plans_from_any_state_and_its_plan_wins(game):
             resp = env.step(action)
             assert "error" not in resp.info, resp.info
         assert env.unwrapped.evaluate().success and env.unwrapped.reference_actions() == []
+
+
+def test_a_failing_planner_is_named_and_a_stage_it_cannot_plan_from_is_rejected(game, monkeypatch):
+    """The planner crashing was read as "no reference": the candidate passed on the probe and
+    the report said "none". It now names the failure, and a candidate whose start has no
+    reference (where the bare start has one) is rejected."""
+    from envh_rigger import cascade
+    from textworld.envs.pddl.logic import PddlState
+
+    built, spec = game
+    registry = envh.get_registry()
+    contract = {"kind": "contract", "id": "no-shelf", "code": NO_TAKE_FROM_SHELF}
+
+    def crash(self, infos):
+        raise RuntimeError("fast-downward crashed")
+
+    monkeypatch.setattr(PddlState, "replan", crash)
+    result = cascade.check(spec, [_stage(MOVED_TO_SHELF), contract], built.task, registry=registry, seeds=[0])
+    assert not result.ok and result.stage == "unsolvable", result
+    assert result.reference.startswith("error:") and "fast-downward crashed" in result.message
+
+    monkeypatch.setattr(PddlState, "replan", lambda self, infos: [])  # the planner finds no plan
+    result = cascade.check(spec, [_stage(MOVED_TO_SHELF)], built.task, registry=registry, seeds=[0])
+    assert not result.ok and result.stage == "unsolvable" and result.reference == "none from the candidate's start"

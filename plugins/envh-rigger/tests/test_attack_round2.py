@@ -47,16 +47,36 @@ def test_a_stage_walking_into_a_dead_end_is_unsolvable_not_reference_free(regist
     assert check({"bridge": "toy24"}, good, TASK, registry=registry).ok
 
 
-def test_a_bridge_whose_reference_only_covers_its_start_is_not_judged_by_it(registry, monkeypatch):
-    """ALFWorld's walkthrough and SWE-bench's gold patch give no reference once a stage has
-    acted off them, without the task being lost: only a bridge declaring
-    ``reference_complete`` (a solver from any state, Toy24) has "none" read as a dead end."""
+def test_a_candidate_start_without_a_reference_is_rejected_on_any_bridge(registry, monkeypatch):
+    """ALFWorld's and SWE-bench's references now come from any state, so "none from the
+    candidate's start where the current start has one" no longer only happens on a bridge
+    declaring ``reference_complete``: it is rejected everywhere (nothing shows the task can
+    still be won), and a dead end is named as one only where "none" means "no win"."""
     from envh.bridges.toy24 import Toy24Env
 
     monkeypatch.setattr(Toy24Env, "reference_complete", False)
     dead_end = [{"kind": "stage", "actions": [{"tool": "combine", "args": {"i": 2, "j": 3, "op": "sub"}}]}]
     result = check({"bridge": "toy24"}, dead_end, TASK, registry=registry)
-    assert result.ok and result.reference.startswith("none"), result
+    assert not result.ok and result.stage == "unsolvable" and "nothing shows" in result.message, result
+
+
+def test_a_reference_that_raises_is_named_and_never_passes_as_no_reference(registry, monkeypatch):
+    """A crashing reference (a planner failing) was read as "the bridge has no reference":
+    the candidate passed on the probe and the report said "none"."""
+    from envh.bridges.toy24 import Toy24Env
+
+    original = Toy24Env.reference_actions
+
+    def flaky(self):
+        if self.history:  # fine at the bare start, broken from the candidate's start
+            raise RuntimeError("planner crashed")
+        return original(self)
+
+    monkeypatch.setattr(Toy24Env, "reference_actions", flaky)
+    stage = [{"kind": "stage", "actions": [{"tool": "combine", "args": {"i": 0, "j": 1, "op": "add"}}]}]
+    result = check({"bridge": "toy24"}, stage, TASK, registry=registry)
+    assert not result.ok and result.stage == "unsolvable", result
+    assert result.reference == "error: RuntimeError: planner crashed" and "planner crashed" in result.message
 
 
 @pytest.mark.parametrize("count", ["²", "٣x", "0", "1"])

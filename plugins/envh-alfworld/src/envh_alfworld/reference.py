@@ -7,7 +7,8 @@ After any other action (a stage that goes elsewhere, the policy's own detour) th
 planner is asked again from the engine's current PDDL state (TextWorld's
 ``PddlState.replan``, what ALFWorld's ``planner`` expert does at every step): its plan,
 in the game's command words, is the reference from here. ``None`` when the episode is
-over, no game is loaded, or the planner finds no plan from here.
+over, no game is loaded, or the planner finds no plan from here (a dead end: the planner
+is complete on the game's PDDL); a planner that fails raises ``EnvError``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from envh import Action
+from envh import Action, errors
 
 
 def _norm(command: Any) -> str:
@@ -50,8 +51,8 @@ def planner_from_here(engine: Any) -> list[str] | None:
     try:
         with _keep_argv():
             plan = state.replan(pddl._entity_infos)
-    except Exception:  # noqa: BLE001 - a planner that fails gives no reference
-        return None
+    except Exception as exc:  # named, not read as "no plan": a dead end and a crash differ
+        raise errors.EnvError(f"ALFWorld's planner failed from this state: {exc!r}") from exc
     return [_norm(c) for c in plan] or None
 
 

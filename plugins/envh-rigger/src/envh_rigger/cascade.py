@@ -71,8 +71,21 @@ REPLAY_SEEDS = 8
 
 
 def reference_of(env: ActionableEnv) -> list[Action] | None:
-    """The base bridge's reference solution from its current state (``None``: it has none)."""
+    """The base bridge's reference solution from its current state (``None``: it has none,
+    or it could not be computed)."""
     return reference_from_here(env)
+
+
+def _reference(env: ActionableEnv) -> tuple[list[Action] | None, str]:
+    """(the reference from here or ``None``, the error that computing it raised or "")."""
+    ref = getattr(env.unwrapped, "reference_actions", None)
+    if not callable(ref):
+        return None, ""
+    try:
+        plan = ref()
+    except Exception as exc:  # noqa: BLE001 - a bridge's reference code may fail in any way
+        return None, f"{type(exc).__name__}: {exc}"[:300]
+    return (None if plan is None else list(plan)), ""
 
 
 def replay_reference(env: ActionableEnv, plan: Sequence[Action]) -> tuple[bool, str]:
@@ -114,10 +127,11 @@ def check(base: dict[str, Any], layers: Any, task: TaskRef, *, registry: Registr
         with make(base, registry=registry) as env:
             env.reset(task=task, seed=0)
             checkers = compile_tools(env.tools())
-            # a bridge whose "no reference" means "no win from here" (its solver searches from
-            # any state): a candidate start without one, where the current start has one, is a dead end
-            base_reference = bool(getattr(env.unwrapped, "reference_complete", False)) and \
-                reference_of(env) is not None
+            # the current start has a reference: a candidate start without one cannot be shown
+            # solvable (for a bridge whose "none" means "no win from here", Toy24's solver or
+            # ALFWorld's planner, it is a dead end)
+            base_reference = reference_of(env) is not None
+            complete = bool(getattr(env.unwrapped, "reference_complete", False))
 
     except Exception as exc:  # noqa: BLE001 - the base itself must build; report, don't crash
         return _fail("dry_run", f"the current env failed to build or reset: {exc!r}")
@@ -135,11 +149,12 @@ def check(base: dict[str, Any], layers: Any, task: TaskRef, *, registry: Registr
     seeds = list(range(REPLAY_SEEDS)) if seeds is None else list(seeds)
     if not seeds:
         raise ValueError("the cascade needs at least one seed to replay the reference at")
-    return _dry_run(spec, task, registry, reference, base_reference, seeds)
+    return _dry_run(spec, task, registry, reference, base_reference, seeds, complete)
 
 
 def _dry_run(spec: dict[str, Any], task: TaskRef, registry: Registry,
-             probe: Sequence[Action], base_reference: bool = False, seeds: Sequence[int] = (0,)) -> CascadeResult:
+             probe: Sequence[Action], base_reference: bool = False, seeds: Sequence[int] = (0,),
+             complete: bool = False) -> CascadeResult:
     try:
         env = make(spec, registry=registry)
     except errors.ContractCodeError as exc:
@@ -147,18 +162,20 @@ def _dry_run(spec: dict[str, Any], task: TaskRef, registry: Registry,
     except Exception as exc:  # noqa: BLE001 - building untrusted layers may fail in any way
         return _fail("dry_run", f"building the candidate failed: {exc}")
     with env:
-        replayed = 0
+        replayed, raised = 0, ""
         for n, seed in enumerate(seeds):
             try:
                 env.reset(task=task, seed=seed)
             except Exception as exc:  # noqa: BLE001 - a stage that cannot replay, a hook that raises
                 return _fail("dry_run", f"reset failed (seed {seed}): {type(exc).__name__}: {exc}")
-            plan = reference_of(env)
-            if plan is None and base_reference:  # the bare start has one, the candidate's none: a dead end
+            plan, raised = _reference(env)
+            if plan is None and base_reference:  # the bare start has one, the candidate's none
+                why = (f"computing it raised {raised}" if raised else "its start state is a dead end" if complete
+                       else "nothing shows the task can still be won from there")
                 return _fail("unsolvable", "the bridge has a reference solution from the current env's start "
-                             f"but none from the candidate's (episode seed {seed}: its start state is a dead end). "
-                             "Never make the task unsolvable: leave the reference's winning path open",
-                             reference="none from the candidate's start")
+                             f"but none from the candidate's (episode seed {seed}: {why}). Never make the task "
+                             "unsolvable: leave the reference's winning path open",
+                             reference=f"error: {raised}" if raised else "none from the candidate's start")
             try:
                 if plan is not None:
                     ok, why = replay_reference(env, plan)
@@ -179,7 +196,8 @@ def _dry_run(spec: dict[str, Any], task: TaskRef, registry: Registry,
     if replayed:
         return CascadeResult(ok=True, reference=f"replayed: the reference still wins at {replayed} episode "
                                                 f"seed(s) {_seeds(seeds)}")
-    return CascadeResult(ok=True, reference="none: the bridge has no reference solution from this start state")
+    return CascadeResult(ok=True, reference=(f"error: the bridge's reference raised {raised}; only probed" if raised
+                                             else "none: the bridge has no reference solution from this start state"))
 
 
 def _seeds(seeds: Sequence[int]) -> str:
