@@ -305,3 +305,19 @@ def test_stacks_dropped_in_a_reference_cycle_do_not_use_up_the_jail_limit(monkey
         make(UPPER).close()  # the limit collects the dropped stack before refusing
     finally:
         gc.enable()
+
+
+def test_decoding_a_huge_call_counts_against_its_cpu_limit() -> None:
+    """The call's memo is decoded under the CPU timer too (it was decoded before the timer
+    was armed): a hook that does nothing with a 30 MB memo is charged the decoding."""
+    env = make("def filter_action(action, state, memo):\n    return None\n")
+    jail = env._jail  # type: ignore[attr-defined]
+    try:
+        env.reset(task=TASK, seed=0)
+        env.step(ADD)
+        small = jail.last_cpu_s
+        env.memo["x"] = "\x00" * 5_000_000  # 30 MB as JSON
+        env.step(ADD)
+        assert small < 0.005 and jail.last_cpu_s > 0.01, (small, jail.last_cpu_s)
+    finally:
+        env.close()

@@ -8,12 +8,15 @@ everything a program can reach (so nothing is imported, and no file opened, late
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import signal
 import sys
 import time
 from typing import Any
+
+DECODE_S = 1.0  # CPU seconds to decode a call before its own budget is known (32 MB: ~50 ms)
 
 
 def _limit(which: int, soft: int, hard: int | None = None) -> None:
@@ -61,12 +64,17 @@ def main(memory_mb: int, cpu_total_s: int) -> None:
 
     while True:
         try:
-            msg = wire.recv(rin)
+            body = wire.recv_body(rin)
         except EOFError:
             return
-        budget = msg.get("cpu_limit")
-        arm(signal.ITIMER_PROF, float(budget) if type(budget) in (int, float) and budget > 0 else 1.0)
+        # decoding the call (its memo and state) is the call's cost too: a provisional
+        # budget while decoding, then what is left of the call's own
         start = time.process_time()
+        arm(signal.ITIMER_PROF, DECODE_S)
+        msg = json.loads(body)
+        budget = msg.get("cpu_limit")
+        budget = float(budget) if type(budget) in (int, float) and budget > 0 else DECODE_S
+        arm(signal.ITIMER_PROF, max(budget - (time.process_time() - start), 0.001))
         op = msg.get("op")
         try:
             if op == "load":
