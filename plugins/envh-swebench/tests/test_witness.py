@@ -338,3 +338,28 @@ def test_the_pytest_script_s_own_interpreter_is_used(env):
         out = bash(env, f"mkdir -p /tmp/b && printf '%s\\n' '{shebang}' > /tmp/b/pytest && chmod +x /tmp/b/pytest "
                         f"&& export PATH=/tmp/b:$PATH && {command}").observation.text
         assert f"interpreter={expected}\n" in out, (shebang, out)
+
+
+def test_an_edit_the_test_run_makes_is_an_edit_after_it(env):
+    """A conftest (or a test) that rewrites the code under test at the end of the run:
+    the tests did not run after that edit."""
+    bash(env, "cat > tests/conftest.py <<'EOF'\n"
+              "def pytest_sessionfinish(session, exitstatus):\n"
+              "    with open('/testbed/mathx/stats.py', 'a') as fh:\n"
+              "        fh.write('\\n\\ndef untested():\\n    pass\\n')\nEOF")
+    bash(env, "python3 -m pytest -q tests")
+    state = env.get_env_state()
+    assert state["tests_run"] and state["last_edit_step"] == state["last_test_step"]
+    assert not state["tests_since_last_edit"]
+
+
+def test_test_caches_are_not_edits(env):
+    """In a repository that does not ignore them, the caches a test run writes
+    (.pytest_cache, __pycache__) are not changes to the working tree."""
+    bash(env, "git rm -q --cached .gitignore && rm .gitignore && find . -name __pycache__ -prune -exec rm -rf {} +")
+    edits = env.get_env_state()["edits"]
+    bash(env, "python3 -m pytest -q tests")
+    assert bash(env, "ls -d .pytest_cache mathx/__pycache__").info.get("exit_code") == 0
+    state = env.get_env_state()
+    assert state["edits"] == edits and state["tests_since_last_edit"]
+    assert not any("__pycache__" in p or ".pytest_cache" in p for p in state["files_touched"])

@@ -67,9 +67,15 @@ TREE_MARK = "@@envh-tree@@"
 # After each bash call: what git reports changed, then size and modification time of every
 # modified or untracked file (summed), so any change by any command is seen (sed -i, an
 # editor inside bash, a second edit of an already modified file) for a few milliseconds.
-TRACK = ('s="$(git status --porcelain --untracked-files=all)" || exit 1; [ -z "$s" ] || printf "%s\\n" "$s"; '
+# Test runners' caches (__pycache__, .pytest_cache, *.pyc) are not changes: a test run
+# that writes them, in a repository that does not ignore them, has edited nothing.
+CACHES = r"(^|[ /])(__pycache__|\.pytest_cache)(/|$)|\.py[co]$"
+TRACK = ('s="$(git status --porcelain --untracked-files=all)" || exit 1; '
+         f"s=\"$(printf '%s\\n' \"$s\" | grep -v -E '{CACHES}')\"; "
+         '[ -z "$s" ] || printf "%s\\n" "$s"; '
          "echo " + TREE_MARK + '; [ -z "$s" ] || '
-         "git ls-files -m -o --exclude-standard -z | xargs -0 -r stat -c '%n %s %y' 2>/dev/null | cksum")
+         f"git ls-files -m -o --exclude-standard -z | grep -z -v -E '{CACHES}' "
+         "| xargs -0 -r stat -c '%n %s %y' 2>/dev/null | cksum")
 
 
 _WITNESS: str | None = None
@@ -269,14 +275,17 @@ class SWEBenchEnv(Bridge):
             text += f"\n[command timed out after {self.command_timeout:g} s and was killed]"
         elif code:
             text += f"\n[exit code: {code}]"
+        # A witnessed command is only the test run: a change to the working tree it made
+        # (a test or conftest rewriting the code) came during or after the tests, so it is
+        # an edit after them ("tests after the last edit" must not hold for it).
+        if call is not None and witnessed_ran(res.get("witness"), res["exit_code"], res["timed_out"]):
+            state.tested(command, res["exit_code"])
         if res.get("post_output"):
             porcelain, tree = _tree(res["post_output"])
             state.touch(changed_paths(porcelain))
             if tree and tree != self._tree:
                 state.edited()
             self._tree = tree or self._tree
-        if call is not None and witnessed_ran(res.get("witness"), res["exit_code"], res["timed_out"]):
-            state.tested(command, res["exit_code"])
         # A non-zero exit is information (a failing test run is useful), not a mistake;
         # a command that could not run or ran out of time is the policy's error.
         error = None
