@@ -321,3 +321,21 @@ def test_decoding_a_huge_call_counts_against_its_cpu_limit() -> None:
         assert small < 0.005 and jail.last_cpu_s > 0.01, (small, jail.last_cpu_s)
     finally:
         env.close()
+
+
+def test_code_with_a_class_pattern_gets_the_frozen_response() -> None:
+    """Attack note (round 3): ``case T(info=i)`` reads an attribute without ``.info`` in
+    the source; no class matching a record is reachable today, but code holding a class
+    pattern is handed the frozen copy of the response all the same."""
+    code = ("def modify_transition(action, response, state, memo):\n"
+            "    match response:\n        case str(x):\n            memo['s'] = x\n")
+    env = make(code, "trusted")
+    try:
+        assert env._reads_info is True  # type: ignore[attr-defined]
+        env.reset(task=TASK, seed=0)
+        assert env.step(ADD).info["envh"][-1]["transition"] is False
+    finally:
+        env.close()
+    plain = make("def modify_transition(action, response, state, memo):\n    return None\n", "trusted")
+    assert plain._reads_info is False  # type: ignore[attr-defined]
+    plain.close()

@@ -314,8 +314,11 @@ def analyse(code: str) -> tuple[tuple[str, ...], dict[str, bool]]:
             reads[node.name] = name is not None and any(
                 isinstance(n, ast.Name) and n.id == name for b in node.body for n in ast.walk(b))
     # ``.info`` written out is the only way code reaches a response's info dict (no
-    # getattr, no asdict): code without it is handed the live response, uncopied
-    reads["info"] = any(isinstance(n, ast.Attribute) and n.attr == "info" for n in ast.walk(tree))
+    # getattr, no asdict): code without it is handed the live response, uncopied. A class
+    # pattern (``case T(info=i)``, or positionally through ``__match_args__``) reads
+    # attributes too; no record class is reachable today, but such code gets the copy anyway
+    reads["info"] = any((isinstance(n, ast.Attribute) and n.attr == "info") or isinstance(n, ast.MatchClass)
+                        for n in ast.walk(tree))
     return tuple(dict.fromkeys(defined)), reads
 
 
