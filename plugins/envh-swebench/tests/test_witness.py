@@ -363,3 +363,15 @@ def test_test_caches_are_not_edits(env):
     state = env.get_env_state()
     assert state["edits"] == edits and state["tests_since_last_edit"]
     assert not any("__pycache__" in p or ".pytest_cache" in p for p in state["files_touched"])
+
+
+def test_a_test_command_that_is_not_recorded_says_so(env):
+    """A real run inside a compound command is not recorded; the observation says which
+    form is, so a policy can learn it. A recorded run, or a command that runs no tests,
+    gets no such line."""
+    compound = bash(env, "cd /testbed; python3 -m pytest -q tests")
+    assert "passed" in compound.observation.text and "not recorded as a test run" in compound.observation.text
+    assert not env.get_env_state()["tests_run"]
+    plain = bash(env, "cd /testbed && python3 -m pytest -q tests")
+    assert "not recorded" not in plain.observation.text and env.get_env_state()["tests_run"]
+    assert "not recorded" not in bash(env, "ls tests").observation.text

@@ -35,6 +35,7 @@ from .state import (
     STATE_SCHEMA,
     EpisodeState,
     changed_paths,
+    is_test_command,
     witnessed_call,
     witnessed_command,
     witnessed_pipe,
@@ -271,6 +272,10 @@ class SWEBenchEnv(Bridge):
         if call is not None and call.pipe is not None:  # `| tail -n N`: the pipeline's status is tail's
             output, code = witnessed_pipe(call, output), 0 if not res["timed_out"] else code
         text = output or "(no output)\n"
+        if call is None and is_test_command(command, inst.test_cmd):  # say which form is recorded
+            text += ("\n[not recorded as a test run: a test command is recorded when it is run on its own, "
+                     "e.g. `python -m pytest tests/test_x.py`, optionally with `cd DIR && ` before it and "
+                     "`2>&1 | tail -n 50` after it]")
         if res["timed_out"]:
             text += f"\n[command timed out after {self.command_timeout:g} s and was killed]"
         elif code:
