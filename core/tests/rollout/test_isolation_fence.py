@@ -349,6 +349,9 @@ def test_a_spec_that_declares_root_s_home_is_refused_before_any_worker_reads_it(
 def fenced_ray(ray_executor):
     from envh.rollout.executors.ray import RayExecutor
 
+    # the session's executor may hold every CPU of the local cluster with its idle actors
+    for actor in list(ray_executor.actors):
+        ray_executor._retire(actor)
     executor = RayExecutor(1, plugins=["rollout_policies", "hostile", "fence_probe"], entry_points=False,
                            grace_s=1.0, retries=0, memory_mb=3000)
     yield executor
@@ -395,6 +398,12 @@ def test_ray_actors_read_no_root_file_outside_their_directory(fenced_ray, secret
     assert "secret-in" not in raw["escape"], raw["escape"]
     assert [p for p, r in raw["opens"].items() if r == "opened"] == []
     assert out["data"].error is None and out["data"].success, out["data"].error
+
+
+def test_the_local_ray_cluster_stays_on_loopback(ray_executor):
+    import ray
+
+    assert {n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]} == {"127.0.0.1"}
 
 
 def test_ray_refuses_an_unknown_level(ray_executor):

@@ -36,6 +36,7 @@ from ... import errors
 from ..trajectory import EpisodeRequest, Trajectory, request_to_data, trajectory_from_data
 from .base import (
     WorkerConfig,
+    _untrusted,
     bridge_host_access,
     declared_data,
     default_workers,
@@ -229,12 +230,14 @@ def _ray_token_path() -> str | None:
 
 
 @contextmanager
-def _scrubbed_environ(pass_env: list[str] | bool) -> Iterator[None]:
+def _scrubbed_environ(pass_env: list[str] | bool, local: bool = False) -> Iterator[None]:
     saved = dict(os.environ)
     clean = scrub_environ(saved, pass_env)
     try:
         for name in set(saved) - set(clean):
             del os.environ[name]
+        if local:  # the cluster's own processes agree it is a one-node, loopback cluster
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
         yield
     finally:
         os.environ.clear()
@@ -262,10 +265,18 @@ class RayExecutor:
                        "entry_points": entry_points}
         self.watchdog: Any = None
         if not ray.is_initialized():
-            with _scrubbed_environ(self.pass_env):
-                ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                         configure_logging=False,
-                         num_cpus=None if address else max(os.cpu_count() or 1, int(self.workers * cpus_per_worker)))
+            constants = ray._private.ray_constants
+            saved_cluster = constants.ENABLE_RAY_CLUSTER
+            if address is None:  # a local cluster stays on loopback (Ray resolves 127.0.0.1 to the node's
+                constants.ENABLE_RAY_CLUSTER = False  # outward address unless it thinks it is alone)
+            with _scrubbed_environ(self.pass_env, local=address is None):
+                try:
+                    ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                             configure_logging=False,
+                             num_cpus=None if address else max(os.cpu_count() or 1,
+                                                               int(self.workers * cpus_per_worker)))
+                finally:
+                    constants.ENABLE_RAY_CLUSTER = saved_cluster
             if address is None:
                 self.watchdog = start_watchdog()
         if isolation not in (None, "none", "auto", "user", "namespace"):
@@ -296,6 +307,7 @@ class RayExecutor:
             # root's homes, /tmp and /var/tmp are empty stand-ins, everything read-only but its
             # directory, Ray's session and the data its bridges and policies declare
             assert self.work_dir is not None
+            prepare_work_dir(self.work_dir, (NOBODY, NOBODY) if self.isolation == "user" else None)  # after close()
             data = set(self.data)
             token = _ray_token_path()
             if token:  # the cluster's own credential (an actor is inside the cluster already)
@@ -326,6 +338,13 @@ class RayExecutor:
 
     def _ensure_env(self, requests: Iterable[EpisodeRequest]) -> None:
         requests = list(requests)
+        if os.geteuid() == 0 and any(_untrusted(r.spec) for r in requests):
+            # an actor is a Ray worker: its code may submit tasks with a runtime_env of its own
+            # (another py_executable), which the raylet starts as root, outside any fence
+            raise errors.EnvhError(
+                "Ray cannot fence untrusted specs under a root driver: code in an actor can start Ray workers "
+                "of its own choosing, which run as root outside the fence. Use the pool executor for untrusted "
+                "work (its workers are not cluster members), or run Ray as an unprivileged user.")
         names = policy_env_names(requests)
         env_vars = {n: os.environ[n] for n in sorted(names) if n in os.environ}
         access, data, data_env = self.host_access, self.data, {}
