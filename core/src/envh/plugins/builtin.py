@@ -57,7 +57,7 @@ def envh_policies() -> list[PolicyInfo]:
                    description="Random schema-valid tool calls, seeded (random:SEED): fuzzing"),
         PolicyInfo(name="human", factory=f"{p}.human:HumanPolicy",
                    description="A person at the terminal"),
-        PolicyInfo(name="openai", factory=f"{p}.openai:OpenAIPolicy",
+        PolicyInfo(name="openai", factory=f"{p}.openai:OpenAIPolicy", host_access=("network",),
                    description="Any OpenAI-compatible chat endpoint (openai:MODEL, base_url=...)"),
         PolicyInfo(name="local", factory=f"{p}.local:LocalPolicy",
                    data_paths=("{arg}", "{model}", "rw:ENVH_CACHE_DIR=~/.cache/envh"),

@@ -56,7 +56,9 @@ class BridgeInfo(Contribution):
 
     ``host_access`` names what of the host its env must reach from an isolated pool
     worker, beyond its own work directory: ``"docker"`` (the Docker daemon's sockets,
-    which are root on the host). Workers of bridges that do not name it cannot reach it.
+    which are root on the host), ``"network"`` (the host's network: services on its
+    loopback, the internet). Workers of bridges and policies that do not name them cannot
+    reach them (a network namespace of their own holds only its own loopback).
 
     ``data_paths`` names the host files and directories its env reads (isolated workers see
     nothing of root's home or of other directories in /tmp): ``"{key}"`` is the path in the
@@ -78,7 +80,7 @@ class BridgeInfo(Contribution):
 
 
 #: What of the host a bridge may ask isolated workers to reach (``BridgeInfo.host_access``).
-HOST_ACCESS = ("docker",)
+HOST_ACCESS = ("docker", "network")
 
 
 @attrs.frozen(kw_only=True)
@@ -98,9 +100,10 @@ class ComponentKind(Contribution):
 class PolicyInfo(Contribution):
     """A policy; ``factory(arg, **options)`` returns a policy (``openai:MODEL`` → arg MODEL).
     ``data_paths`` as for bridges (``BridgeInfo``): ``"{arg}"`` is the policy's argument,
-    other keys its options."""
+    other keys its options; ``host_access`` too (``"network"``: an endpoint to call)."""
 
     data_paths: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    host_access: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
 
 @attrs.frozen(kw_only=True)

@@ -23,7 +23,7 @@ def envh_trainers() -> list[TrainerInfo]:
 @hookimpl
 def envh_policies() -> list[PolicyInfo]:
     return [PolicyInfo(
-        name="grpo-remote", factory="envh_grpo.remote:RemotePolicy",
+        name="grpo-remote", factory="envh_grpo.remote:RemotePolicy", host_access=("network",),
         description="asks a GRPO trainer's generation server for each turn (rollouts in executor workers)")]
 
 

@@ -56,4 +56,5 @@ def envh_register_commands(cli: Any) -> None:
 @hookimpl
 def envh_policies() -> list[PolicyInfo]:
     return [PolicyInfo(name="skills", factory="envh_rigger.skills.policy:SkilledPolicy", data_paths=("{bank}",),
+                       host_access=("network",),
                        description="skills:POLICY: a chat policy with skills retrieved from bank=DIR")]

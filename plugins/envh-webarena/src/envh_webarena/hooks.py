@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def envh_bridges() -> list[BridgeInfo]:
     return [
         BridgeInfo(name="webarena", factory="envh_webarena.webarena.bridge:WebArenaEnv",
-                   data_paths=("{config_files}", "rw:{auth_dir}", "rw:WA_AUTH_DIR="),
+                   data_paths=("{config_files}", "rw:{auth_dir}", "rw:WA_AUTH_DIR="), host_access=("network",),
                    description="WebArena tasks (config files, WA_* sites) graded by WebArena's evaluators, in Chromium"),
         BridgeInfo(name="webshop", factory="envh_webarena.webshop.bridge:make_webshop",
                    data_paths=("{data}", "WEBSHOP_DATA="),
