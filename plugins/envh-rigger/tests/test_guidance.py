@@ -180,3 +180,25 @@ def test_a_guided_episode_saved_and_restored_goes_on_with_the_same_draws(registr
         with envh.make({"bridge": "toy24", "layers": layers}, registry=registry) as env:
             env.from_state(saved)
             assert head + effects(env, 5) == whole, seed
+
+
+def test_a_guide_asks_no_reference_for_actions_it_can_never_replace(registry, monkeypatch):
+    """Unfocused actions and rate 0 are never replaced: asking the bridge (ALFWorld: a planner
+    run) for them only cost time, at every step after the episode left the reference."""
+    from envh.bridges.toy24 import Toy24Env
+
+    calls = []
+    original = Toy24Env.reference_actions
+    monkeypatch.setattr(Toy24Env, "reference_actions", lambda self: calls.append(1) or original(self))
+    with envh.make({"bridge": "toy24"}, registry=registry) as env:
+        env.reset(task=TASK, seed=0)
+        layers = {"zero": Guide().instantiate(env, TASK, 0.0),
+                  "elsewhere": Guide().instantiate(env, TASK, 1.0, focus={"tools": ["stop"]})}
+    for name, guide in layers.items():
+        with envh.make({"bridge": "toy24", "layers": guide}, registry=registry) as env:
+            env.reset(task=TASK, seed=0)
+            calls.clear()
+            for _ in range(4):
+                env.step(Action(tool="reset"))
+                env.step(WRONG)
+            assert calls == [], name

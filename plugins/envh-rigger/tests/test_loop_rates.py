@@ -71,6 +71,10 @@ def test_a_jump_between_list_entries_is_landed_by_the_guide_knob_at_a_true_in_ba
     # there and the band it is judged in now and then (0.37 at 0.3, exact). This run accepts
     # m = 0.5 on 3 numbers, true rate 0.325 (0.335 measured over 400 fresh episodes).
     assert 0.2 < true < 0.8, (n, m, true)
+    # the wins the guide played part of are counted and shown
+    validation = entry["stats"]["validation"]
+    assert 0 < validation["wins_with_rewrites"] <= validation["successes"] and validation["rewritten_steps"] > 0
+    assert "wins had actions the candidate replaced" in (tmp_path / "knob" / "report.md").read_text()
 
 
 def test_steps_band_accepts_the_candidate_with_the_right_true_mean(registry, tmp_path):

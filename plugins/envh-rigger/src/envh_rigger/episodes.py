@@ -38,13 +38,17 @@ def summarize(trajs: Sequence[Trajectory]) -> dict[str, Any]:
     wins = sum(t.success for t in trajs)
     steps = [steps_of(t) for t in trajs]
     errors: Counter[str] = Counter()
-    blocked = invalid = 0
+    blocked = invalid = rewritten = rewritten_wins = 0
     for t in trajs:
+        changed = 0
         for s in t.steps:
             if s.error:
                 errors[str(s.error.get("type", "error"))] += 1
             blocked += s.blocked is not None
             invalid += s.proposed is None
+            changed += any(e.get("action") == "rewritten" for e in s.effects)
+        rewritten += changed
+        rewritten_wins += bool(t.success and changed)
     win_steps = [steps_of(t) for t in trajs if t.success]
     usage: Counter[str] = Counter()
     for t in trajs:
@@ -58,6 +62,8 @@ def summarize(trajs: Sequence[Trajectory]) -> dict[str, Any]:
         "stops": dict(Counter(t.stop for t in trajs)),
         "error_classes": dict(Counter(t.error_class for t in trajs if t.error_class)),
         "step_errors": dict(errors), "blocked_steps": blocked, "invalid_steps": invalid,
+        # actions a layer replaced (guide, auto-stop): a win with one was partly played by the harness
+        "rewritten_steps": rewritten, "wins_with_rewrites": rewritten_wins,
         "policy_tokens": sum(usage.values()),
     }
 

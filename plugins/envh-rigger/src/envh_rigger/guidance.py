@@ -98,6 +98,9 @@ class GuideContract(EnvHarness):
         call = _call(action)
         focused = self._in_focus(action, call)
         self._seen.append(call)
+        if not focused or self.rate <= 0.0:  # never replaced: no reference is asked (a planner costs)
+            self._plan = self._plan[1:] if self._plan and _call(self._plan[0]) == call else None
+            return action
         plan = self._plan if self._plan else reference_from_here(self.inner)
         if not plan:  # no reference from here: nothing to guide toward
             self._plan = None
@@ -105,9 +108,6 @@ class GuideContract(EnvHarness):
         step, rest = plan[0], plan[1:]
         if _call(step) == call:
             self._plan = rest
-            return action
-        if not focused or self.rate <= 0.0:
-            self._plan = None  # the episode leaves the reference: ask again from where it lands
             return action
         draw = random.Random(f"{self._episode}|{self._decisions}").random()
         self._decisions += 1

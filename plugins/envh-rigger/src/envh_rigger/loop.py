@@ -257,7 +257,9 @@ class TaskLoop:
         if plan is None:
             return ("none: the bridge has no reference solution for this task, so a candidate is only "
                     "probed with an observed winning episode, not proven solvable")
-        return f"every candidate replays the bridge's reference solution ({len(plan)} actions) and must still win"
+        return (f"every candidate replays the bridge's reference solution ({len(plan)} actions from this start) at "
+                f"the first {cascade.REPLAY_SEEDS} episode seeds its validation plays and must still win there; "
+                "later episodes are judged only by their outcomes")
 
     def _proposal(self, ctx: DesignContext) -> Proposal | None:
         if self.pending is not None and self.pending.get("round") == ctx.round and ctx.feedback is None:

@@ -206,6 +206,10 @@ def write_report(out: Path, journal: Journal, tasks: list[TaskRef], target: Targ
             lines.append(f"- round {a['round']}: {what} → {measured} → **{a['verdict']}** ({a['reason'][:200]})")
             if (a.get("cascade") or {}).get("reference"):
                 lines.append(f"  - solvability: {a['cascade']['reference']}")
+            if res and res.get("wins_with_rewrites"):
+                lines.append(f"  - {res['wins_with_rewrites']} of {res['successes']} wins had actions the candidate "
+                             f"replaced ({res['rewritten_steps']} replaced steps in all): the harness played part "
+                             "of them")
             if a.get("rationale"):
                 lines.append(f"  - rationale: {a['rationale'][:300]}")
             lines.append("  - layers:\n\n    ```json\n" + "\n".join(
