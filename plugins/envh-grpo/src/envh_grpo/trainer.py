@@ -24,11 +24,13 @@ from .generation import Generation, HFEngine, SamplingConfig, VLLMEngine
 from .loss import grpo_loss, token_logprobs
 from .metrics import Metrics
 from .rewards import cost_aware, turn_rewards
-from .rollout import PREFILL, Episode, Job, derive_seed, play
+from .rollout import PREFILL, Episode, Job, derive_seed, play, played
 from .sequences import ChatSegments, Sample, pack
 
 #: The generation engine ``engine: auto`` picks on CPU; see bench/grpo_step.py and the README.
 CPU_ENGINE = "hf"
+#: How long the other ranks may wait for rank 0's executor to finish a rollout (hours).
+ROLLOUT_WAIT_H = 6
 
 
 def resolve_model(name: str) -> Path:
@@ -85,6 +87,8 @@ class GRPOTrainer:
         self.position = 0  # groups drawn so far (the data position)
         self._envs: dict[tuple[int, int], Any] = {}
         self._exec: Any = None
+        self._xchg: Any = None
+        self._lost = 0  # episodes of this process's last rollout left out (their group lost one)
         self._setup_model()
         self.metrics = Metrics(config, Path(config.output_dir), rank=self.rank)
         if resume:
@@ -95,6 +99,8 @@ class GRPOTrainer:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         c = self.config
+        if self.cuda:  # before NCCL and vLLM: both work on the current device
+            torch.cuda.set_device(self.local_rank)
         if self.use_ds:
             import deepspeed
 
@@ -134,7 +140,8 @@ class GRPOTrainer:
             self.gen: Any = VLLMEngine(str(self.model_dir), dtype=dtype_name,
                                        gpu_memory_utilization=c.vllm.gpu_memory_utilization,
                                        enforce_eager=c.vllm.enforce_eager, tensor_parallel=c.vllm.tensor_parallel,
-                                       max_model_len=c.max_prompt_tokens + c.max_response_tokens, seed=c.seed)
+                                       max_model_len=c.max_prompt_tokens + c.max_response_tokens, seed=c.seed,
+                                       external_launcher=self.cuda and self.world > 1)
         else:
             self.gen = HFEngine(self.model, self.tok)
 
@@ -184,19 +191,45 @@ class GRPOTrainer:
             remote = [RemoteJob(spec=self.sources[k].spec, task=task, group=gg, seed=seed, name=self.sources[k].name)
                       for k, _slot, task, gg, seed in drawn]
             episodes = play_remote(remote, self._executor(), self._counting(), self.segments, self.sampling,
-                                   run_id=f"grpo-step{step}-rank{self.rank}", linger_s=c.rollout.linger_s,
-                                   host=c.rollout.host, **options)
+                                   run_id=f"grpo-step{step}", linger_s=c.rollout.linger_s,
+                                   host=c.rollout.host, exchange=self._exchange(), **options)
+        episodes, self._lost = played(episodes)
         return episodes, groups, time.perf_counter() - t0, self._generated
 
     def _executor(self) -> Any:
-        """The envh executor whose workers step the envs (warm across steps)."""
-        if self._exec is None:
+        """The envh executor whose workers step the envs (warm across steps): one per job,
+        on rank 0, which plays every rank's episodes (see ``remote``); ``None`` elsewhere."""
+        if self._exec is None and self.rank == 0:
             import envh
 
             ro = self.config.rollout
             factory = envh.get_registry().executor(str(ro.executor)).load()
             self._exec = factory(ro.workers, **ro.options)
         return self._exec
+
+    def _exchange(self) -> Any:
+        """The job's processes around rank 0's executor (``None`` for one process)."""
+        if self.world == 1:
+            return None
+        if self._xchg is None:
+            local = int(os.environ.get("LOCAL_WORLD_SIZE", self.world))
+            if local < self.world and self.config.rollout.host in ("127.0.0.1", "localhost", "::1"):
+                from envh import errors
+
+                raise errors.SpecError(f"rollout.host is {self.config.rollout.host} but the job spans nodes "
+                                       f"({self.world} processes, {local} on this node): rank 0's workers could "
+                                       "not reach the other nodes' generation servers; set rollout.host: 0.0.0.0")
+            import datetime
+
+            import torch.distributed as dist
+
+            from .remote import Exchange
+
+            # its own gloo group: trajectories are Python objects, and a rank waits in it for
+            # the whole rollout (an NCCL collective would time out long before a long one ends)
+            group = dist.new_group(backend="gloo", timeout=datetime.timedelta(hours=ROLLOUT_WAIT_H))
+            self._xchg = Exchange(self.rank, self.world, group)
+        return self._xchg
 
     def _counting(self) -> Any:
         self._generated = 0
@@ -284,9 +317,9 @@ class GRPOTrainer:
             return values
         import torch.distributed as dist
 
-        t = torch.tensor(values, dtype=torch.float64)
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)  # NCCL reduces device tensors only
         dist.all_reduce(t)
-        return t.tolist()
+        return t.cpu().tolist()
 
     def optimise(self, samples: list[Sample]) -> dict[str, float]:
         """PPO epochs over mini-batches of episodes; returns loss statistics."""
@@ -371,7 +404,7 @@ class GRPOTrainer:
     def _allreduce_max(self, value: int) -> int:
         import torch.distributed as dist
 
-        t = torch.tensor([value], dtype=torch.long)
+        t = torch.tensor([value], dtype=torch.long, device=self.device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return int(t.item())
 
@@ -392,16 +425,19 @@ class GRPOTrainer:
         sums = self._allreduce([sum(r[k] for r in rows) for k in ("reward", "solved", "efficiency", "diversity",
                                                                   "spam", "invalid")]
                                + [sum(ep.success for ep in episodes), sum(len(ep.turns) for ep in episodes),
-                                  float(n), float(gen_tokens), float(sum(sum(s.mask) for s in samples))])
-        total_eps = sums[8]
+                                  float(n), float(gen_tokens), float(sum(sum(s.mask) for s in samples)),
+                                  float(self._exec.workers if self._exec is not None else 0), float(self._lost)])
+        total_eps = max(sums[8], 1.0)
         record: dict[str, Any] = {
             "step": self.step_no + 1, **stats,
             "reward": sums[0] / total_eps,
             **{f"reward/{k}": sums[i + 1] / total_eps for i, k in enumerate(
                 ("solved", "efficiency", "diversity", "spam", "invalid"))},
             "reward/div_weight": rows[0]["div_weight"] if rows else 0.0,
-            "success": sums[6] / total_eps, "turns": sums[7] / total_eps, "episodes": int(total_eps),
+            "success": sums[6] / total_eps, "turns": sums[7] / total_eps, "episodes": int(sums[8]),
             "gen_tokens": int(sums[9]), "policy_tokens": int(sums[10]),
+            "rollout/workers": int(sums[11]),  # the job's env workers, over all processes
+            "rollout/lost_episodes": int(sums[12]),  # left out with their groups (see rollout.played)
             "gen_tokens_per_s": sums[9] / self.world / max(gen_s, 1e-9),
             "time/rollout_s": t1 - t0, "time/update_s": t2 - t1, "time/sync_s": t3 - t2, "time/step_s": t3 - t0,
             "lr": float(self.scheduler.get_last_lr()[0]) if self.scheduler is not None else c.optim.lr,
@@ -443,8 +479,8 @@ class GRPOTrainer:
             remote = [RemoteJob(spec=sources[k].spec, task=task, seed=derive_seed(c.seed, "eval", i), group=i)
                       for i, (k, task) in enumerate(mine)]
             eps = play_remote(remote, self._executor(), self.gen, self.segments, sampling,
-                              run_id=f"grpo-eval{self.step_no}-rank{self.rank}", linger_s=c.rollout.linger_s,
-                              host=c.rollout.host, **options)
+                              run_id=f"grpo-eval{self.step_no}", linger_s=c.rollout.linger_s,
+                              host=c.rollout.host, exchange=self._exchange(), **options)
         else:
             jobs = [Job(env=envh.make(sources[k].spec), task=task, seed=derive_seed(c.seed, "eval", i), group=i)
                     for i, (k, task) in enumerate(mine)]
