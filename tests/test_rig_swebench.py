@@ -105,3 +105,4 @@ def test_the_gold_patch_paths_restored_before_applying_it_on_a_staged_tree():
     assert gold_paths(patch) == (["pkg/a.py", "gone.py", "old.py"], ["new file.py", "moved.py"])
     command = apply_command(patch, "abc123")
     assert "rm -rf -- 'new file.py' moved.py" in command and "git checkout abc123 -- pkg/a.py gone.py old.py" in command
+    assert command.endswith("status=$?; rm -f /tmp/envh_gold.diff; exit $status")  # no gold patch left behind

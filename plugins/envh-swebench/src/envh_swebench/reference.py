@@ -64,7 +64,8 @@ def apply_command(patch: str, base_commit: str) -> str:
     return (f"cat > {GOLD_PATH} <<'{marker}'\n{patch}{marker}\n"
             f"if git apply -R --check {GOLD_PATH} 2>/dev/null; then echo 'gold patch already applied'\n"
             f"elif git apply --check {GOLD_PATH} 2>/dev/null; then git apply {GOLD_PATH}\n"
-            f"else {' && '.join(restore)}\nfi")
+            f"else {' && '.join(restore)}\nfi\n"
+            f"status=$?; rm -f {GOLD_PATH}; exit $status")  # the patch file is not left for the policy to read
 
 
 def gold_patch_actions(env: Any) -> list[Action] | None:
