@@ -38,6 +38,17 @@ def _open_for_writing(path: str) -> str:
         return f"{type(exc).__name__}: {exc.strerror}"
 
 
+def _connect(port: int) -> str:
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(b"GET /_ping HTTP/1.0\r\n\r\n")
+            return sock.recv(1024).decode(errors="replace").splitlines()[0]
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc.strerror}"
+
+
 def _run(argv: list[str]) -> str:
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
@@ -53,7 +64,8 @@ class Probe:
 
     policy_id = "test-fence-probe"
 
-    def __init__(self, arg=None, parent_pid=0, reads=(), writes=(), unmount=(), opens=(), **options):
+    def __init__(self, arg=None, parent_pid=0, reads=(), writes=(), unmount=(), opens=(), connect=(), **options):
+        self.connect = [int(p) for p in connect]  # loopback ports of the parent's machine
         self.parent_pid, self.reads, self.writes, self.unmount = int(parent_pid), list(reads), list(writes), \
             list(unmount)
         self.opens = list(opens)  # opened for writing and closed unwritten: the kernel's knobs, raw disks
@@ -70,6 +82,7 @@ class Probe:
             "reads": {p: _read(p) for p in self.reads},
             "writes": {p: _write(p) for p in self.writes},
             "opens": {p: _open_for_writing(p) for p in self.opens},
+            "connect": {str(p): _connect(p) for p in self.connect},
             "mountinfo": _read("/proc/self/mountinfo"),
             "escape": _run(["unshare", "--user", "--map-root-user", "--mount", "--", "sh", "-c", escape])
             if escape else ""})
@@ -97,4 +110,5 @@ def envh_bridges():
 
 @envh.hookimpl
 def envh_policies():
-    return [envh.PolicyInfo(name="fenceprobe", factory=Probe)]
+    return [envh.PolicyInfo(name="fenceprobe", factory=Probe),
+            envh.PolicyInfo(name="fenceprobe-net", factory=Probe, host_access=("network",))]

@@ -242,27 +242,40 @@ def test_a_running_daemon_listening_on_tcp_is_found(tcp_daemon):
     assert all(name in fence.DAEMONS for name, _, _ in fence._listening_daemons())
 
 
-def test_a_pool_refuses_bridges_without_docker_access_while_a_tcp_daemon_is_up(tcp_daemon, registry, worker_env,
-                                                                              monkeypatch):
-    """The daemon answers any worker on loopback (the control, isolation none); an isolated
-    pool refuses a bridge that does not declare Docker, and plays one that does."""
-    import envh
+def test_workers_reach_the_host_loopback_only_when_they_declare_the_network(tcp_daemon, registry, worker_env,
+                                                                             monkeypatch):
+    """A root service on the loopback (a Docker daemon over TCP or a proxy to its socket, a
+    browser's DevTools port) would be root to any worker: workers get a network of their
+    own unless their bridge or policy declares ``network``; with it, a TCP Docker daemon
+    stops the run."""
+    import fence_probe
     from envh.rollout.executors.pool import PoolExecutor
     from envh.rollout.trajectory import EpisodeRequest
 
+    registry.register(fence_probe)
     _pid, port = tcp_daemon
-    monkeypatch.setenv("DOCKER_HOST", f"tcp://127.0.0.1:{port}")
 
-    def request(bridge):
+    def request(bridge, policy):
         spec = {"bridge": bridge}
-        return EpisodeRequest(key=bridge, spec=envh.spec_to_data(envh.parse_spec(spec, registry), registry),
-                              spec_id=envh.spec_id(spec, registry), policy="solver", max_steps=6, timeout_s=60)
+        return EpisodeRequest(key=f"{bridge}-{policy}", spec=envh.spec_to_data(envh.parse_spec(spec, registry),
+                                                                              registry),
+                              spec_id=envh.spec_id(spec, registry), policy=policy, max_steps=2, timeout_s=60,
+                              policy_options={"connect": [port]})
 
-    with PoolExecutor(1, **worker_env) as pool:
+    env = {**worker_env, "plugins": [*worker_env["plugins"], "fence_probe"]}
+    with PoolExecutor(1, **env) as pool:  # what a pool's workers may reach only grows
+        (own,) = [t for t in pool.run([request("toy24", "fenceprobe")]) if t.final]
+        (shared,) = [t for t in pool.run([request("toy24", "fenceprobe-net")]) if t.final]
+    monkeypatch.setenv("DOCKER_HOST", f"tcp://127.0.0.1:{port}")
+    with PoolExecutor(1, **env) as pool:
+        (unreached,) = [t for t in pool.run([request("toy24", "fenceprobe")]) if t.final]  # no way there
         with pytest.raises(envh.errors.EnvhError, match="reachable over TCP"):
-            list(pool.run([request("toy24")]))
-        (t,) = [t for t in pool.run([request("toy24-docker")]) if t.final]
-    assert t.error is None and t.success
+            list(pool.run([request("toy24", "fenceprobe-net")]))
+        (granted,) = [t for t in pool.run([request("toy24-docker", "fenceprobe-net")]) if t.final]
+    assert own.steps[0].raw["connect"][str(port)].startswith("ConnectionRefusedError"), own.steps[0].raw
+    assert shared.steps[0].raw["connect"][str(port)].startswith("HTTP/1.0 200"), shared.steps[0].raw
+    assert unreached.error is None and unreached.steps[0].raw["connect"][str(port)].startswith("Connection")
+    assert granted.error is None and granted.steps[0].raw["connect"][str(port)].startswith("HTTP/1.0 200")
 
 
 # -- declared paths that would undo the fence --------------------------------------------------
@@ -433,3 +446,22 @@ def test_a_writable_data_dir_others_can_reach_gets_no_setuid_root_program(tmp_pa
     finally:
         for path in (work, private, reachable):
             shutil.rmtree(path, ignore_errors=True)
+
+
+def test_another_nobody_process_cannot_read_a_worker_s_environ(registry, worker_env, monkeypatch):
+    """Every fenced worker and Ray actor is nobody, and Ray actors share the host's PID
+    namespace: without PR_SET_DUMPABLE 0 one read another's key from /proc/<pid>/environ."""
+    from envh.rollout.executors.pool import PoolExecutor
+    from envh.rollout.trajectory import EpisodeRequest
+
+    monkeypatch.setenv("SNOOP_API_KEY", "sk-worker-key")
+    spec = {"bridge": "toy24"}
+    request = EpisodeRequest(key="k", spec=envh.spec_to_data(envh.parse_spec(spec, registry), registry),
+                             spec_id=envh.spec_id(spec, registry), policy="snoop", max_steps=2, timeout_s=60)
+    with PoolExecutor(1, **worker_env) as pool:
+        (t,) = [t for t in pool.run([request]) if t.final]
+        assert t.steps[0].raw["api_key"] == "sk-worker-key"  # the worker holds it
+        (pid,) = pool.pids()
+        peer = subprocess.run(["setpriv", f"--reuid={fence.NOBODY}", f"--regid={fence.NOBODY}", "--clear-groups",
+                               "cat", f"/proc/{pid}/environ"], capture_output=True, text=True, timeout=30)
+    assert "sk-worker-key" not in peer.stdout and peer.returncode != 0, peer.stdout[:200]

@@ -188,12 +188,13 @@ def spec_bridges(spec: Any) -> set[str]:
 
 
 def bridge_host_access(requests: Iterable[EpisodeRequest], registry: Any = None) -> frozenset[str]:
-    """What the requests' bridges declare their envs must reach (``BridgeInfo.host_access``)."""
+    """What the requests' bridges and policies declare they must reach (``host_access``)."""
     from ...plugins import get_registry
 
     names: set[str] = set()
     seen: set[str] = set()
-    for request in requests:
+    requests_seen = list(requests)
+    for request in requests_seen:
         if request.spec_id not in seen:
             seen.add(request.spec_id)
             names |= spec_bridges(request.spec)
@@ -202,6 +203,14 @@ def bridge_host_access(requests: Iterable[EpisodeRequest], registry: Any = None)
         try:
             info = (registry or get_registry()).bridge(name)
         except Exception:  # noqa: BLE001 - an unknown bridge fails in the worker, with its cause
+            continue
+        access.update(getattr(info, "host_access", ()))
+    from ..warm import parse_policy_spec
+
+    for policy in {r.policy for r in requests_seen}:
+        try:
+            info = (registry or get_registry()).policy(parse_policy_spec(policy)[0])
+        except Exception:  # noqa: BLE001 - an unknown policy fails in the worker, with its cause
             continue
         access.update(getattr(info, "host_access", ()))
     return frozenset(access)

@@ -347,6 +347,11 @@ for path in plan.get("proc_sealed", ()):
     if os.path.exists(path):
         check(libc.mount(path.encode(), path.encode(), None, MS_BIND | MS_REC, None), f"bind {path}")
         check(libc.mount(None, path.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None), f"seal {path}")
+if plan.get("loopback"):  # a network of its own: its loopback up, nothing else
+    import fcntl, socket, struct
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        flags = struct.unpack("16sH", fcntl.ioctl(s, 0x8913, struct.pack("16sH", b"lo", 0)))[1]
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH", b"lo", flags | 1))
 if plan.get("cwd"):
     os.chdir(plan["cwd"])
 if len(sys.argv) > 2:  # then become the command (a Ray actor keeps its pid: Ray watches it)
@@ -448,6 +453,8 @@ def wrap(argv: list[str], level: str, work_dir: str, host_access: frozenset[str]
     bounding = "-all,+setfcap" if level == "namespace" else "-all"
     drop = ["setpriv", "--no-new-privs", "--inh-caps=-all", f"--bounding-set={bounding}"]
     plan = fence_plan(level, work_dir, host_access, data)
+    own_net = "network" not in host_access
+    plan["loopback"] = own_net
     if level == "user":
         group = _docker_group() if "docker" in host_access else None
         groups = "--clear-groups" if group is None else f"--groups={group}"
@@ -458,8 +465,8 @@ def wrap(argv: list[str], level: str, work_dir: str, host_access: frozenset[str]
              # not exec: this shell stays PID 1 of the namespace, so the worker is an ordinary
              # process (signals act on it as usual) and its exit status comes back to the parent
              " ".join(shlex.quote(a) for a in [*drop, "--", *argv])]
-    return ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--kill-child", "--propagation", "private",
-            "--", "sh", "-c", "\n".join(lines)]
+    return ["unshare", "--mount", "--pid", *(["--net"] if own_net else []), "--fork", "--mount-proc", "--kill-child",
+            "--propagation", "private", "--", "sh", "-c", "\n".join(lines)]
 
 
 def fence_plan(level: str, work_dir: str, host_access: frozenset[str] | set[str] = frozenset(),

@@ -257,7 +257,8 @@ class PoolExecutor:
         respawning idle ones; what no bridge declared stays out of reach."""
         requests = list(requests)
         needed = bridge_host_access(requests, self.registry)
-        if self.isolation != "none" and "docker" not in needed | self.host_access:
+        access = needed | self.host_access
+        if self.isolation != "none" and "docker" not in access and "network" in access:
             tcp = fence.docker_tcp_endpoints()
             if tcp:  # no mount hides a daemon on the network the workers share
                 raise errors.EnvhError(

@@ -65,6 +65,9 @@ class EpisodeActor:
                 del os.environ[name]
         self.config = WorkerConfig(**config)
         apply_memory_budget(self.config.memory_mb)
+        from .worker import undumpable
+
+        undumpable()
         if isolation != "none":
             drop_capabilities()
 

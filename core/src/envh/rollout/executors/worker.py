@@ -76,6 +76,18 @@ class FrameReader:
         return out
 
 
+def undumpable() -> None:
+    """Close this process's /proc entries (environ, mem, root, fds) to other processes of
+    its uid: every fenced worker and Ray actor is ``nobody``, and a Ray actor shares the
+    host's PID namespace, so it could read another worker's key from its environ."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):
+        pass
+
+
 def serve(inp: IO[bytes], out: IO[bytes]) -> None:
     """The worker loop: configure, then run episodes until end of input. Nothing an
     episode raises ends the loop: the runner turns it into a typed trajectory, and what
@@ -92,6 +104,7 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
                           plugins=tuple(first.get("plugins") or ()),
                           entry_points=bool(first.get("entry_points", True)))
     apply_memory_limit(config)
+    undumpable()
 
     def over_cpu(_signum: int, _frame: Any) -> None:
         raise runner._Deadline(f"the episode used its CPU budget of {config.cpu_s:g} s")
