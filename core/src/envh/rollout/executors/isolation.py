@@ -26,6 +26,12 @@ Levels (``isolation=``):
   its weakness; /etc's shadow files, sudoers and ssh keys are masked, /proc/sys and the
   kernel's other knobs in /proc are read-only.
 
+Workers get a network namespace of their own (its loopback up, nothing else) unless a
+bridge or policy of the run declares ``host_access=("network",)`` (an endpoint to call:
+``openai``, ``grpo-remote``, webarena's sites): a root service on the host's loopback (a
+browser's DevTools port, a TCP proxy to the Docker socket) is otherwise one connect away.
+Fenced workers are not dumpable (their /proc entries are closed to other ``nobody``s).
+
 The Docker daemon (its sockets, and containerd's, are root on the host) is out of reach
 unless the bridges the pool plays declare ``host_access=("docker",)``: its sockets are
 covered by ``/dev/null`` and its runtime directories by an empty tmpfs; a ``user``
