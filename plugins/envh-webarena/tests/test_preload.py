@@ -303,3 +303,125 @@ def test_the_runtime_uses_only_playwrights_public_api() -> None:
                 with open(os.path.join(folder, name), encoding="utf-8") as f:
                     found += [f"{name}:{i}" for i, line in enumerate(f, 1) if private.search(line)]
     assert not found
+
+
+def test_a_dead_driver_thread_is_an_infra_error_then_the_next_reset_works(runtime) -> None:
+    """The thread running Playwright's loop ends (a callback raised SystemExit): the next
+    step is an InfraError within the hang timeout, not a wait for ever, and the next reset
+    starts a new driver and browser."""
+    from envh import Action, errors
+    from envh_webarena.miniwob import MiniwobEnv
+
+    env = MiniwobEnv(tasks=["click-button"], hang_timeout_s=10)
+    try:
+        env.reset(task=_ref("click-button"), seed=1)
+        driver, pid = runtime._driver, runtime.pid
+
+        def boom() -> None:
+            raise SystemExit("the loop's thread ends here")
+
+        driver.loop.call_soon_threadsafe(boom)
+        driver.thread.join(5)
+        assert not driver.thread.is_alive()
+        start = time.monotonic()
+        with pytest.raises(errors.InfraError):
+            env.step(Action(tool="noop", args={}))
+        assert time.monotonic() - start < 10
+        obs = env.reset(task=_ref("click-button"), seed=1).observation
+        assert "Click on the" in obs.text and runtime._driver is not driver and runtime.pid != pid
+        assert _gone_within(pid, 10)  # the old browser: stopped by the relaunch
+    finally:
+        env.close()
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+def _listening_inodes() -> set[str]:
+    out = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as f:
+                for line in list(f)[1:]:
+                    fields = line.split()
+                    if fields[3] == "0A":  # LISTEN
+                        out.add(fields[9])
+        except OSError:
+            continue
+    return out
+
+
+def _socket_inodes(pgid: int) -> set[str]:
+    out = set()
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[2]) != pgid:
+                    continue
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    out.add(target[8:-1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def test_the_browser_opens_no_devtools_port(runtime) -> None:
+    """No process of the runtime's browser listens on a TCP port (Playwright talks to it
+    over a pipe): another local user or process cannot drive it. The control: with the
+    opt-in DevTools port the same scan finds it, a policy's goto to it is refused under
+    each spelling of loopback, and observations read over it equal those read without."""
+    from envh import Action
+    from envh_webarena.miniwob import MiniwobEnv, task_server
+
+    env = MiniwobEnv(tasks=["click-button"])
+    try:
+        plain = env.reset(task=_ref("click-button"), seed=3).observation.text
+        assert runtime.devtools_port is None and env.session.port is None
+        assert _socket_inodes(runtime.pid) and not _socket_inodes(runtime.pid) & _listening_inodes()
+        runtime.devtools_tcp = True
+        runtime.kill()  # the next reset launches a browser with the port
+        for _ in range(2):
+            over_tcp = env.reset(task=_ref("click-button"), seed=3).observation.text
+        port = env.session.port
+        assert port and port == runtime.devtools_port
+        assert _socket_inodes(runtime.pid) & _listening_inodes()
+        assert next(iter(env.session._cdp.values()))[1] is not None  # read over its own connection
+        assert _without_port(over_tcp) == _without_port(plain)
+        for host in ("127.0.0.1", "localhost", "[::1]", "2130706433", "127.1"):
+            resp = env.step(Action(tool="goto", args={"url": f"http://{host}:{port}/json/list"}))
+            assert resp.info["error"]["type"] == "action_failed", host
+            assert "DevTools" in resp.info["error"]["message"] and "devtools/page" not in resp.observation.text
+        resp = env.step(Action(tool="goto", args={"url": f"{task_server().url}/miniwob/click-button.html"}))
+        assert not resp.info.get("error") and env.session.page.url.endswith("/click-button.html")
+    finally:
+        env.close()
+        if runtime.devtools_tcp:
+            runtime.devtools_tcp = False
+            runtime.kill()
+
+
+def test_a_client_gone_mid_answer_prints_nothing(capsys) -> None:
+    """A page closed while the task server answers it (a spare thrown away mid-load) is no
+    traceback on stderr; any other server error still is (the control)."""
+    from envh_webarena.miniwob import task_server
+
+    httpd = task_server().httpd
+    for exc, shown in ((BrokenPipeError(32, "Broken pipe"), False), (ConnectionResetError(104, "reset"), False),
+                       (ValueError("a real bug"), True)):
+        try:
+            raise exc
+        except Exception:  # noqa: BLE001 - handle_error reads the exception being handled
+            httpd.handle_error(None, ("127.0.0.1", 1))
+        err = capsys.readouterr().err
+        assert (type(exc).__name__ in err) is shown, err

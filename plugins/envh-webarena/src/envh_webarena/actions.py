@@ -68,14 +68,22 @@ class ActionError(Exception):
     """A policy mistake while acting on the page; the message is shown to the policy."""
 
 
-def check_url(url: str) -> str:
-    """An http(s) URL or ``about:blank``; other schemes (file:, javascript:, chrome:) are refused."""
+def check_url(url: str, *, devtools_port: int | None = None) -> str:
+    """An http(s) URL or ``about:blank``; other schemes (file:, javascript:, chrome:) are
+    refused, and so is the browser's DevTools port (``devtools_port``: its HTTP endpoint
+    lists, opens and closes every page of the shared browser, other episodes' too)."""
     url = url.strip()
     if url == "about:blank":
         return url
     parts = urlsplit(url)
     if parts.scheme.lower() not in _URL_SCHEMES or not parts.netloc:
         raise ActionError(f"goto needs an http(s) URL with a host, got {url[:200]!r}.")
+    try:
+        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    except ValueError as exc:
+        raise ActionError(f"goto needs a valid port, got {url[:200]!r}.") from exc
+    if devtools_port is not None and port == devtools_port:
+        raise ActionError("goto to the browser's own DevTools port is refused.")
     return url
 
 
@@ -140,7 +148,7 @@ def _dispatch(session: BrowserSession, tool: str, args: dict[str, Any]) -> dict[
     elif tool == "scroll":
         session.page.mouse.wheel(_clamp(args["delta_x"], 100_000), _clamp(args["delta_y"], 100_000))
     elif tool == "goto":
-        session.page.goto(check_url(args["url"]))
+        session.page.goto(check_url(args["url"], devtools_port=session.port))
     elif tool == "go_back":  # a page restored from the back-forward cache fires no load event:
         session.page.go_back(wait_until="commit")  # wait for the commit, then settle
     elif tool == "go_forward":

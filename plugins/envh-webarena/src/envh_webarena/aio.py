@@ -33,6 +33,13 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from envh import errors
+
+
+class DriverGone(errors.InfraError):
+    """The driver's thread ended (its loop stopped): nothing more can reach the browser
+    through it; the runtime starts a new driver with the next browser."""
+
 
 @functools.cache
 def _api_classes() -> tuple[type, ...]:
@@ -54,6 +61,9 @@ class Driver:
         self._events: collections.deque[tuple[Callable[..., Any], tuple[Any, ...]]] = collections.deque()
         self._wrappers: weakref.WeakValueDictionary[int, Sync] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
+        self._ending = False
+        # connections of the runtime's own on this loop (rawcdp.py): closed when the loop ends
+        self.closers: weakref.WeakSet[Any] = weakref.WeakSet()
         self.thread.start()
         self.playwright: Any = None
         try:
@@ -64,10 +74,72 @@ class Driver:
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+        try:
+            self.loop.run_forever()
+        except BaseException:  # noqa: BLE001 - a callback raised SystemExit or the like: the driver is gone
+            pass
+        finally:
+            # the loop stopped (asked to, or a callback ended it): let its unfinished tasks
+            # see a cancellation and clean up (a context made ahead closes itself), bounded
+            self._ending = True
+            try:
+                tasks = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
+                for task in tasks:
+                    task.cancel()
+                if tasks:
+                    self.loop.run_until_complete(asyncio.wait(tasks, timeout=5))
+                closing = [self.loop.create_task(c.close()) for c in list(self.closers)]
+                if closing:
+                    self.loop.run_until_complete(asyncio.wait(closing, timeout=5))
+            except BaseException:  # noqa: BLE001 - what cannot end here ends with the process
+                pass
 
     def on_loop(self) -> bool:
         return threading.get_ident() == self.thread.ident
+
+    def alive(self) -> bool:
+        """Whether the driver's thread still runs its loop."""
+        return self.thread.is_alive() and not self._ending and not self.loop.is_closed()
+
+    def _schedule(self, factory: Callable[[], Awaitable[Any]]) -> concurrent.futures.Future[Any]:
+        """Run ``factory()``'s coroutine as a task on the loop. The coroutine is made on the
+        loop, so one scheduled on a loop that ends before it runs was never made (nothing
+        is left un-awaited)."""
+        if not self.alive():
+            raise DriverGone("The browser driver's thread has ended; the next reset starts a new one.")
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def done(task: asyncio.Future[Any]) -> None:
+            if task.cancelled():
+                future.cancel()
+            elif task.exception() is not None:
+                future.set_exception(task.exception())  # type: ignore[arg-type]
+            else:
+                future.set_result(task.result())
+
+        def start() -> None:
+            try:
+                task = self.loop.create_task(factory())  # type: ignore[arg-type]
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                future.set_exception(exc)
+                return
+            task.add_done_callback(done)
+
+        try:
+            self.loop.call_soon_threadsafe(start)
+        except RuntimeError as exc:  # the loop was closed meanwhile
+            raise DriverGone("The browser driver was closed.") from exc
+        return future
+
+    def wait(self, future: concurrent.futures.Future[Any]) -> Any:
+        """``future``'s result; ``DriverGone`` if the driver's thread ends first."""
+        while True:
+            try:
+                return future.result(timeout=0.5)
+            except concurrent.futures.TimeoutError:
+                if not self.thread.is_alive():
+                    raise DriverGone("The browser driver's thread ended during a call; "
+                                     "the next reset starts a new one.") from None
 
     # -- calling -------------------------------------------------------------------------
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -82,24 +154,16 @@ class Driver:
             out = fn(*args, **kwargs)
             return await out if inspect.isawaitable(out) else out
 
-        coro = invoke()
+        future = self._schedule(invoke)
         try:
-            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        except RuntimeError as exc:  # the loop is closed: the runtime was closed
-            coro.close()
-            raise RuntimeError("The browser runtime was closed.") from exc
-        try:
-            return self.wrap(future.result())
+            return self.wrap(self.wait(future))
         finally:
             self.drain()
 
-    def submit(self, coro: Awaitable[Any]) -> concurrent.futures.Future[Any]:
-        """Start ``coro`` on the loop and return at once (its future; failures are marked seen)."""
-        try:
-            future = asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
-        except RuntimeError:  # the loop is closed
-            coro.close()  # type: ignore[attr-defined]
-            raise
+    def submit(self, factory: Callable[[], Awaitable[Any]]) -> concurrent.futures.Future[Any]:
+        """Start ``factory()``'s coroutine on the loop and return at once (its future;
+        failures are marked seen). ``DriverGone`` if the driver has ended."""
+        future = self._schedule(factory)
         future.add_done_callback(_seen)
         return future
 
@@ -140,15 +204,15 @@ class Driver:
     def stop(self) -> None:
         """Stop Playwright (its driver process) and the loop's thread. Idempotent."""
         pw, self.playwright = self.playwright, None
-        if pw is not None and self.thread.is_alive():
+        if pw is not None and self.alive():
             try:
-                asyncio.run_coroutine_threadsafe(unwrap(pw).stop(), self.loop).result(timeout=30)
+                self._schedule(unwrap(pw).stop).result(timeout=30)
             except Exception:  # noqa: BLE001 - the driver may already be gone at exit
                 pass
         self._stop_loop()
 
     def _stop_loop(self) -> None:
-        if self.thread.is_alive():
+        if self.thread.is_alive() and not self._ending and not self.loop.is_closed():
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(timeout=30)
         if not self.thread.is_alive() and not self.loop.is_closed():

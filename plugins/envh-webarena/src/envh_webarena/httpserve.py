@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -15,6 +16,16 @@ class QuietStaticHandler(SimpleHTTPRequestHandler):
         pass
 
 
+class _Server(ThreadingHTTPServer):
+    """A client that went away mid-answer (a context closed while its page loaded: a spare
+    thrown away, an episode ended) is normal here, not a traceback on stderr."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
+
+
 class LocalServer:
     """A ``ThreadingHTTPServer`` bound to 127.0.0.1 (port 0: a free one), served in a thread.
 
@@ -22,7 +33,7 @@ class LocalServer:
     """
 
     def __init__(self, handler: type[BaseHTTPRequestHandler] | Any, *, port: int = 0) -> None:
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.httpd = _Server(("127.0.0.1", port), handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"

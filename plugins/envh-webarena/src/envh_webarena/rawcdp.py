@@ -64,14 +64,19 @@ class RawCDP:
             pass
 
 
-async def open_channels(context: Any, page: Any, port: int | None) -> tuple[Any, RawCDP | None]:
+async def open_channels(context: Any, page: Any, port: int | None,
+                        closers: Any = None) -> tuple[Any, RawCDP | None]:
     """A Playwright CDP session of ``page`` and, when the DevTools ``port`` is known, a
-    connection of our own to it (None if it cannot be made: the session does all then)."""
+    connection of our own to it (None if it cannot be made: the session does all then),
+    added to ``closers`` (the driver's: closed if its loop ends first)."""
     cdp = await context.new_cdp_session(page)
     if port is None:
         return cdp, None
     try:
         target = (await cdp.send("Target.getTargetInfo"))["targetInfo"]["targetId"]
-        return cdp, await RawCDP.open(port, target)
+        raw = await RawCDP.open(port, target)
     except Exception:  # noqa: BLE001 - an observation is then read through the session alone
         return cdp, None
+    if closers is not None:
+        closers.add(raw)
+    return cdp, raw

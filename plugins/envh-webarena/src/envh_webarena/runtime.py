@@ -1,10 +1,10 @@
 """The browser runtime the three bridges share: one Chromium per worker, one context per episode.
 
-Chromium is the system build (``/usr/bin/chromium``, or ``$ENVH_CHROMIUM``), started by
-this module as a child process with a DevTools port on 127.0.0.1; Playwright attaches to it
-over CDP, through its public async API on a thread of its own (``aio.py``), so the next
-episode's context can be made while the policy thinks (``spare.py``). Owning the process means the runtime knows its pid, can tell a dead browser from a
-policy mistake, and kills only what it started. A reset opens a fresh browser context
+Chromium is the system build (``/usr/bin/chromium``, or ``$ENVH_CHROMIUM``), launched by
+Playwright over a pipe (no DevTools port on the machine), driven through Playwright's public
+async API on a thread of its own (``aio.py``), so the next episode's context can be made
+while the policy thinks (``spare.py``). The runtime knows the browser's pid, can tell a
+dead browser from a policy mistake, and kills only what it started. A reset opens a fresh browser context
 (isolated cookies and storage) instead of a browser, so it costs milliseconds, not a launch.
 
 Outbound traffic is pinned to loopback by default: every context goes through a proxy
@@ -18,11 +18,10 @@ import atexit
 import contextlib
 import json
 import os
-import re
+import secrets
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 import weakref
@@ -47,7 +46,6 @@ CHROMIUM_ARGS = (
 # A port nothing listens on: traffic that is not bypassed fails at once.
 DEAD_PROXY = "http://127.0.0.1:9"
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
-_DEVTOOLS = re.compile(r"DevTools listening on (ws://\S+)")
 
 
 def chromium_path() -> str:
@@ -75,11 +73,15 @@ class BrowserRuntime:
     :param block_external: route everything else to a dead proxy and resolve no other
         host name (default on).
     :param extra_args: more Chromium switches (``--log-net-log=...`` to see its traffic).
+    :param devtools_tcp: also open a DevTools port on 127.0.0.1, so observations read the
+        page over a connection of their own (``rawcdp.py``, about twice as fast). Off by
+        default: any local user or process can drive a browser through that port.
     """
 
     def __init__(self, executable: str | None = None, *, extra_hosts: tuple[str, ...] = (),
-                 block_external: bool = True, extra_args: tuple[str, ...] = ()) -> None:
+                 block_external: bool = True, extra_args: tuple[str, ...] = (), devtools_tcp: bool = False) -> None:
         self.executable = executable
+        self.devtools_tcp = devtools_tcp
         self.extra_hosts = tuple(extra_hosts)
         self.block_external = block_external
         self.extra_args = tuple(extra_args)
@@ -116,7 +118,12 @@ class BrowserRuntime:
     @staticmethod
     def is_alive(proc: subprocess.Popen[bytes] | None, browser: Any) -> bool:
         """Whether ``proc`` runs and ``browser`` (its connection) is connected."""
-        return proc is not None and proc.poll() is None and browser is not None and browser.is_connected()
+        if proc is None or proc.poll() is not None or browser is None:
+            return False
+        try:
+            return bool(browser.is_connected())
+        except errors.InfraError:  # the driver's thread ended: the connection is gone
+            return False
 
     def browser(self) -> Any:
         """The connected browser, launched (or relaunched after a death) on demand."""
@@ -146,46 +153,40 @@ class BrowserRuntime:
         return [f"--host-resolver-rules={rules}", f"--proxy-server={DEAD_PROXY}", f"--proxy-bypass-list={bypass}"]
 
     def _launch(self) -> None:
+        """Start Chromium through Playwright's ``launch``: it talks to the browser over a pipe
+        (``--remote-debugging-pipe``), so no DevTools port is open on the machine, where
+        every local user and process could drive the browser (read files through it, or
+        another worker's pages). The browser's pid is found by a marker switch of its own."""
         from playwright.async_api import Error
 
         exe = self.executable or chromium_path()
-        self._profile = tempfile.mkdtemp(prefix="envh-webarena-chromium-")
-        args = [exe, *CHROMIUM_ARGS, *self._network_args(), *self.extra_args, "--remote-debugging-address=127.0.0.1",
-                "--remote-debugging-port=0", f"--user-data-dir={self._profile}", "about:blank"]
-        # its own process group (killpg reaches the renderers too, and nothing else), and
-        # SIGKILL when this process dies, so a crashed worker leaves no browser behind
-        self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE, start_new_session=True,
-                                      preexec_fn=_die_with_parent)
-        endpoint = self._read_endpoint(self._proc)
-        self.devtools_port = int(endpoint.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+        marker = f"--envh-runtime={secrets.token_hex(8)}"
+        args = [*CHROMIUM_ARGS, *self._network_args(), *self.extra_args, marker]
+        if self.devtools_tcp:  # opt-in: a DevTools port on 127.0.0.1 for the observation's reads
+            args += ["--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0"]
         try:
+            if self._driver is not None and not self._driver.alive():
+                self._driver.stop()  # its thread ended: nothing reaches the browser through it
+                self._driver = None
             if self._driver is None:
                 self._driver = Driver()
-            self._browser = self._driver.playwright.chromium.connect_over_cdp(endpoint, timeout=30_000)
+            # Playwright starts it in a process group of its own (killpg reaches the
+            # renderers, nothing else) and kills it when its driver exits with this process
+            self._browser = self._driver.playwright.chromium.launch(
+                executable_path=exe, args=args, headless=True, timeout=30_000,
+                handle_sigint=False, handle_sigterm=False, handle_sighup=False)
         except Error as exc:
-            self._stop_browser()
-            raise errors.InfraError(f"Could not attach to Chromium at {endpoint}: {exc}") from exc
+            raise errors.InfraError(f"Chromium ({exe}) did not start: {exc}") from exc
+        pid = _find_browser(marker)
+        if pid is None:
+            try:
+                self._browser.close()
+            finally:
+                self._browser = None
+            raise errors.InfraError(f"Chromium ({exe}) started but its process was not found.")
+        self._proc = _Process(pid)
+        self.devtools_port = _devtools_port(pid) if self.devtools_tcp else None
         self.launches += 1
-
-    def _read_endpoint(self, proc: subprocess.Popen[bytes]) -> str:
-        assert proc.stderr is not None
-        deadline, seen = time.monotonic() + 30, []
-        while time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line:
-                if proc.poll() is not None:
-                    break
-                continue
-            text = line.decode(errors="replace")
-            seen.append(text)
-            if m := _DEVTOOLS.search(text):
-                # keep draining stderr so Chromium never blocks on a full pipe
-                threading.Thread(target=_drain, args=(proc.stderr,), daemon=True).start()
-                return m.group(1)
-        self._stop_browser()
-        raise errors.InfraError("Chromium did not start (no DevTools endpoint within 30 s). "
-                                "Its output: " + "".join(seen)[-2000:])
 
     def _options(self, options: dict[str, Any]) -> dict[str, Any]:
         options = dict(options)
@@ -299,9 +300,10 @@ class BrowserRuntime:
                     return
         if self._driver is None:
             return
+        raw = unwrap(context)
         try:
-            self._driver.submit(_close_quietly(unwrap(context)))
-        except RuntimeError:  # the runtime was closed: the context is gone with the browser
+            self._driver.submit(lambda: _close_quietly(raw))
+        except (RuntimeError, errors.InfraError):  # the driver is gone: the context went with the browser
             pass
 
     def kill(self) -> None:
@@ -416,21 +418,70 @@ def _host_names(hosts: tuple[str, ...]) -> frozenset[str]:
     return frozenset(_host_part(h) for h in hosts if _host_part(h))
 
 
-def _die_with_parent() -> None:
-    try:
-        import ctypes
+class _Process:
+    """The browser's main process (a child of Playwright's driver, not of this process):
+    ``poll``/``wait`` like ``subprocess.Popen``'s, by its pid and start time."""
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    stderr = None
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._start = _start_time(pid)
+
+    def poll(self) -> int | None:
+        return None if self._start is not None and _start_time(self.pid) == self._start else -9
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"chromium (pid {self.pid})", timeout or 0)
+            time.sleep(0.02)
+        return -9
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time (its identity with the pid), None when it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
-        pass
+        return None
+    return None if fields[0] in ("Z", "X") else fields[19]
 
 
-def _drain(stream: Any) -> None:
+def _find_browser(marker: str) -> int | None:
+    """Pid of the browser process (not a renderer or helper) whose command line has ``marker``."""
+    want = marker.encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if want in argv and not any(a.startswith(b"--type=") for a in argv):
+            return int(name)
+    return None
+
+
+def _devtools_port(pid: int) -> int | None:
+    """The DevTools port Chromium chose (its profile's ``DevToolsActivePort`` file)."""
     try:
-        while stream.read(65536):
-            pass
-    except (OSError, ValueError):
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().decode(errors="replace").split("\0")
+        profile = next(a.split("=", 1)[1] for a in argv if a.startswith("--user-data-dir="))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with open(os.path.join(profile, "DevToolsActivePort"), encoding="ascii") as f:
+                    return int(f.readline().strip())
+            except (OSError, ValueError):
+                time.sleep(0.05)
+    except (OSError, StopIteration):
         pass
+    return None
 
 
 # (pid, thread id) -> the thread and its runtime: a thread id is reused once its thread

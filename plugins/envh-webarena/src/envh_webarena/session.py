@@ -95,6 +95,10 @@ class BrowserSession:
         if self.crashed:
             raise errors.InfraError("The page crashed (renderer gone); the next episode opens a new one.")
         if not self.browser_alive():
+            driver = self.runtime._driver
+            if driver is not None and not driver.alive():
+                raise errors.InfraError("The browser driver's thread ended mid-episode; the next reset "
+                                        "starts a new one with a new browser.")
             raise errors.InfraError(f"Chromium (pid {self.proc.pid if self.proc else None}) died mid-episode; "
                                     "the next reset relaunches it.")
 
@@ -109,7 +113,8 @@ class BrowserSession:
         if channels is None:
             driver = self.runtime._driver
             assert driver is not None
-            channels = self._cdp[id(page)] = driver.call(open_channels, unwrap(self.context), unwrap(page), self.port)
+            channels = self._cdp[id(page)] = driver.call(open_channels, unwrap(self.context), unwrap(page), self.port,
+                                                         driver.closers)
         return channels
 
     def _read(self, page: Any, max_chars: int) -> tuple[str, list[str]]:
@@ -145,8 +150,8 @@ class BrowserSession:
     def _close_raw(self, raw: Any) -> None:
         if raw is not None and self.runtime._driver is not None:
             try:
-                self.runtime._driver.submit(raw.close())
-            except RuntimeError:  # the runtime was closed: the connection went with it
+                self.runtime._driver.submit(raw.close)
+            except (RuntimeError, errors.InfraError):  # the driver is gone: the connection went with it
                 pass
 
     def close(self) -> None:

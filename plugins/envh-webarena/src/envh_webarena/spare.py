@@ -5,8 +5,11 @@ Opening a context is cheap; its first page is not: Chromium starts a renderer pr
 episode's first observation is out, the runtime starts making the next one on the Playwright
 driver's own loop (``aio.py``): a context, its page, and — when the bridge names one — the
 page the next episode most likely starts on (the task it just started: GRPO groups and
-benchmarks repeat tasks), loaded up to its ``load`` event. This goes on while the policy
-thinks; the next reset takes it and only starts the episode.
+benchmarks repeat tasks), loaded up to its ``load`` event, then the files the task's start
+loads into frames fetched into the context's cache (a reset may take the context before the
+fetch ends). This goes on while the policy thinks; the next reset takes it and only starts
+the episode. After a preloaded page went unused (the reset asked for another task), the
+runtime makes blank spares until a task repeats.
 
 Isolation is that of any fresh context: nothing but its own page was ever in it, nothing
 outside this module holds it before it is taken, and it is taken at most once. A spare is
@@ -27,6 +30,8 @@ import asyncio
 import concurrent.futures
 import json
 from typing import Any
+
+from envh import errors
 
 from envh_webarena.aio import Driver, unwrap
 from envh_webarena.rawcdp import open_channels
@@ -54,7 +59,8 @@ class Spare:
         # the context and its loaded page, as soon as they are (the prefetch may still run);
         # ``future``: the whole build, prefetch included
         self.made: concurrent.futures.Future[tuple[Any, Any]] = concurrent.futures.Future()
-        self.future = driver.submit(self._build(unwrap(browser), dict(options), url, prefetch, port))
+        raw_browser = unwrap(browser)
+        self.future = driver.submit(lambda: self._build(raw_browser, dict(options), url, prefetch, port))
 
     async def _build(self, browser: Any, options: dict[str, Any], url: str | None,
                      prefetch: tuple[str, ...], port: int | None) -> tuple[Any, Any]:
@@ -70,10 +76,11 @@ class Spare:
                 response = await page.goto(url, wait_until="load")
                 if response is None or not response.ok:  # the reset's own goto says what is wrong
                     raise RuntimeError(f"preloading {url} answered {response and response.status}")
-            self._raw_channels = await open_channels(context, page, port)  # the first observation's
+            self._raw_channels = await open_channels(context, page, port, self.driver.closers)  # 1st observation's
         except BaseException as exc:
             self.made.set_exception(exc)
-            await _close(context)
+            if not isinstance(exc, GeneratorExit):  # (a coroutine being closed may not await)
+                await _close(context)
             raise
         self.made.set_result((context, page))
         if prefetch:  # a reset may take the context meanwhile: the files then arrive beside its start
@@ -91,7 +98,7 @@ class Spare:
         """The context and its page (wrapped for sync use), waiting for them if need be;
         None when they cannot be used (failed, closed, crashed, navigated, more pages)."""
         try:
-            context, page = self.made.result()
+            context, page = self.driver.wait(self.made)
             # one round trip into the page: a renderer that died while idle shows only now
             usable = self.driver.call(self._check, context, page)
         except Exception:  # noqa: BLE001 - a failed spare is only a slower reset
@@ -123,8 +130,8 @@ class Spare:
             await _close(context)
 
         try:
-            self.driver.submit(close())
-        except RuntimeError:  # the loop is closed: the browser and its contexts are gone
+            self.driver.submit(close)
+        except (RuntimeError, errors.InfraError):  # the driver is gone: the browser and its contexts with it
             pass
 
 
