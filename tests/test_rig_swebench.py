@@ -106,3 +106,8 @@ def test_the_gold_patch_paths_restored_before_applying_it_on_a_staged_tree():
     command = apply_command(patch, "abc123")
     assert "rm -rf -- 'new file.py' moved.py" in command and "git checkout abc123 -- pkg/a.py gone.py old.py" in command
     assert command.endswith("status=$?; rm -f /tmp/envh_gold.diff; exit $status")  # no gold patch left behind
+    # a pure rename has no ---/+++ lines; git C-quotes unusual paths
+    assert gold_paths("diff --git a/src/old.py b/src/new.py\nsimilarity index 100%\nrename from src/old.py\n"
+                      "rename to src/new.py\n") == (["src/old.py"], ["src/new.py"])
+    quoted = '--- "a/src/sp\\303\\251.py"\n+++ "b/src/sp\\303\\251.py"\n@@ -1 +1 @@\n-a\n+b\n'
+    assert gold_paths(quoted) == (["src/sp\u00e9.py"], [])

@@ -17,6 +17,7 @@ repository itself, does. ``None`` once submitted, or without a gold patch.
 
 from __future__ import annotations
 
+import codecs
 import re
 import shlex
 from typing import Any
@@ -24,26 +25,48 @@ from typing import Any
 from envh import Action
 
 GOLD_PATH = "/tmp/envh_gold.diff"
-_OLD = re.compile(r"^--- (?:a/(?P<path>.+)|/dev/null)$")
-_NEW = re.compile(r"^\+\+\+ (?:b/(?P<path>.+)|/dev/null)$")
+_OLD = re.compile(r'^--- (?:"?a/(?P<path>.+?)"?\t?|/dev/null)$')
+_NEW = re.compile(r'^\+\+\+ (?:"?b/(?P<path>.+?)"?\t?|/dev/null)$')
+_RENAME = re.compile(r'^(?P<what>rename|copy) (?P<end>from|to) (?P<path>.+)$')
+
+
+def _unquote(path: str) -> str:
+    """Git's C-quoting (``"a/sp\\303\\251.py"``) undone; a plain path as it is."""
+    if "\\" not in path:
+        return path
+    try:
+        return codecs.escape_decode(path.encode("utf-8"))[0].decode("utf-8")  # type: ignore[attr-defined]
+    except (ValueError, UnicodeDecodeError):
+        return path
 
 
 def gold_paths(patch: str) -> tuple[list[str], list[str]]:
-    """(paths the patch changes or deletes, which exist at the base commit; paths it
-    creates, a rename's target included)."""
+    """(paths the patch changes, deletes or renames away from, which exist at the base commit;
+    paths it creates, a rename's or copy's target included). Quoted paths are unquoted."""
     old: list[str] = []
     new: list[str] = []
     before: str | None = None
+
+    def add(bucket: list[str], path: str | None) -> None:
+        if path is not None and path not in bucket:
+            bucket.append(path)
+
     for line in patch.splitlines():
+        if (m := _RENAME.match(line)) is not None:
+            path = _unquote(m.group("path").strip('"'))
+            if m.group("end") == "to":
+                add(new, path)
+            elif m.group("what") == "rename":  # a copy's source stays as it is
+                add(old, path)
+            continue
         if (m := _OLD.match(line)) is not None:
-            before = m.group("path").rstrip("\t") if m.group("path") else None
+            before = _unquote(m.group("path")) if m.group("path") else None
             continue
         if (m := _NEW.match(line)) is not None:
-            after = m.group("path").rstrip("\t") if m.group("path") else None
-            if before is not None and before not in old:
-                old.append(before)
-            if after is not None and after != before and after not in new:
-                new.append(after)
+            after = _unquote(m.group("path")) if m.group("path") else None
+            add(old, before)
+            if after is not None and after != before:
+                add(new, after)
             before = None
     return old, new
 
