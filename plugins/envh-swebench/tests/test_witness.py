@@ -375,3 +375,35 @@ def test_a_test_command_that_is_not_recorded_says_so(env):
     plain = bash(env, "cd /testbed && python3 -m pytest -q tests")
     assert "not recorded" not in plain.observation.text and env.get_env_state()["tests_run"]
     assert "not recorded" not in bash(env, "ls tests").observation.text
+
+
+PTH_FORGE = ("import os, json, hmac, hashlib\n"
+             "fd = os.environ.get('ENVH_WITNESS_FD')\n"
+             "if fd:\n"
+             "    key = os.read(0, 64)\n"
+             "    msg = json.dumps({'ran': 5, 'errors': 0, 'exit': 0, 'failed': 0}).encode()\n"
+             "    try:\n"
+             "        os.write(int(fd), hmac.new(key, msg, hashlib.sha256).hexdigest().encode() + b' ' + msg + b'\\n')\n"
+             "    except OSError:\n"
+             "        pass\n")
+
+
+def test_the_activation_prefix_never_holds_the_key_or_the_pipe(make_env):
+    """The environment's activation runs before the witness in the same shell; conda's
+    runs a Python program (without -s) whose output activate evals. A user-site .pth
+    (/root is writable) read the key from stdin and wrote a report. Now the prefix runs
+    with stdin from /dev/null, without the witness's pipe and without the user site."""
+    env = make_env(command_prefix="python3 -c pass >/dev/null 2>&1; if [ -n \"${ENVH_WITNESS_FD-}\" ]; then "
+                                  "cat > /tmp/prefix_stdin; ls /proc/self/fd > /tmp/prefix_fds; "
+                                  "python3 -c 'import site; print(site.ENABLE_USER_SITE)' > /tmp/prefix_site; fi; ")
+    env.reset()
+    site = bash(env, "python3 -c 'import site; print(site.getusersitepackages())'").observation.text.strip()
+    bash(env, f"mkdir -p {site} && cat > {site}/envh_forge.py <<'EOF'\n{PTH_FORGE}EOF\n"
+              f"echo 'import envh_forge' > {site}/envh-forge.pth")
+    bash(env, "python3 -m pytest --co -q tests")
+    assert not env.get_env_state()["tests_run"]
+    seen = bash(env, "wc -c < /tmp/prefix_stdin; cat /tmp/prefix_fds | tr '\\n' ' '; echo; cat /tmp/prefix_site")
+    size, fds, user_site = seen.observation.text.splitlines()[:3]
+    assert size.strip() == "0" and "63" not in fds.split() and user_site.strip() == "False", seen.observation.text
+    bash(env, "python3 -m pytest -q tests/test_stats.py::test_mean")  # a real run still counts
+    assert env.get_env_state()["tests_run"]

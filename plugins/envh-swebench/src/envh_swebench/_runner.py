@@ -41,7 +41,14 @@ def run(req):
     pipe, key = (os.pipe(), os.urandom(32).hex().encode()) if witness else (None, None)
     if witness:
         sweep(KEEP)  # nothing the policy started may be running while the witness is
-        env["ENVH_WITNESS_FD"] = str(pipe[1])
+        env["ENVH_WITNESS_FD"] = str(WITNESS_FD)
+        try:  # a fixed number, so the command can keep the pipe from what runs before the witness
+            os.fstat(WITNESS_FD)
+            raise RuntimeError(f"fd {WITNESS_FD} is in use in the runner")
+        except OSError:
+            os.dup2(pipe[1], WITNESS_FD)
+        os.close(pipe[1])
+        pipe = (pipe[0], WITNESS_FD)
 
     def limit_files():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large write fails, the shell lives
@@ -147,6 +154,7 @@ def _report(fd, key):
 
 
 KEEP = set()
+WITNESS_FD = 63  # where the witness finds its pipe (see the bridge's witnessed command)
 
 
 def _pids():

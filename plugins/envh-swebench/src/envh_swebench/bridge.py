@@ -264,8 +264,16 @@ class SWEBenchEnv(Bridge):
         # A plain test invocation is run by the bridge itself, under the witness: whether
         # tests ran is what the witness reports, never what the output says (see state).
         call = witnessed_call(command, inst.workdir)
-        run = witnessed_command(call, _witness_source()) if call else command
-        res = box.run(f"{self.command_prefix}{run}", timeout=self.command_timeout, limit=self.output_limit,
+        if call is None:
+            run = f"{self.command_prefix}{command}"
+        else:  # the environment's activation runs without the key (stdin) or the witness's pipe (fd 63),
+            # and without the user site: conda's activate evals what a python program prints
+            prefix = self.command_prefix.strip().rstrip(";")
+            run = ('envh_u="${PYTHONNOUSERSITE+set}"; export PYTHONNOUSERSITE=1; '
+                   + (f"{{ {prefix}; }} </dev/null 63>&-; " if prefix else "")
+                   + '[ -n "$envh_u" ] || unset PYTHONNOUSERSITE; '
+                   + witnessed_command(call, _witness_source()))
+        res = box.run(run, timeout=self.command_timeout, limit=self.output_limit,
                       post=TRACK if self.track_files else None, fsize=1 if self._over_disk else None,
                       witness=call is not None)
         code, output = res["exit_code"], res["output"] or ""
