@@ -127,9 +127,12 @@ class Env:
         import resource
 
         seen = {n: os.environ.get(n) for n in self.names}
-        proc = Path("/proc/self/environ").read_bytes().decode(errors="replace")
+        try:  # a fenced worker is not dumpable: its /proc entries are root's, closed to itself too
+            proc = Path("/proc/self/environ").read_bytes().decode(errors="replace")
+        except OSError:
+            proc = None
         return PolicyStep(action=Action(tool="stop"), raw={
-            "env": seen, "proc_environ_has": [n for n in self.names if n and n + "=" in proc],
+            "env": seen, "proc_environ_has": None if proc is None else [n for n in self.names if n and n + "=" in proc],
             "rlimit_as": resource.getrlimit(resource.RLIMIT_AS)[0], "pid": os.getpid()})
 
     def close(self):

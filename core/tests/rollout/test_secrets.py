@@ -171,4 +171,4 @@ def test_user_workers_reach_docker_only_for_a_bridge_that_declares_it(secret_fil
 
 def test_an_unknown_host_access_is_refused_at_registration():
     with pytest.raises(ValueError, match="unknown host access"):
-        envh.BridgeInfo(name="x", factory="a:b", host_access=("network",))
+        envh.BridgeInfo(name="x", factory="a:b", host_access=("internet",))
