@@ -60,7 +60,7 @@ def envh_policies() -> list[PolicyInfo]:
         PolicyInfo(name="openai", factory=f"{p}.openai:OpenAIPolicy", host_access=("network",),
                    description="Any OpenAI-compatible chat endpoint (openai:MODEL, base_url=...)"),
         PolicyInfo(name="local", factory=f"{p}.local:LocalPolicy",
-                   data_paths=("{arg}", "{model}", "rw:ENVH_CACHE_DIR=~/.cache/envh"),
+                   data_paths=("{arg}", "{model}"),
                    description="A local causal LM through transformers (local:smollm2, local:PATH)"),
     ]
 
