@@ -1,5 +1,6 @@
 """Two GRPO steps of SmolLM2-135M under DeepSpeed ZeRO-2, two processes on gloo, and an
-exact resume: the step after a checkpoint is the same whether or not the run stopped."""
+exact resume: the step after a checkpoint is the same whether or not the run stopped.
+Episodes run on one pool for the job (rank 0's), as ``rollout.executor: pool`` does."""
 
 from __future__ import annotations
 
@@ -20,7 +21,10 @@ pytestmark = pytest.mark.slow
 SETTINGS = ["steps=2", "save_every=1", "group_size=2", "groups_per_step=2", "max_turns=2",
             "max_response_tokens=6", "micro_batch=2", "loss.kl_coef=0.05", "optim.lr=1e-4", "threads=1",
             "log.progress=false", "log.tensorboard=false", "log.wandb=false",
-            "envs=[{spec: toy24, split: easy}]", "seed=1"]  # seed 1: step 1 has a group whose rewards differ
+            "envs=[{spec: toy24, split: easy}]", "seed=1",  # seed 1: step 1 has a group whose rewards differ
+            # one executor for the job (rank 0's pool of 2) plays both ranks' episodes; they equal
+            # the in-process ones (test_remote), so the rewards and the resume are the same
+            "rollout.executor=pool", "rollout.workers=2", "rollout.options={isolation: none, memory_mb: 4096}"]
 
 
 def _launch(out: Path, *extra: str, nproc: int = 2, env_extra: dict[str, str] | None = None,
@@ -78,6 +82,7 @@ def test_two_zero2_steps_train_and_log_every_reward_term(runs, smollm2):
             assert f"reward/{term}" in record
         assert record["policy_tokens"] > 0 and record["gen_tokens"] == record["policy_tokens"]
     assert first["grad_norm"] > 0, "no reward spread in step 1: the test needs a seed whose groups differ"
+    assert first["rollout/workers"] == 2  # one executor for the job, not one per process
     assert second["kl"] > 0  # the policy moved away from the frozen reference
     folder, _, model = smollm2
     original = model.state_dict()
