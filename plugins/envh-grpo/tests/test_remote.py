@@ -360,8 +360,15 @@ def test_a_server_bound_to_every_interface_gives_workers_an_address_they_can_rea
     server = remote.GenerationServer(Script(tokenizer, [["stop()</action>"]], 0), seg, SamplingConfig(),
                                      episodes=1, expected=1, max_context=4096, host="0.0.0.0")
     try:
+        import ipaddress
+        import socket
+
         host = server.address.rsplit(":", 1)[0]
         assert host not in ("0.0.0.0", "") and host == remote.advertised("0.0.0.0")
+        routable = [a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)] + \
+            [host]  # what the node routes from; loopback only on a node with no other interface
+        if any(not ipaddress.ip_address(a).is_loopback for a in routable):
+            assert not ipaddress.ip_address(host).is_loopback, host  # /etc/hosts often maps the hostname to 127.x
         start = {"key": 0, "op": "start", "system": "s", "observation": "o"}
         assert remote._call(server.address, {"token": server.token_for(0), **start}, 30)["ok"]
         assert remote._call(server.address, {"token": "x", **start}, 30) == {"error": "unauthorised"}
@@ -439,3 +446,24 @@ def test_a_group_with_a_lost_episode_is_left_out_of_the_step():
     kept, left_out = played(eps)
     assert kept == eps[2:] and left_out == 2  # the lost one and its group mate
     assert played(eps[2:]) == (eps[2:], 0)
+
+
+def test_a_connection_that_sends_nothing_is_dropped(tokenizer, monkeypatch):
+    """A local stranger opening connections and sending no line holds a server thread for
+    REQUEST_S at most (it was 600 s), then gets an error and is closed."""
+    import socket
+    import time
+
+    monkeypatch.setattr(remote, "REQUEST_S", 1.0)
+    seg = ChatSegments(tokenizer, PREFILL)
+    server = remote.GenerationServer(Script(tokenizer, [["stop()</action>"]], 0), seg, SamplingConfig(),
+                                     episodes=1, expected=1, max_context=4096)
+    try:
+        host, port = server.address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=30) as idle:
+            idle.sendall(b'{"token": "x"')  # never finishes its line
+            t0 = time.monotonic()
+            answer = idle.recv(4096)
+            assert b"error" in answer and time.monotonic() - t0 < 10
+    finally:
+        server.close()

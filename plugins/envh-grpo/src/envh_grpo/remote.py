@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import secrets
 import socket
 import threading
@@ -45,6 +46,7 @@ from .rollout import Episode, observation_text, parse_reply, sample_seed, system
 from .sequences import ChatSegments, Conversation, Turn
 
 MAX_LINE = 4 * 1024 * 1024  # bytes of one request (an observation of a few MiB at most)
+REQUEST_S = 30.0  # seconds a connection may take to send its request line
 
 
 @attrs.frozen(kw_only=True)
@@ -142,8 +144,9 @@ class GenerationServer:
     def _serve(self, conn: socket.socket) -> None:
         with conn:
             try:
-                conn.settimeout(600)
+                conn.settimeout(REQUEST_S)  # a worker sends its line at once; an idle stranger is dropped
                 data = _read_line(conn)
+                conn.settimeout(600)
                 reply = self._answer(data)
             except Exception as exc:  # noqa: BLE001 - a bad request gets an error reply, never a crash
                 reply = {"error": f"{type(exc).__name__}: {exc}"[:500]}
@@ -241,10 +244,20 @@ class GenerationServer:
 
 def advertised(host: str) -> str:
     """The address workers are given for a server bound to ``host``: a wildcard bind
-    (``0.0.0.0``, for actors on other nodes) is announced as this node's own address."""
-    if host in ("", "0.0.0.0"):
+    (``0.0.0.0``, for actors on other nodes) is announced as the address this node routes
+    from (toward ``MASTER_ADDR`` when the launcher set one), not the hostname's entry in
+    /etc/hosts, which is often loopback. Loopback only when the node has no other route."""
+    if host not in ("", "0.0.0.0"):
+        return host
+    target = os.environ.get("MASTER_ADDR", "")
+    if not target or target in ("localhost",) or target.startswith("127."):
+        target = "192.0.2.1"  # TEST-NET-1: only the routing decision matters, nothing is sent
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((target, 9))  # UDP connect: picks the source address, sends no packet
+            return str(probe.getsockname()[0])
+    except OSError:
         return socket.gethostbyname(socket.gethostname())
-    return host
 
 
 def _read_line(conn: socket.socket) -> bytes:
