@@ -193,7 +193,9 @@ def test_a_guide_asks_no_reference_for_actions_it_can_never_replace(registry, mo
     with envh.make({"bridge": "toy24"}, registry=registry) as env:
         env.reset(task=TASK, seed=0)
         layers = {"zero": Guide().instantiate(env, TASK, 0.0),
-                  "elsewhere": Guide().instantiate(env, TASK, 1.0, focus={"tools": ["stop"]})}
+                  "elsewhere": Guide().instantiate(env, TASK, 1.0, focus={"tools": ["stop"]}),
+                  # focused, but the draw says pass: drawn before the reference is asked
+                  "unlucky": Guide().instantiate(env, TASK, 1e-9, focus={"tools": ["combine"]})}
     for name, guide in layers.items():
         with envh.make({"bridge": "toy24", "layers": guide}, registry=registry) as env:
             env.reset(task=TASK, seed=0)

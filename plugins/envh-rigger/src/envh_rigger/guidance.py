@@ -3,7 +3,7 @@
 ``guide`` (scaffold): a trusted contract (``GuideContract``) that follows the bridge's
 reference solution *from the current state*; when the policy's action is off the
 reference, it is replaced by the reference's next step with probability ``m``. The draws
-are seeded per episode (task, episode seed, decision number) and shared across rates, so
+are seeded per episode (task, episode seed, number of the focused action) and shared across rates, so
 an episode replays exactly and a higher rate replaces a superset of what a lower one did.
 At ``m = 0`` nothing changes; at ``m = 1`` every off-reference action is answered by the
 reference, so the task is solved whatever the policy does. In between the success rate
@@ -101,20 +101,20 @@ class GuideContract(EnvHarness):
         if not focused or self.rate <= 0.0:  # never replaced: no reference is asked (a planner costs)
             self._plan = self._plan[1:] if self._plan and _call(self._plan[0]) == call else None
             return action
+        # the draw first: an action that will pass either way costs no reference (a planner run)
+        draw = random.Random(f"{self._episode}|{self._decisions}").random()
+        self._decisions += 1
+        if draw >= self.rate:
+            self._plan = self._plan[1:] if self._plan and _call(self._plan[0]) == call else None
+            return action
         plan = self._plan if self._plan else reference_from_here(self.inner)
         if not plan:  # no reference from here: nothing to guide toward
             self._plan = None
             return action
         step, rest = plan[0], plan[1:]
-        if _call(step) == call:
-            self._plan = rest
-            return action
-        draw = random.Random(f"{self._episode}|{self._decisions}").random()
-        self._decisions += 1
-        if draw >= self.rate:
-            self._plan = None
-            return action
         self._plan = rest
+        if _call(step) == call:
+            return action
         return Action(tool=step.tool, args=_plain(step.args))
 
     def modify_transition(self, action: Action, response: EnvResponse, state: Mapping[str, Any]) -> EnvResponse:
