@@ -19,9 +19,9 @@ pytestmark = pytest.mark.timeout(240)
 def _gone(pid: int, within: float = 10) -> bool:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        from envh_webarena.runtime import _start_time
+
+        if _start_time(pid) is None:  # gone, or a zombie until Playwright's driver reaps it
             return True
         time.sleep(0.05)
     return False
