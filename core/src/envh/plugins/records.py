@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
 
 from .. import errors
+
+
+def _strings(values: Iterable[str]) -> tuple[str, ...]:
+    """A declaration list as a tuple (any iterable of names or paths is accepted)."""
+    return tuple(values)
 
 _NAME = re.compile(r"^[a-z][a-z0-9_.-]*$")
 
@@ -68,8 +73,8 @@ class BridgeInfo(Contribution):
     starts the bridge's episodes (``envh.rollout.executors.isolation.check_data_path``).
     """
 
-    host_access: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    data_paths: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    host_access: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+    data_paths: tuple[str, ...] = attrs.field(default=(), converter=_strings)
 
     @host_access.validator
     def _known_access(self, _attribute: Any, value: tuple[str, ...]) -> None:
@@ -93,7 +98,7 @@ class ComponentKind(Contribution):
     """
 
     spec_type: type | str
-    data_paths: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    data_paths: tuple[str, ...] = attrs.field(default=(), converter=_strings)
 
 
 @attrs.frozen(kw_only=True)
@@ -102,8 +107,8 @@ class PolicyInfo(Contribution):
     ``data_paths`` as for bridges (``BridgeInfo``): ``"{arg}"`` is the policy's argument,
     other keys its options; ``host_access`` too (``"network"``: an endpoint to call)."""
 
-    data_paths: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    host_access: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    data_paths: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+    host_access: tuple[str, ...] = attrs.field(default=(), converter=_strings)
 
 
 @attrs.frozen(kw_only=True)

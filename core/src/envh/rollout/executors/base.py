@@ -313,7 +313,7 @@ def declared_data(requests: Iterable[EpisodeRequest], registry: Any = None,
     for request in requests:
         trusted = not _untrusted(request.spec)
         for bridge, config in _bridge_configs(request.spec):
-            marker = (bridge, repr(sorted(config.items(), key=lambda kv: str(kv[0]))))
+            marker: tuple[str, ...] = (bridge, repr(sorted(config.items(), key=lambda kv: str(kv[0]))))
             if marker in seen:
                 continue
             seen.add(marker)

@@ -482,9 +482,9 @@ def fence_plan(level: str, work_dir: str, host_access: frozenset[str] | set[str]
     ``work_dir``; ``keep`` are more directories bound back writable (a Ray session's), and
     only ``scratch`` directories get a fresh writable stand-in (the others are not hidden)."""
     work = str(Path(work_dir).resolve())
-    for root in _roots():
-        if Path(work) == root or root.is_relative_to(work):
-            raise errors.EnvhError(f"The workers' directory {work} holds {root}, which they are kept out of: "
+    for hidden in _roots():
+        if Path(work) == hidden or hidden.is_relative_to(work):
+            raise errors.EnvhError(f"The workers' directory {work} holds {hidden}, which they are kept out of: "
                                    "choose a directory of their own.")
     binds: list[list[Any]] = []
     hide: list[list[str]] = []

@@ -350,7 +350,8 @@ class RayExecutor:
                 "work (its workers are not cluster members), or run Ray as an unprivileged user.")
         names = policy_env_names(requests)
         env_vars = {n: os.environ[n] for n in sorted(names) if n in os.environ}
-        access, data, data_env = self.host_access, self.data, {}
+        data_env: dict[str, str] = {}
+        access, data = self.host_access, self.data
         if self.isolation != "none":
             from . import isolation as fence
 
