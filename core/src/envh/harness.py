@@ -165,13 +165,8 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
         if self._passive:  # a layer that acts only at reset (stage): just record it
             resp = self.inner.step(action)
             info = resp.info
-            effect = {"layer": self.layer_id, "kind": self.kind, "action": "passed",
-                      "transition": False, "observation": False}
-            effects = info.get("envh")
-            if effects is None:
-                info["envh"] = [effect]
-            else:
-                effects.append(effect)
+            info.setdefault("envh", []).append({"layer": self.layer_id, "kind": self.kind, "action": "passed",
+                                                "transition": False, "observation": False})
             if "error" not in info:
                 self._last_obs = resp.observation
             return resp
@@ -240,12 +235,8 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
                 effect["sent"] = {"tool": sent.tool, "args": thaw(sent.args)}  # type: ignore[union-attr]
         # with no transition override, a changed observation differs from the received one
         if received is not None and obs is not received and ((o_eff and not t_eff) or obs != received):
-            effect["observation_before"] = {"text": received.text, "data": received.data}  # as _obs_view
-        effects = info.get("envh")
-        if effects is None:
-            info["envh"] = [effect]
-        else:
-            effects.append(effect)
+            effect["observation_before"] = _obs_view(received)
+        info.setdefault("envh", []).append(effect)
         if "error" not in info:  # a refused action changes nothing: observe() keeps the state's view
             self._last_obs = obs
         if obs is not resp.observation:

@@ -59,21 +59,18 @@ class Budget(EnvHarness, _core_step=_VERDICT_COMPOSER):
             text = resp.observation.text
             repeats = self.repeats = self.repeats + 1 if text == self.last_text else 0
             self.last_text = text
-            limit, most = self.max_steps, self.max_repeats
-            if (limit is not None and steps >= limit) or (most is not None and repeats + 1 >= most):
-                if not (resp.terminated or resp.truncated):
-                    info["truncated_by"] = (f"step budget of {limit} used" if limit is not None and steps >= limit
-                                            else f"the same observation {most} times in a row")
-                    resp = EnvResponse(observation=resp.observation, reward=resp.reward,
-                                       terminated=False, truncated=True, info=info)
-                    truncated = True
-        effect = {"layer": self.layer_id, "kind": self.kind, "action": "passed",
-                  "transition": truncated, "observation": False}
-        effects = info.get("envh")
-        if effects is None:
-            info["envh"] = [effect]
-        else:
-            effects.append(effect)
+            reason = None
+            if self.max_steps is not None and steps >= self.max_steps:
+                reason = f"step budget of {self.max_steps} used"
+            elif self.max_repeats is not None and repeats + 1 >= self.max_repeats:
+                reason = f"the same observation {self.max_repeats} times in a row"
+            if reason is not None and not (resp.terminated or resp.truncated):
+                info["truncated_by"] = reason
+                resp = EnvResponse(observation=resp.observation, reward=resp.reward,
+                                   terminated=False, truncated=True, info=info)
+                truncated = True
+        info.setdefault("envh", []).append({"layer": self.layer_id, "kind": self.kind, "action": "passed",
+                                            "transition": truncated, "observation": False})
         if "error" not in info:
             self._last_obs = resp.observation
         return resp
