@@ -310,38 +310,28 @@ def declared_data(requests: Iterable[EpisodeRequest], registry: Any = None,
             if name:
                 env[name] = real
 
+    def declare(what: str, name: str, options: Mapping[str, Any], find: Any, trusted: bool = True) -> None:
+        marker = (what, name, repr(sorted(options.items(), key=lambda kv: str(kv[0]))))
+        if marker in seen:
+            return
+        seen.add(marker)
+        try:
+            info = find(name)
+        except Exception:  # noqa: BLE001 - an unknown name fails in the worker, with its cause
+            return
+        add(getattr(info, "data_paths", ()), options, trusted)
+
     for request in requests:
         trusted = not _untrusted(request.spec)
         for bridge, config in _bridge_configs(request.spec):
-            marker: tuple[str, ...] = (bridge, repr(sorted(config.items(), key=lambda kv: str(kv[0]))))
-            if marker in seen:
-                continue
-            seen.add(marker)
-            try:
-                info = reg.bridge(bridge)
-            except Exception:  # noqa: BLE001 - an unknown bridge fails in the worker, with its cause
-                continue
-            add(getattr(info, "data_paths", ()), config, trusted)
+            declare("bridge", bridge, config, reg.bridge, trusted)
         for kind, layer in _layers(request.spec):
-            marker = ("layer", kind, repr(sorted(layer.items(), key=lambda kv: str(kv[0]))))
-            if marker in seen:
-                continue
-            seen.add(marker)
-            try:
-                info = reg.component_kind(kind)
-            except Exception:  # noqa: BLE001 - an unknown kind fails in the worker, with its cause
-                continue
-            add(getattr(info, "data_paths", ()), layer, trusted)
-        marker = (request.policy, repr(sorted(request.policy_options.items(), key=lambda kv: str(kv[0]))))
-        if marker in seen:
-            continue
-        seen.add(marker)
+            declare("layer", kind, layer, reg.component_kind, trusted)
         try:
             name, arg = parse_policy_spec(request.policy)
-            info = reg.policy(name)
-        except Exception:  # noqa: BLE001 - an unknown policy fails in the worker, with its cause
+        except Exception:  # noqa: BLE001 - a malformed policy fails in the worker, with its cause
             continue
-        add(getattr(info, "data_paths", ()), {**request.policy_options, "arg": arg})
+        declare("policy", name, {**request.policy_options, "arg": arg}, reg.policy)
     return frozenset(paths), env
 
 
