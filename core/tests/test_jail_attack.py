@@ -13,6 +13,7 @@ from envh import Action, TaskRef
 from envh.components.contract import CodeContract
 from envh.errors import ContractCodeError
 from envh.jail import Jail, bwrap_path
+from proctools import alive
 
 TASK = TaskRef(suite="toy24", split="easy", instance_id="2,3,4")
 ADD = Action(tool="combine", args={"i": 0, "j": 1, "op": "add"})
@@ -20,14 +21,6 @@ UPPER = "def filter_observation(observation, state, memo):\n    return observati
 
 pytestmark = pytest.mark.skipif(bwrap_path() is None and os.geteuid() == 0 and not os.environ.get("CI"),
                                 reason="bubblewrap not installed (dev/setup.d/jail.sh)")
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def make(code: str, trust: str = "untrusted", **layer: object) -> envh.ActionableEnv:

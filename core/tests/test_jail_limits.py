@@ -21,6 +21,7 @@ from envh.components.contract import CodeContract, check_contract_code
 from envh.errors import ContractCodeError
 from envh.jail import Jail, bwrap_path
 from envh.jail.process import GRACE_S
+from proctools import alive, descendants
 
 TASK = TaskRef(suite="toy24", split="easy", instance_id="2,3,4")
 ADD = Action(tool="combine", args={"i": 0, "j": 1, "op": "add"})
@@ -41,14 +42,6 @@ def jail_of(env: envh.ActionableEnv) -> Jail:
     return env._jail  # type: ignore[no-any-return]
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_a_c_level_hang_ends_at_its_cpu_limit_not_twice_the_wall_limit() -> None:
     """Before: 2 x limit + 2 s of wall clock (1.4 s here) whatever the machine did."""
     limit = 0.2
@@ -60,7 +53,7 @@ def test_a_c_level_hang_ends_at_its_cpu_limit_not_twice_the_wall_limit() -> None
         # the test machine is shared: the jail gets a CPU whenever it wants one, so its
         # CPU time and the wall clock agree (the busy-machine case is the next test)
         assert jail.pid is not None
-        for pid in [jail.pid, *_descendants(jail.pid)]:
+        for pid in [jail.pid, *descendants(jail.pid)]:
             _weigh(pid, -20)
         t0 = time.monotonic()
         with pytest.raises(ContractCodeError, match="CPU time limit of 300 ms") as info:
@@ -84,20 +77,6 @@ def _weigh(pid: int, nice: int) -> None:
             fh.write(str(nice))
     except OSError:  # a kernel without autogroups: the nice value is all there is
         pass
-
-
-def _descendants(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            with open(f"/proc/{p}/task/{p}/children") as fh:
-                kids = [int(k) for k in fh.read().split()]
-        except OSError:
-            kids = []
-        out += kids
-        todo += kids
-    return out
 
 
 SLOW = """import math
@@ -134,7 +113,7 @@ def test_an_honest_hook_slowed_by_a_busy_machine_is_not_killed() -> None:
         # the hogs' and the jail's sessions weigh far more than an ordinary one, so the jail
         # gets ~10 % of its CPU whatever else the machine runs: ~10x slower, inside the wall
         # backstop (2 x limit + 2 s) and well past limit + grace
-        for pid in [jail.pid, *_descendants(jail.pid)]:
+        for pid in [jail.pid, *descendants(jail.pid)]:
             os.sched_setaffinity(pid, {cpu})
             _weigh(pid, -10)
         for _ in range(3):  # each in a session of its own
@@ -199,8 +178,8 @@ def test_closing_or_dropping_a_stack_ends_its_jail_process() -> None:
 
 
 def test_check_contract_code_leaves_no_process_behind() -> None:
-    before = set(_descendants(os.getpid()))
+    before = set(descendants(os.getpid()))
     assert check_contract_code(UPPER) == ("filter_observation",)
     with pytest.raises(ContractCodeError, match="CPU time limit|jail process"):
         check_contract_code("import math\nX = math.factorial(10**8)\n" + UPPER)
-    assert set(_descendants(os.getpid())) <= before
+    assert set(descendants(os.getpid())) <= before

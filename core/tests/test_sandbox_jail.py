@@ -15,6 +15,7 @@ from envh.components.contract import CodeContract, check_contract_code
 from envh.errors import ContractCodeError
 from envh.jail import Jail, bwrap_path, sandboxed_command
 from envh.jail.bwrap import python_paths
+from proctools import descendants
 
 TASK = TaskRef(suite="toy24", split="easy", instance_id="2,3,4")
 ADD = Action(tool="combine", args={"i": 0, "j": 1, "op": "add"})
@@ -191,17 +192,7 @@ def test_the_jail_process_has_no_environment_and_its_limits() -> None:
 
 
 def _descendants(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            with open(f"/proc/{p}/task/{p}/children") as fh:
-                kids = [int(k) for k in fh.read().split()]
-        except OSError:
-            kids = []
-        out += kids
-        todo += kids
-    return [p for p in out if _is_python(p)]
+    return [p for p in descendants(pid) if _is_python(p)]
 
 
 def _is_python(pid: int) -> bool:

@@ -9,12 +9,13 @@ import os
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import envh
 import pytest
 from envh.rollout.trajectory import EpisodeRequest
 
-from conftest import HERE
+HERE = Path(__file__).parent  # this folder: the helper policies the workers import
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the isolation levels that hold as root need root")
 

@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+if str(Path(__file__).parent) not in sys.path:  # the tests' helper modules (procgroup)
+    sys.path.insert(0, str(Path(__file__).parent))
 
 
 def _missing() -> str | None:

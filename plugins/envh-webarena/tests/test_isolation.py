@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+from procgroup import renderers
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -152,23 +153,6 @@ def test_a_spare_that_is_not_pristine_or_fits_other_options_is_not_used(demo_sit
         fresh.close()
 
 
-def _renderers(pgid: int) -> set[int]:
-    import os
-
-    out = set()
-    for pid in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[2]) != pgid:
-                    continue
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"--type=renderer" in f.read():
-                    out.add(int(pid))
-        except (OSError, IndexError, ValueError):
-            continue
-    return out
-
-
 def test_a_spare_whose_renderer_died_is_replaced(demo_sites) -> None:
     """The made-ahead page's renderer killed (as the OOM killer would) before the reset:
     the episode gets a working context made on the spot, not an error."""
@@ -184,10 +168,10 @@ def test_a_spare_whose_renderer_died_is_replaced(demo_sites) -> None:
         runtime._spare = None
     first = BrowserSession(runtime)
     first.close()
-    before = _renderers(runtime.pid)  # type: ignore[arg-type]
+    before = renderers(runtime.pid)  # type: ignore[arg-type]
     runtime.make_spare()
     runtime._spare.future.result()  # the spare's page exists: its renderer too
-    new = _renderers(runtime.pid) - before  # type: ignore[arg-type]
+    new = renderers(runtime.pid) - before  # type: ignore[arg-type]
     assert new  # the spare page's renderer (and any Chromium started beside it): all killed
     for pid in new:
         os.kill(pid, 9)

@@ -12,6 +12,7 @@ import time
 
 import pytest
 from envh import TaskRef
+from procgroup import renderers, socket_inodes
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -221,21 +222,6 @@ def test_the_episode_before_cannot_reach_the_preloaded_page(runtime) -> None:
         env.close()
 
 
-def _renderers(pgid: int) -> set[int]:
-    out = set()
-    for pid in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[2]) != pgid:
-                    continue
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"--type=renderer" in f.read():
-                    out.add(int(pid))
-        except (OSError, IndexError, ValueError):
-            continue
-    return out
-
-
 def test_a_preloaded_page_whose_renderer_died_is_replaced(runtime) -> None:
     """The preloaded page's renderer killed while it waits: the next reset plays the asked
     seed on a page loaded at reset, not an error and not the dead page."""
@@ -250,11 +236,11 @@ def test_a_preloaded_page_whose_renderer_died_is_replaced(runtime) -> None:
         runtime.make_ahead = False
         for _ in range(2):  # no spare yet: its renderers come next (and the task repeats)
             env.reset(task=_ref("enter-text"), seed=2)
-        before = _renderers(runtime.pid)
+        before = renderers(runtime.pid)
         runtime.make_ahead = True
         runtime.make_spare(env._preload_url(_ref("enter-text")))  # as the reset does at its end
         assert runtime._spare.url and runtime._spare.future.result()  # loaded: its renderer is up
-        new = _renderers(runtime.pid) - before
+        new = renderers(runtime.pid) - before
         assert new
         for pid in new:
             os.kill(pid, 9)
@@ -360,22 +346,6 @@ def _listening_inodes() -> set[str]:
     return out
 
 
-def _socket_inodes(pgid: int) -> set[str]:
-    out = set()
-    for pid in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[2]) != pgid:
-                    continue
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if target.startswith("socket:["):
-                    out.add(target[8:-1])
-        except (OSError, IndexError, ValueError):
-            continue
-    return out
-
-
 def test_the_browser_opens_no_devtools_port(runtime) -> None:
     """No process of the runtime's browser listens on a TCP port (Playwright talks to it
     over a pipe): another local user or process cannot drive it. The control: with the
@@ -388,14 +358,14 @@ def test_the_browser_opens_no_devtools_port(runtime) -> None:
     try:
         plain = env.reset(task=_ref("click-button"), seed=3).observation.text
         assert runtime.devtools_port is None and env.session.port is None
-        assert _socket_inodes(runtime.pid) and not _socket_inodes(runtime.pid) & _listening_inodes()
+        assert socket_inodes(runtime.pid) and not socket_inodes(runtime.pid) & _listening_inodes()
         runtime.devtools_tcp = True
         runtime.kill()  # the next reset launches a browser with the port
         for _ in range(2):
             over_tcp = env.reset(task=_ref("click-button"), seed=3).observation.text
         port = env.session.port
         assert port and port == runtime.devtools_port
-        assert _socket_inodes(runtime.pid) & _listening_inodes()
+        assert socket_inodes(runtime.pid) & _listening_inodes()
         assert next(iter(env.session._cdp.values()))[1] is not None  # read over its own connection
         assert _without_port(over_tcp) == _without_port(plain)
         for host in ("127.0.0.1", "localhost", "[::1]", "2130706433", "127.1"):

@@ -9,6 +9,7 @@ import time
 import pytest
 from envh import Action, TaskRef, errors
 from envh_webarena.axtree import find_bid
+from procgroup import group_pids
 
 CLICK = TaskRef(suite="miniwob", instance_id="click-button")
 pytestmark = pytest.mark.timeout(300)
@@ -21,18 +22,6 @@ def env():
     e = MiniwobEnv(tasks=["click-button", "enter-text"])
     yield e
     e.close()
-
-
-def group_pids(pgid: int) -> list[int]:
-    out = []
-    for pid in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[2]) == pgid:
-                    out.append(int(pid))
-        except (OSError, IndexError, ValueError):
-            continue
-    return out
 
 
 def _cmdline(pid: int) -> bytes:
