@@ -133,7 +133,7 @@ class Env:
             proc = None
         return PolicyStep(action=Action(tool="stop"), raw={
             "env": seen, "proc_environ_has": None if proc is None else [n for n in self.names if n and n + "=" in proc],
-            "rlimit_as": resource.getrlimit(resource.RLIMIT_AS)[0], "pid": os.getpid()})
+            "rlimit_data": resource.getrlimit(resource.RLIMIT_DATA)[0], "pid": os.getpid()})
 
     def close(self):
         pass

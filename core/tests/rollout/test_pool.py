@@ -131,7 +131,7 @@ def test_workers_hold_no_secrets_unless_passed(registry, worker_env, monkeypatch
     # not even in the process's initial environment
     assert [n for n in names.split(",") if n + "=" in initial] == ["HARMLESS"]
     assert raw["proc_environ_has"] in (None, ["HARMLESS"])
-    assert raw["rlimit_as"] == 3000 * 1024 * 1024 and raw["pid"] != os.getpid()
+    assert raw["rlimit_data"] == 3000 * 1024 * 1024 and raw["pid"] != os.getpid()
     with PoolExecutor(1, pass_env=["FAKE_API_KEY"], **worker_env) as pool:
         (t,) = pool.run([req(registry, "probe", f"envprobe:{names}")])
     assert t.steps[0].raw["env"]["FAKE_API_KEY"] == "sk-123"

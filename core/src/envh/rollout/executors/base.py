@@ -63,7 +63,9 @@ def scrub_environ(environ: Mapping[str, str], pass_env: Iterable[str] | bool = (
 
 @attrs.frozen(kw_only=True)
 class WorkerConfig:
-    """How to set up an episode worker. ``memory_mb`` caps the address space;
+    """How to set up an episode worker. ``memory_mb`` caps the private writable memory
+    (``RLIMIT_DATA``: heap and anonymous mappings), not the address space, so runtimes that
+    reserve large address ranges they never touch (Chromium's V8, JVMs, CUDA) still start;
     ``cpu_s`` is a CPU-time budget per episode (an episode over it ends as a timeout);
     ``plugins`` are importable modules registered besides (or instead of) entry points."""
 
@@ -80,10 +82,12 @@ def worker_config(options: Mapping[str, Any]) -> WorkerConfig:
 
 
 def apply_memory_limit(config: WorkerConfig) -> None:
-    """Cap this process's address space (soft and hard: the episode cannot raise it)."""
+    """Cap this process's private writable memory (soft and hard: the episode cannot raise
+    it). ``RLIMIT_AS`` would count reservations: Chromium reserves a terabyte for V8's
+    sandbox and dies silently under any address-space cap a machine could honour."""
     if config.memory_mb:
         limit = int(config.memory_mb) * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
 
 def arm_cpu_budget(config: WorkerConfig) -> None:

@@ -126,8 +126,8 @@ def _leaf(pid: int) -> int:
 
 class PoolExecutor:
     """Run episodes in ``workers`` warm processes. Options: ``timeout_s`` (per episode,
-    when the request sets none), ``grace_s``, ``retries``, ``memory_mb`` (address space
-    per worker, 16 GiB unless set; 0 lifts it), ``cpu_s``, ``pass_env`` (names, or True
+    when the request sets none), ``grace_s``, ``retries``, ``memory_mb``
+    (private writable memory, ``RLIMIT_DATA``, per worker; 16 GiB unless set; 0 lifts it), ``cpu_s``, ``pass_env`` (names, or True
     for everything), ``isolation`` (``auto``, ``none``, ``namespace``, ``user``: see
     ``executors.isolation``), ``work_dir`` (the workers' directory; default a fresh
     temporary one),

@@ -2,8 +2,8 @@
 
 Semantics match the pool: each actor is a worker process running the same
 ``run_episode`` with warm envs and policies, a memory limit and a per-episode CPU
-budget (``memory_mb``, 16 GiB by default, is how far an actor's address space may grow:
-a Ray worker already maps the object store); a dead actor (crash, node loss) or one busy
+budget (``memory_mb``, 16 GiB by default, is how far an actor's private writable memory,
+``RLIMIT_DATA``, may grow from what the Ray worker already holds); a dead actor (crash, node loss) or one busy
 past the time limit plus ``grace_s`` is killed and replaced, its episode recorded as an
 ``infra_error`` attempt with Ray's account of the death, and retried up to ``retries``
 times. When envh starts the local cluster it does so with a scrubbed environment, so no
@@ -104,8 +104,8 @@ class EpisodeActor:
 
 
 def apply_memory_budget(memory_mb: int | None) -> None:
-    """Let this actor's address space grow by at most ``memory_mb`` from now (a Ray worker
-    already maps the object store, so an absolute cap would count that too)."""
+    """Let this actor's private writable memory (``RLIMIT_DATA``, as the pool's workers) grow by
+    at most ``memory_mb`` from now (an absolute cap would count what Ray's worker already holds)."""
     if not memory_mb:
         return
     import resource
@@ -113,12 +113,12 @@ def apply_memory_budget(memory_mb: int | None) -> None:
     size = 0
     try:
         for line in open("/proc/self/status", encoding="ascii"):  # noqa: SIM115
-            if line.startswith("VmSize:"):
+            if line.startswith("VmData:"):
                 size = int(line.split()[1]) * 1024
     except OSError:
         pass
     limit = size + int(memory_mb) * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
 
 def drop_capabilities() -> None:
