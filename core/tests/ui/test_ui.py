@@ -21,6 +21,10 @@ from envh.ui.app import CSP, create_app
 from playwright import sync_api
 from playwright.sync_api import expect
 
+# The playground starts a jail per stack and plays through the server: on a loaded 2-core
+# machine that takes longer than Playwright's 5 s default. A longer wait changes no assertion.
+expect.set_options(timeout=30_000)
+
 CHROMIUM = "/usr/bin/chromium"
 #: a run id with every character a URL path or query treats specially
 BIG_RUN = "sweeps/big run?page=7&id=x#frag%2F/../<b>"
@@ -126,6 +130,7 @@ def server(run_dirs: list[Path], serve):
 @pytest.fixture
 def page(browser, server, watch):
     context = browser.new_context()
+    context.set_default_timeout(30_000)
     p = context.new_page()
     problems = watch(p)
     p.goto(f"{server}/?token=t0k3n")
