@@ -83,8 +83,8 @@ def worker_config(options: Mapping[str, Any]) -> WorkerConfig:
 
 def apply_memory_limit(config: WorkerConfig) -> None:
     """Cap this process's private writable memory (soft and hard: the episode cannot raise
-    it). ``RLIMIT_AS`` would count reservations: Chromium reserves a terabyte for V8's
-    sandbox and dies silently under any address-space cap a machine could honour."""
+    it). ``RLIMIT_AS`` would count reservations: Chromium reserves hundreds of GiB for V8
+    and dies silently at launch under a smaller address-space cap."""
     if config.memory_mb:
         limit = int(config.memory_mb) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
