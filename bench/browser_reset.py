@@ -1,10 +1,23 @@
-"""Browser reset cost: envh's reset (a fresh context on a shared Chromium) against a fresh
-browser per episode, on the same MiniWoB++ tasks, measured in the same run.
+"""Browser reset cost: envh's reset (a fresh context on a shared Chromium) against
+BrowserGym's ``gym.make`` + ``reset`` per episode, on the same MiniWoB++ tasks, measured in
+the same run.
 
-The baseline is a fresh Playwright ``chromium.launch`` + page per episode doing the same
-task load and the same accessibility-tree read, then closing the browser: what a
-per-episode relaunch costs (BrowserGym's ``gym.make`` + ``reset`` relaunches the same way,
-but ``browsergym-core`` pins playwright==1.44 and cannot be installed beside this stack).
+Baselines, each per task:
+
+- BrowserGym 0.14.3 as it ships (``bench/browsergym_baseline.py``: ``gym.make`` + ``reset``
+  per episode, ``close`` untimed; its reset launches two browsers, the env's and the chat's,
+  and MiniWoB tasks set Playwright's ``slow_mo`` to 100 ms);
+- the same with ``slow_mo=0`` (its reset's work without the deliberate pauses): the stricter
+  baseline and the headline's;
+- a fresh Playwright ``chromium.launch`` + page per episode doing envh's task load, start and
+  tree read, then closing the browser.
+
+``browsergym-core`` pins playwright==1.44, which cannot sit beside this stack, so its
+baseline runs in a virtualenv of its own, made on first use under
+``~/.cache/envh/bench/browsergym-0.14.3/`` (pip from the package index; ``--baseline-python``
+names an existing one) and started in a network namespace of its own (``unshare --net``),
+where it serves the same wheel's task pages on 127.0.0.1: its Chromium reaches nothing else.
+It uses this machine's Chromium (``envh_webarena.runtime.chromium_path()``), no download.
 
 envh is measured in three modes: the next episode's context made ahead with its task page
 preloaded (``spare.py``: the reset only seeds and starts the episode), made ahead with a
@@ -12,23 +25,31 @@ blank page, and made at reset. Each in an episode loop (reset, then a few steps,
 some policy time: what a rollout does; the next episode's context is made during that time)
 and back to back (reset after reset, no policy time: the spare is still being made when it
 is needed). Making the context ahead moves work off the reset; it does not reduce the
-browser's total work. Also reported: steps per second, and memory (PSS) per live env.
+browser's total work. Also reported: steps per second, and memory (PSS) per live env
+against BrowserGym's per env.
 
     python bench/browser_reset.py [--tasks click-button,enter-text] [--episodes 12] [--think 0.5]
 
-Per task and class: mean, p50 and p90 reset time, and the ratio to the baseline's mean.
+Per task and class: mean, p50 and p90 reset time, and the ratio of means to each baseline.
 The last line is one JSON object; ``ratio`` = envh reset time in the episode loop with the
-page preloaded / baseline reset time (means, averaged over the tasks).
+page preloaded / BrowserGym's with ``slow_mo=0`` (means, averaged over the tasks).
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
+import shutil
 import statistics
+import subprocess
+import sys
 import time
 from typing import Any
+
+BROWSERGYM_PINS = ("browsergym-core==0.14.3", "browsergym-miniwob==0.14.3")
+BASELINE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "browsergym_baseline.py")
 
 
 def group_rss_mb(pgid: int) -> float:
@@ -84,9 +105,8 @@ def children_rss_mb() -> float:
 
 
 def _summary(times: list[float]) -> dict[str, float]:
-    ordered = sorted(times)
-    return {"mean": statistics.fmean(times), "p50": statistics.median(times),
-            "p90": ordered[int(0.9 * (len(ordered) - 1))], "n": len(times)}
+    p90 = statistics.quantiles(times, n=10, method="inclusive")[-1] if len(times) > 1 else times[0]
+    return {"mean": statistics.fmean(times), "p50": statistics.median(times), "p90": p90, "n": len(times)}
 
 
 MODES = {"preloaded": (True, True), "blank spare": (True, False), "at reset": (False, False)}
@@ -177,6 +197,60 @@ def baseline_figures(task: str, episodes: int) -> dict[str, float]:
     return {**_summary(times), "rss_per_live_env_mb": statistics.median(rss)}
 
 
+def baseline_venv() -> str:
+    """The BrowserGym virtualenv's python, made (once, under a lock) with this interpreter's
+    base Python and the pinned packages."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    root = os.path.join(cache, "envh", "bench", "browsergym-0.14.3")
+    python, marker = os.path.join(root, "bin", "python"), os.path.join(root, ".envh-installed")
+    want = "\n".join(BROWSERGYM_PINS)
+    os.makedirs(os.path.dirname(root), exist_ok=True)
+    with open(root + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(marker) and open(marker, encoding="utf-8").read() == want:
+            return python
+        base = os.path.join(sys.base_prefix, "bin", f"python{sys.version_info[0]}.{sys.version_info[1]}")
+        shutil.rmtree(root, ignore_errors=True)
+        print(f"making the BrowserGym baseline's virtualenv {root} ({', '.join(BROWSERGYM_PINS)})", flush=True)
+        subprocess.run([base if os.path.exists(base) else sys.executable, "-m", "venv", root], check=True)
+        pip = subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                              *BROWSERGYM_PINS], capture_output=True, text=True)
+        if pip.returncode:
+            tail = "\n".join((pip.stderr or pip.stdout).strip().splitlines()[-6:])
+            shutil.rmtree(root, ignore_errors=True)
+            sys.exit(f"browser_reset: could not install {' '.join(BROWSERGYM_PINS)} into {root} (is the package "
+                     f"index reachable?); pass --baseline-python PATH to use a python that has them.\npip:\n{tail}")
+        with open(marker, "w", encoding="utf-8") as f:
+            f.write(want)
+    return python
+
+
+def browsergym_figures(python: str, tasks: list[str], episodes: int, live: int) -> dict[str, Any]:
+    """BrowserGym's reset per task, both classes (bench/browsergym_baseline.py), in a network
+    namespace of its own."""
+    from envh_webarena.miniwob import html_dir, registered_tasks
+    from envh_webarena.runtime import chromium_path
+
+    pages = registered_tasks()
+    netns = ["unshare", "--net"] if os.geteuid() == 0 else ["unshare", "--user", "--map-root-user", "--net"]
+    cmd = [*netns, python, BASELINE_SCRIPT, "--html-dir", html_dir(), "--chromium", chromium_path(),
+           *(f"--task={t}={pages[t]}" for t in tasks), "--episodes", str(episodes), "--live", str(live)]
+    resets = len(tasks) * (episodes + 1) * 2 + live
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60 + 30 * resets)
+    except subprocess.TimeoutExpired as exc:
+        sys.exit(f"browser_reset: the BrowserGym baseline did not finish in {exc.timeout:.0f} s")
+    if out.returncode:
+        tail = "\n".join(out.stderr.strip().splitlines()[-15:])
+        sys.exit(f"browser_reset: the BrowserGym baseline failed ({' '.join(cmd[:3])} ...):\n{tail}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+BASELINES = {"browsergym_slow_mo_0": "BrowserGym, slow_mo=0", "browsergym": "BrowserGym as shipped (slow_mo 100)",
+             "launch": "Playwright launch per episode"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", default="click-button,enter-text,click-checkboxes,flight.AA")
@@ -185,57 +259,84 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2, help="policy steps per episode")
     parser.add_argument("--think", type=float, default=0.5, help="seconds of policy time before each action")
     parser.add_argument("--live", type=int, default=4)
+    parser.add_argument("--baseline-python", help="a python with " + " ".join(BROWSERGYM_PINS)
+                        + " (default: a virtualenv made under ~/.cache/envh/bench/)")
     args = parser.parse_args()
-    load0 = os.getloadavg()[0]
     tasks = args.tasks.split(",")
-    bases = {task: baseline_figures(task, args.baseline_episodes) for task in tasks}
+    python = args.baseline_python or baseline_venv()
+    load = {"start": os.getloadavg()[0]}
+    launch = {task: baseline_figures(task, args.baseline_episodes) for task in tasks}
+    load["after_launch_baseline"] = os.getloadavg()[0]
+    gym = browsergym_figures(python, tasks, args.baseline_episodes, args.live)
+    load["after_browsergym"] = os.getloadavg()[0]
+    bases = {t: {"launch": launch[t], **{c: _summary(gym["times"][t][c]) for c in BASELINES if c != "launch"}}
+             for t in tasks}
     figs = {task: {mode: envh_figures(task, args.episodes, args.steps, args.think, mode) for mode in MODES}
             for task in tasks}
     mem = memory_figures(tasks[0], args.live)
-    base_mem = bases[tasks[0]]["rss_per_live_env_mb"]
-    load1 = os.getloadavg()[0]
+    load["end"] = os.getloadavg()[0]
 
-    def ratio(task: str, mode: str, kind: str) -> float:
-        return figs[task][mode][kind]["mean"] / bases[task]["mean"]
+    def ratio(task: str, mode: str, kind: str, base: str = "browsergym_slow_mo_0") -> float:
+        return figs[task][mode][kind]["mean"] / bases[task][base]["mean"]
 
-    print(f"load average {load0:.1f} -> {load1:.1f} on {os.cpu_count()} CPUs; episode loop: reset, then "
-          f"{args.steps} steps, {args.think:g} s of policy time before each action")
-    print(f"{'task':18} {'class':40} {'mean':>7} {'p50':>7} {'p90':>7}  ratio(mean)")
+    print("load average " + " -> ".join(f"{v:.1f}" for v in load.values()) + f" on {os.cpu_count()} CPUs "
+          f"(start, after launch baseline, after BrowserGym, end); episode loop: reset, then {args.steps} steps, "
+          f"{args.think:g} s of policy time before each action")
+    print(f"{'task':16} {'class':40} {'mean':>7} {'p50':>7} {'p90':>7}   ratio of means to: BG slow_mo=0 / BG / launch")
     for task in tasks:
-        base = bases[task]
-        lines = [("baseline: launch per episode", base)]
+        lines = [(BASELINES[b], bases[task][b]) for b in BASELINES]
         for mode in MODES:
             lines += [(f"envh, {mode}, episode loop", figs[task][mode]["episode_loop"]),
                       (f"envh, {mode}, back to back", figs[task][mode]["back_to_back"])]
         for label, fig in lines:
-            print(f"{task:18} {label:40} {fig['mean']:6.3f}s {fig['p50']:6.3f}s {fig['p90']:6.3f}s"
-                  f"  {fig['mean'] / base['mean']:.3f}")
+            rel = " / ".join(f"{fig['mean'] / bases[task][b]['mean']:.3f}" for b in BASELINES)
+            print(f"{task:16} {label:40} {fig['mean']:6.3f}s {fig['p50']:6.3f}s {fig['p90']:6.3f}s   {rel}")
     for mode in MODES:
         hits = sum(figs[t][mode]["spare_hits"] for t in tasks)
         preloads = sum(figs[t][mode]["preload_hits"] for t in tasks)
         resets = sum(figs[t][mode]["resets"] for t in tasks)
         print(f"{mode}: spare contexts taken {hits}/{resets} resets, preloaded pages {preloads}/{resets}")
+    missed = [f"{t} {mode} {kind.replace('_', ' ')} {ratio(t, mode, kind):.2f}" for t in tasks for mode in MODES
+              for kind in ("episode_loop", "back_to_back") if ratio(t, mode, kind) > 0.2]
+    print("BrowserGym resets that include its 1000 ms frame-marking timeout: " + ", ".join(
+        f"{t} {c} {gym['frame_marking_timeouts'][t][c]}/{bases[t][c]['n']}" for t in tasks for c in BASELINES
+        if c != "launch"))
+    print("over the 0.2x target against BrowserGym slow_mo=0: " + ("; ".join(missed) or "none"))
     print("steps/s (hover + observation), preloaded: "
           + ", ".join(f"{t} {figs[t]['preloaded']['steps_per_s']:.1f}" for t in tasks))
     print(f"PSS per live env: envh {mem['rss_per_live_env_mb']:.0f} MB (+ {mem['shared_browser_rss_mb']:.0f} MB "
-          f"shared browser), baseline {base_mem:.0f} MB")
+          f"shared browser), BrowserGym {gym['pss_per_env_mb']:.0f} MB (two browsers; + {gym['pss_driver_mb']:.0f} MB "
+          f"driver), launch per episode {launch[tasks[0]]['rss_per_live_env_mb']:.0f} MB")
     loop = [ratio(t, "preloaded", "episode_loop") for t in tasks]
+
+    def mean_ratio(mode: str, kind: str, base: str) -> float:
+        return round(statistics.fmean(ratio(t, mode, kind, base) for t in tasks), 4)
+
     print(json.dumps({
         "ratio": round(statistics.fmean(loop), 4), "ratio_worst_task": round(max(loop), 4),
-        "ratio_back_to_back": round(statistics.fmean(ratio(t, "preloaded", "back_to_back") for t in tasks), 4),
-        "ratio_blank_spare": round(statistics.fmean(ratio(t, "blank spare", "episode_loop") for t in tasks), 4),
-        "ratio_context_at_reset": round(statistics.fmean(ratio(t, "at reset", "episode_loop") for t in tasks), 4),
-        "baseline": "playwright-launch-per-episode",
-        "per_task": {t: {"baseline_mean_s": round(bases[t]["mean"], 4),
-                         **{f"{mode}_{kind}_ratio": round(ratio(t, mode, kind), 4)
-                            for mode in MODES for kind in ("episode_loop", "back_to_back")},
-                         "preloaded_episode_loop_p50_s": round(figs[t]["preloaded"]["episode_loop"]["p50"], 4),
-                         "preloaded_episode_loop_p90_s": round(figs[t]["preloaded"]["episode_loop"]["p90"], 4)}
-                     for t in tasks},
+        "ratio_vs_browsergym_defaults": mean_ratio("preloaded", "episode_loop", "browsergym"),
+        "ratio_vs_launch": mean_ratio("preloaded", "episode_loop", "launch"),
+        "ratio_back_to_back": {b: mean_ratio("preloaded", "back_to_back", b) for b in BASELINES},
+        "ratio_blank_spare": {b: mean_ratio("blank spare", "episode_loop", b) for b in BASELINES},
+        "ratio_context_at_reset": {b: mean_ratio("at reset", "episode_loop", b) for b in BASELINES},
+        "baseline": "browsergym-0.14.3 gym.make+reset per episode, slow_mo=0",
+        "per_task": {t: {
+            "baselines_s": {b: {k: round(v, 4) for k, v in bases[t][b].items() if k != "rss_per_live_env_mb"}
+                            for b in BASELINES},
+            "envh_s": {f"{mode}_{kind}": {k: round(v, 4) for k, v in figs[t][mode][kind].items()}
+                       for mode in MODES for kind in ("episode_loop", "back_to_back")},
+            "ratios": {f"{mode}_{kind}_vs_{b}": round(ratio(t, mode, kind, b), 4)
+                       for mode in MODES for kind in ("episode_loop", "back_to_back") for b in BASELINES},
+            "browsergym_frame_marking_timeouts": gym["frame_marking_timeouts"][t],
+            "steps_per_s": round(figs[t]["preloaded"]["steps_per_s"], 2)} for t in tasks},
         "steps_per_s": round(statistics.fmean(figs[t]["preloaded"]["steps_per_s"] for t in tasks), 2),
         "pss_per_live_env_mb": round(mem["rss_per_live_env_mb"], 1),
-        "baseline_pss_per_env_mb": round(base_mem, 1),
-        "load_average": [round(load0, 1), round(load1, 1)]}))
+        "shared_browser_pss_mb": round(mem["shared_browser_rss_mb"], 1),
+        "browsergym_pss_per_env_mb": round(gym["pss_per_env_mb"], 1),
+        "browsergym_driver_pss_mb": round(gym["pss_driver_mb"], 1),
+        "launch_pss_per_env_mb": round(launch[tasks[0]]["rss_per_live_env_mb"], 1),
+        "browsergym_versions": gym["versions"],
+        "load_average": {k: round(v, 1) for k, v in load.items()}}))
 
 
 if __name__ == "__main__":
