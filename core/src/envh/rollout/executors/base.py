@@ -275,6 +275,11 @@ def expand_declaration(entry: str, values: Mapping[str, Any],
     entry = entry[3:] if writable else entry
     if entry.startswith("{") and entry.endswith("}"):
         value = values.get(entry[1:-1])
+        if isinstance(value, str) and any(c in value for c in "*?["):
+            # a pattern (WebArena's config_files): what it matches is under its fixed part
+            parts = value.split(os.sep)
+            fixed = os.sep.join(parts[:next(i for i, p in enumerate(parts) if any(c in p for c in "*?["))])
+            value = fixed or (os.sep if value.startswith(os.sep) else "")
         return (value if isinstance(value, str) and value else None), writable, None
     name, eq, default = entry.partition("=")
     if eq and name and name.replace("_", "").isalnum() and not name[0].isdigit():
