@@ -36,6 +36,7 @@ from envh import (
 from envh_webarena.browser_env import STATE_PROPERTIES, BrowserBridge
 from envh_webarena.httpserve import LocalServer
 from envh_webarena.webshop import data as wsdata
+from envh_webarena.webshop import reward
 from envh_webarena.webshop.site import PRODUCT_WINDOW, Route, WebshopSite, handler_for, parse_route, route_url
 
 SUITE = "webshop"
@@ -56,6 +57,9 @@ def shared_site(data: str, human_goals: bool, num_products: int | None) -> tuple
     with _LOCK:
         if key not in _SITES:
             site = WebshopSite(wsdata.load(data, human_goals=human_goals, num_products=num_products))
+            # the reward's noun extractor imports spaCy (1-2 s): paid here, not by the first
+            # Buy Now, whose click would time out waiting for the done page
+            reward.noun_extractor()
             _SITES[key] = (site, [])
         return _SITES[key]
 

@@ -55,7 +55,7 @@ def fuzzy(a: str, b: str) -> float:
 
 
 @functools.cache
-def _noun_extractor() -> Callable[[str], list[str]]:
+def noun_extractor() -> Callable[[str], list[str]]:
     try:
         import spacy
 
@@ -75,7 +75,7 @@ def type_reward(product: dict[str, Any], goal: dict[str, Any]) -> dict[str, Any]
     have = {x.strip() for x in str(product["product_category"]).split("›")}
     want = {x.strip() for x in str(goal["product_category"]).split("›")}
     category_match = len(have & want) >= 2
-    nouns = _noun_extractor()
+    nouns = noun_extractor()
     bought, desired = set(nouns(product["name"])), nouns(goal["name"])
     title_score = 0.2 if not desired else len(bought & set(desired)) / len(desired)
     r_type = 1.0 if (query_match or category_match or title_score > 0.2) else 0.5
