@@ -290,12 +290,13 @@ def webarena(tmp_path_factory) -> Iterator[dict[str, Any]]:
 def webarena_run(webarena) -> tuple[Path, subprocess.CompletedProcess[str]]:
     private = webarena["private"]
     script = write_script(private / "script.json", webarena["script"])
+    # the sites by WebArena's variables, as with the real containers: they reach the workers
     spec = json.dumps({"bridge": "webarena", "config": {
-        "config_files": str(private / "config" / "*.json"), "sites": webarena["urls"],
-        "auth_dir": str(private / "auth")}})
+        "config_files": str(private / "config" / "*.json"), "auth_dir": str(private / "auth")}})
     out = private / "run"
     return out, envh_run(spec, out, "--task", "test/7", "--task", "test/1", "--workers", "2",
-                         "--policy", f"scripted:{script}")
+                         "--policy", f"scripted:{script}",
+                         env={"WA_SHOPPING": webarena["urls"]["shopping"], "WA_REDDIT": webarena["urls"]["reddit"]})
 
 
 def test_webarena_order_task_solved_through_the_pool(webarena, webarena_run) -> None:
@@ -441,3 +442,14 @@ def test_killed_worker_takes_its_browser_and_the_episode_is_replayed(tmp_path_fa
     assert row["success"] == 1 and row["steps"] == 4 and row["retry"] == 0
     [lost] = lost_attempts(out)
     assert lost.error_class == "infra_error" and "SIGKILL" in str(lost.error), lost.error
+
+
+def test_a_memory_cap_too_small_for_the_browser_says_so(tmp_path_factory) -> None:
+    """Under ``--memory-mb 512`` Playwright's driver (node) dies at start: an infra_error
+    naming the cap, not an env_error with Playwright's bare 'Connection closed'."""
+    out = private_dir(tmp_path_factory, "miniwob-memory") / "run"
+    proc = envh_run("miniwob", out, "--task", "click-test", "--policy", "random", "--memory-mb", "512")
+    assert proc.returncode != 0, played(proc)  # every episode failed
+    [row] = episodes(out)
+    assert row["error_class"] == "infra_error", row["trajectory"].error
+    assert "capped at 512 MiB" in str(row["trajectory"].error) and "--memory-mb" in str(row["trajectory"].error)

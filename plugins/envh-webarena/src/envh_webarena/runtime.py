@@ -169,14 +169,17 @@ class BrowserRuntime:
                 self._driver.stop()  # its thread ended: nothing reaches the browser through it
                 self._driver = None
             if self._driver is None:
-                self._driver = Driver()
+                try:
+                    self._driver = Driver()
+                except Exception as exc:  # noqa: BLE001 - Playwright raises a bare Exception when node dies
+                    raise errors.InfraError(f"Playwright's driver did not start: {exc}{_memory_hint()}") from exc
             # Playwright starts it in a process group of its own (killpg reaches the
             # renderers, nothing else) and kills it when its driver exits with this process
             self._browser = self._driver.playwright.chromium.launch(
                 executable_path=exe, args=args, headless=True, timeout=30_000,
                 handle_sigint=False, handle_sigterm=False, handle_sighup=False)
         except Error as exc:
-            raise errors.InfraError(f"Chromium ({exe}) did not start: {exc}") from exc
+            raise errors.InfraError(f"Chromium ({exe}) did not start: {exc}{_memory_hint()}") from exc
         pid = _find_browser(marker)
         if pid is None:
             try:
@@ -403,6 +406,18 @@ async def _close_quietly(context: Any) -> None:
         await context.close()
     except Exception:  # noqa: BLE001 - a dead browser took the context with it
         pass
+
+
+def _memory_hint() -> str:
+    """Why a launch may have failed when this process's writable memory is capped (a pool
+    worker's ``--memory-mb``): Playwright's driver dies at start under about 512 MiB."""
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_DATA)[0]
+    if soft == resource.RLIM_INFINITY:
+        return ""
+    return (f" (this process's private writable memory is capped at {soft >> 20} MiB: RLIMIT_DATA, "
+            "`envh run --memory-mb`; Playwright's driver and Chromium need about 1 GiB)")
 
 
 def _host_part(entry: str) -> str:
