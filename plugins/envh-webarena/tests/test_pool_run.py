@@ -294,7 +294,8 @@ def webarena_run(webarena) -> tuple[Path, subprocess.CompletedProcess[str]]:
     spec = json.dumps({"bridge": "webarena", "config": {
         "config_files": str(private / "config" / "*.json"), "auth_dir": str(private / "auth")}})
     out = private / "run"
-    return out, envh_run(spec, out, "--task", "test/7", "--task", "test/1", "--workers", "2",
+    # k=2: the order task's two episodes log in at once, each in its worker, to one state file
+    return out, envh_run(spec, out, "--task", "test/7", "--task", "test/1", "-k", "2", "--workers", "2",
                          "--policy", f"scripted:{script}",
                          env={"WA_SHOPPING": webarena["urls"]["shopping"], "WA_REDDIT": webarena["urls"]["reddit"]})
 
@@ -302,19 +303,22 @@ def webarena_run(webarena) -> tuple[Path, subprocess.CompletedProcess[str]]:
 def test_webarena_order_task_solved_through_the_pool(webarena, webarena_run) -> None:
     out, proc = webarena_run
     assert proc.returncode == 0, played(proc)
-    rows = {r["instance_id"]: r for r in episodes(out)}
-    check_ran_in_pool(out, list(rows.values()))
-    order = rows["7"]
-    assert order["error_class"] is None, order["trajectory"].error
-    assert order["success"] == 1 and order["score"] == 1.0
-    # the worker reached this process's shop on 127.0.0.1, logged in and ordered there
-    assert [o["items"] for o in webarena["shop"].orders] == [["red-mug"]]
-    # ... and wrote the login state into the root-only auth_dir it was given (rw)
-    state = webarena["private"] / "auth" / ".auth" / "shopping_state.json"
-    assert any(c.get("value") for c in json.loads(state.read_text(encoding="utf-8"))["cookies"])
-    wrong = rows["1"]
-    assert wrong["error_class"] is None, wrong["trajectory"].error
-    assert wrong["success"] == 0
+    rows = episodes(out)
+    check_ran_in_pool(out, rows)
+    orders = [r for r in rows if r["instance_id"] == "7"]
+    assert len(orders) == 2
+    for order in orders:
+        assert order["error_class"] is None, order["trajectory"].error
+        assert order["success"] == 1 and order["score"] == 1.0
+    # the workers reached this process's shop on 127.0.0.1, logged in and ordered there
+    assert [o["items"] for o in webarena["shop"].orders] == [["red-mug"], ["red-mug"]]
+    # ... and wrote the login state into the root-only auth_dir they were given (rw), whole
+    state = webarena["private"] / "auth" / ".auth"
+    assert sorted(p.name for p in state.iterdir()) == ["shopping_state.json"]
+    assert any(c.get("value") for c in json.loads((state / "shopping_state.json").read_text(encoding="utf-8"))["cookies"])
+    for wrong in (r for r in rows if r["instance_id"] == "1"):
+        assert wrong["error_class"] is None, wrong["trajectory"].error
+        assert wrong["success"] == 0
 
 
 # -- a worker killed mid-episode -------------------------------------------------------------

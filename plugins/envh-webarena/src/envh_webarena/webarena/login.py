@@ -10,7 +10,10 @@ context loaded with that state. Recipes and accounts can be replaced in the brid
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import tempfile
 from typing import Any
 
 from envh import errors
@@ -85,8 +88,19 @@ def ensure_storage_state(runtime: Any, path: str, sites: list[str], urls: dict[s
             if recipe is None:
                 raise errors.SpecError(f"No login recipe for site {site!r}; add one under config.logins.")
             login(context, site, urls[site], recipe)
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        context.storage_state(path=path)
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        # whole or not at all: another worker may be reading it (a task's k episodes log
+        # in at once in a pool), and a file written in place is empty for a moment
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".state-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(context.storage_state(), f)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
     finally:
         context.close()
     return path
