@@ -428,11 +428,11 @@ def test_killed_worker_takes_its_browser_and_the_episode_is_replayed(tmp_path_fa
             run.kill()
             run.communicate()
         os.kill(worker, signal.SIGKILL)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 10  # 0.03-0.6 s idle; slack for a loaded machine
         while time.monotonic() < deadline and any(running(p, s) for p, s in started.items()):
             time.sleep(0.05)
         left = {p: kinds[p][:150] for p, s in started.items() if running(p, s)}
-        assert not left, f"still running 5 s after the worker was killed: {left}"
+        assert not left, f"still running 10 s after the worker was killed: {left}"
         if orphaned:
             return
         stdout, stderr = run.communicate(timeout=120)
