@@ -263,7 +263,12 @@ def main() -> None:
                         + " (default: a virtualenv made under ~/.cache/envh/bench/)")
     args = parser.parse_args()
     tasks = args.tasks.split(",")
+    if not shutil.which("unshare"):
+        sys.exit("browser_reset: `unshare` (util-linux) is needed to run the BrowserGym baseline in a network "
+                 "namespace of its own")
     python = args.baseline_python or baseline_venv()
+    if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        sys.exit(f"browser_reset: --baseline-python {python} is not an executable file")
     load = {"start": os.getloadavg()[0]}
     launch = {task: baseline_figures(task, args.baseline_episodes) for task in tasks}
     load["after_launch_baseline"] = os.getloadavg()[0]

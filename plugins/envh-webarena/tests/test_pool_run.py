@@ -310,8 +310,13 @@ def test_webarena_order_task_solved_through_the_pool(webarena, webarena_run) -> 
     for order in orders:
         assert order["error_class"] is None, order["trajectory"].error
         assert order["success"] == 1 and order["score"] == 1.0
-    # the workers reached this process's shop on 127.0.0.1, logged in and ordered there
-    assert [o["items"] for o in webarena["shop"].orders] == [["red-mug"], ["red-mug"]]
+    # the workers reached this process's shop on 127.0.0.1, logged in and ordered there. Both
+    # episodes are one customer, whose cart the shop keeps (as Magento does): when the two adds
+    # come before either Place Order, the first order holds both mugs and the second finds the
+    # cart empty; either way both mugs were ordered, by that customer
+    shop = webarena["shop"]
+    assert sorted(sku for o in shop.orders for sku in o["items"]) == ["red-mug", "red-mug"]
+    assert {o["user"] for o in shop.orders} == {"emma.lopez@gmail.com"} and 1 <= len(shop.orders) <= 2
     # ... and wrote the login state into the root-only auth_dir they were given (rw), whole
     state = webarena["private"] / "auth" / ".auth"
     assert sorted(p.name for p in state.iterdir()) == ["shopping_state.json"]
