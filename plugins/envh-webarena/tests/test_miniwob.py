@@ -158,3 +158,26 @@ def test_iframe_content_has_frame_prefixed_bids(env) -> None:
     resp = env.step(A("fill", bid=to_box, value="Boston"))
     assert not resp.info.get("error")
     assert re.search(r"textbox 'To , required\.', value='Boston'", resp.observation.text)
+
+
+def test_partial_credit_is_the_reward_but_not_success_and_binary_mode_pays_minus_one() -> None:
+    """click-checkboxes seed 8 wants 2 of 6 boxes: Submit with none checked scores raw 0.33.
+    That is the step reward (the task's own), not a success; ``reward: binary`` pays -1."""
+    from envh import errors
+    from envh_webarena.miniwob import MiniwobEnv
+
+    for mode, expected in (("raw", None), ("binary", -1.0)):
+        env = MiniwobEnv(tasks=["click-checkboxes"], reward=mode)
+        try:
+            text = env.reset(task=T("click-checkboxes"), seed=8).observation.text
+            resp = env.step(A("click", bid=bid_of(text, "button", "Submit")))
+            verdict = env.evaluate()
+            assert resp.terminated and 0 < verdict.metrics["raw_reward"] < 1
+            assert not verdict.success
+            assert resp.reward == (verdict.metrics["raw_reward"] if expected is None else expected)
+        finally:
+            env.close()
+    with pytest.raises(errors.SpecError, match="reward"):
+        MiniwobEnv(tasks=["click-checkboxes"], reward="shaped")
+    with pytest.raises(errors.SpecError, match="success_threshold"):
+        MiniwobEnv(tasks=["click-checkboxes"], success_threshold=0)

@@ -6,7 +6,11 @@ package's own Selenium driver does), lifts the 10 s episode clock (as BrowserGym
 policy that thinks slowly must not lose by time) and starts the episode. The goal is the
 task's utterance. Reward and success come from the task's own JavaScript: the raw reward
 (``WOB_RAW_REWARD_GLOBAL``, 1 for success, -1 or partial for failure) once
-``WOB_DONE_GLOBAL`` is set; success means raw reward > 0.
+``WOB_DONE_GLOBAL`` is set. Success is MiniWoB's binary rule (``miniwob.reward.get_binary_reward``):
+raw reward 1 (``success_threshold``, for tasks graded by distance). BrowserGym counts any
+raw reward > 0, but several tasks pay partial credit for a wrong answer (click-checkboxes
+submitted with no box checked when two of six are wanted: 0.33; find-greatest with the
+smallest card: 0.1), which would make doing nothing a success.
 """
 
 from __future__ import annotations
@@ -129,14 +133,24 @@ class MiniwobEnv(BrowserBridge):
     :param max_steps: truncate after this many actions (default 10).
     :param max_chars: bound on the accessibility-tree text.
     :param hang_timeout_s: a reset or step taking longer kills the browser (``InfraError``).
+    :param success_threshold: success is a raw reward at least this (MiniWoB's binary rule: 1).
+    :param reward: the step reward when the task ends: ``"raw"`` (the task's raw reward,
+        partial credit included) or ``"binary"`` (MiniWoB's: 1 on success, else -1).
     """
 
     name = "miniwob"
 
     def __init__(self, tasks: list[str] | None = None, max_steps: int | None = 10, max_chars: int = 6000,
-                 action_timeout_ms: int = 2000, hang_timeout_s: float = 60.0, screenshot: bool = False) -> None:
+                 action_timeout_ms: int = 2000, hang_timeout_s: float = 60.0, screenshot: bool = False,
+                 success_threshold: float = 1.0, reward: str = "raw") -> None:
         super().__init__(max_chars=max_chars, max_steps=max_steps, action_timeout_ms=action_timeout_ms,
                          hang_timeout_s=hang_timeout_s, screenshot=screenshot)
+        if reward not in ("raw", "binary"):
+            raise errors.SpecError(f"miniwob reward must be 'raw' or 'binary', not {reward!r}")
+        if not isinstance(success_threshold, (int, float)) or not 0 < success_threshold <= 1:
+            raise errors.SpecError(f"miniwob success_threshold must be in (0, 1], not {success_threshold!r}")
+        self.success_threshold = float(success_threshold)
+        self.reward_mode = reward
         known = registered_tasks()
         if tasks:
             unknown = [t for t in tasks if t not in known]
@@ -211,12 +225,16 @@ class MiniwobEnv(BrowserBridge):
             return 0.0, True
         self.status = self._read_status()
         if self.status["done"]:
-            return float(self.status["raw"]), True
+            raw = float(self.status["raw"])
+            if self.reward_mode == "binary":
+                return (1.0 if raw >= self.success_threshold else -1.0), True
+            return raw, True
         return 0.0, "stop" in outcome
 
     def evaluate(self) -> EvaluationResult:
         raw = float(self.status["raw"]) if self.status["done"] else 0.0
-        return EvaluationResult(success=raw > 0, score=max(0.0, raw), metrics={
+        success = bool(self.status["done"]) and raw >= self.success_threshold
+        return EvaluationResult(success=success, score=max(0.0, raw), metrics={
             "task": self.task.instance_id if self.task else None, "done": bool(self.status["done"]),
             "raw_reward": raw, "steps": self.steps})
 
