@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,15 +25,31 @@ SITE_VARS = {
 }
 PLACEHOLDERS = {f"__{site.upper()}__": site for site in SITE_VARS}
 EVAL_TYPES = ("string_match", "url_match", "program_html")
+# program_html locators other than "" (the page's HTML), as evaluators._select reads them
+LOCATORS = ("document.", "[...document.", "func:")
 
 
-def site_urls(overrides: dict[str, str] | None = None) -> dict[str, str]:
+def _show(value: Any) -> str:
+    """A value for an error message: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def site_urls(overrides: Mapping[str, str] | None = None) -> dict[str, str]:
     """Site name → base URL (no trailing slash), from ``WA_*`` and then ``overrides``."""
     urls = {site: os.environ[var].rstrip("/") for site, var in SITE_VARS.items() if os.environ.get(var)}
-    for site, url in (overrides or {}).items():
+    if overrides is None:
+        return urls
+    if not isinstance(overrides, Mapping):
+        raise errors.SpecError("webarena config.sites must be an object of site name → base URL "
+                               f"(e.g. {{'shopping': 'http://127.0.0.1:7770'}}), got {_show(overrides)}")
+    for site, url in overrides.items():
         if site not in SITE_VARS:
-            raise errors.UnknownNameError("WebArena site", site, list(SITE_VARS))
-        urls[site] = str(url).rstrip("/")
+            raise errors.UnknownNameError("WebArena site", str(site), list(SITE_VARS))
+        if not isinstance(url, str) or not url.strip():
+            raise errors.SpecError(f"webarena config.sites.{site} must be the site's base URL (a string), "
+                                   f"got {_show(url)}")
+        urls[site] = url.rstrip("/")
     return urls
 
 
@@ -55,49 +72,182 @@ def substitute(value: Any, urls: dict[str, str]) -> Any:
     return value
 
 
-def check_task(task: dict[str, Any], where: str) -> dict[str, Any]:
-    """Validate the fields the bridge and the evaluators read; raise ``SpecError`` naming them."""
+def _strings(value: Any) -> bool:
+    """A non-empty list of strings (a bare string would be matched character by character)."""
+    return isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_reference_answers(answers: Any) -> list[str]:
+    """string_match: at least one approach, each of the shape WebArena's evaluator reads."""
+    if not isinstance(answers, dict) or not answers:
+        return [f"eval.reference_answers: an object with exact_match, must_include and/or fuzzy_match "
+                f"for string_match, got {_show(answers)}"]
     problems = []
-    for key in ("task_id", "start_url", "intent", "eval"):
-        if key not in task:
-            problems.append(f"{where}: missing {key!r}")
-    ev = task.get("eval") or {}
-    types = ev.get("eval_types") if isinstance(ev, dict) else None
+    for approach, value in answers.items():
+        field = f"eval.reference_answers.{approach}"
+        if approach == "exact_match":
+            if not isinstance(value, str):
+                problems.append(f"{field}: a string, got {_show(value)}")
+        elif approach == "must_include":
+            if not _strings(value):
+                problems.append(f"{field}: a non-empty list of strings, got {_show(value)}")
+        elif approach == "fuzzy_match":
+            if value != "N/A" and not _strings(value):
+                problems.append(f"{field}: a non-empty list of strings, or \"N/A\" for an unachievable "
+                                f"task, got {_show(value)}")
+        else:
+            problems.append(f"{field}: unknown approach (known: exact_match, must_include, fuzzy_match)")
+    return problems
+
+
+def _check_program_html(targets: Any) -> list[str]:
+    """program_html: targets that each name a page, a locator and one required content."""
+    if not isinstance(targets, list) or not targets:
+        return [f"eval.program_html: a non-empty list of targets for program_html, got {_show(targets)}"]
+    problems = []
+    for i, target in enumerate(targets):
+        field = f"eval.program_html[{i}]"
+        if not isinstance(target, dict):
+            problems.append(f"{field}: an object with url, locator and required_contents, got {_show(target)}")
+            continue
+        url, locator = target.get("url"), target.get("locator")
+        if not isinstance(url, str) or not url.strip():
+            problems.append(f"{field}.url: \"last\", \"func:...\" or a URL, got {_show(url)}")
+        if not isinstance(locator, str):
+            problems.append(f"{field}.locator: a string (\"\" for the page's HTML), got {_show(locator)}")
+        elif locator.strip() and not locator.startswith(LOCATORS):
+            problems.append(f"{field}.locator: \"\" or one starting with {', '.join(LOCATORS)}, "
+                            f"got {_show(locator)}")
+        prep = target.get("prep_actions", [])
+        if not isinstance(prep, list) or not all(isinstance(p, str) for p in prep):
+            problems.append(f"{field}.prep_actions: a list of JavaScript strings, got {_show(prep)}")
+        required = target.get("required_contents")
+        keys = sorted(required) if isinstance(required, dict) else []
+        if keys == ["exact_match"]:
+            if not isinstance(required["exact_match"], str):
+                problems.append(f"{field}.required_contents.exact_match: a string, "
+                                f"got {_show(required['exact_match'])}")
+        elif keys == ["must_include"]:
+            if not _strings(required["must_include"]):
+                problems.append(f"{field}.required_contents.must_include: a non-empty list of strings, "
+                                f"got {_show(required['must_include'])}")
+        else:
+            problems.append(f"{field}.required_contents: an object with exactly one of exact_match "
+                            f"(a string) or must_include (a list of strings), got {_show(required)}")
+    return problems
+
+
+def _check_eval(ev: Any) -> list[str]:
+    if not isinstance(ev, dict):
+        return [f"eval: an object with eval_types and their references, got {_show(ev)}"]
+    types = ev.get("eval_types")
     if not isinstance(types, list) or not types:
-        problems.append(f"{where}.eval.eval_types: a non-empty list of {', '.join(EVAL_TYPES)}")
-    else:
-        problems += [f"{where}.eval.eval_types: unknown {t!r} (known: {', '.join(EVAL_TYPES)})"
-                     for t in types if t not in EVAL_TYPES]
-        if "string_match" in types and not isinstance(ev.get("reference_answers"), dict):
-            problems.append(f"{where}.eval.reference_answers: an object for string_match")
-        if "url_match" in types and not isinstance(ev.get("reference_url"), str):
-            problems.append(f"{where}.eval.reference_url: a string for url_match")
-        if "program_html" in types and not isinstance(ev.get("program_html"), list):
-            problems.append(f"{where}.eval.program_html: a list for program_html")
+        return [f"eval.eval_types: a non-empty list of {', '.join(EVAL_TYPES)}, got {_show(types)}"]
+    problems = [f"eval.eval_types: unknown {t!r} (known: {', '.join(EVAL_TYPES)})"
+                for t in types if t not in EVAL_TYPES]
+    if "string_match" in types:
+        problems += _check_reference_answers(ev.get("reference_answers"))
+    if "url_match" in types:
+        ref = ev.get("reference_url")
+        if not isinstance(ref, str) or not ref.strip():
+            problems.append(f"eval.reference_url: a URL (' |OR| ' between alternatives) for url_match, "
+                            f"got {_show(ref)}")
+        if ev.get("url_note", "GOLD in PRED") != "GOLD in PRED":
+            problems.append(f"eval.url_note: \"GOLD in PRED\" (the one rule WebArena has), got {_show(ev['url_note'])}")
+    if "program_html" in types:
+        problems += _check_program_html(ev.get("program_html"))
+    return problems
+
+
+def _check_browser_fields(task: dict[str, Any]) -> list[str]:
+    """The fields that become Playwright context options: a wrong one must fail here, as the
+    task's fault, not in the browser (where it looks like a dead Chromium)."""
+    problems = []
+    state = task.get("storage_state")
+    if state is not None and not isinstance(state, str):
+        problems.append(f"storage_state: a path to a Playwright storage-state file or null, got {_show(state)}")
+    size = task.get("viewport_size")
+    if size is not None and not (isinstance(size, dict) and sorted(size) == ["height", "width"]
+                                 and all(isinstance(size[k], int) and not isinstance(size[k], bool)
+                                         and size[k] > 0 for k in size)):
+        problems.append(f"viewport_size: {{\"width\": <pixels>, \"height\": <pixels>}} (positive integers) "
+                        f"or null, got {_show(size)}")
+    geo = task.get("geolocation")
+    if geo is not None:
+        ok = isinstance(geo, dict) and {"latitude", "longitude"} <= set(geo) \
+            and set(geo) <= {"latitude", "longitude", "accuracy"} and all(_number(v) for v in geo.values())
+        if not ok or not (-90 <= geo["latitude"] <= 90 and -180 <= geo["longitude"] <= 180
+                          and geo.get("accuracy", 0) >= 0):
+            problems.append("geolocation: {\"latitude\": -90..90, \"longitude\": -180..180} (and optionally "
+                            f"\"accuracy\" >= 0) or null, got {_show(geo)}")
+    return problems
+
+
+def check_task(task: dict[str, Any], where: str) -> dict[str, Any]:
+    """Validate the fields the bridge and the evaluators read; raise ``SpecError`` naming the
+    task and each wrong field. A malformed reference must not grade (an empty ``must_include``
+    passes any answer, a string one matches by characters), so it is refused here."""
+    problems = [f"{key}: missing" for key in ("task_id", "start_url", "intent", "eval") if key not in task]
+    tid = task.get("task_id")
+    if "task_id" in task and not (isinstance(tid, int | str) and not isinstance(tid, bool) and str(tid).strip()):
+        problems.append(f"task_id: an integer or a non-empty string, got {_show(tid)}")
+    if "start_url" in task and not (isinstance(task["start_url"], str) and task["start_url"].strip()):
+        problems.append(f"start_url: a URL (' |AND| ' between tabs), got {_show(task['start_url'])}")
+    if "intent" in task and not isinstance(task["intent"], str):
+        problems.append(f"intent: the instruction (a string), got {_show(task['intent'])}")
+    sites = task.get("sites")
+    if sites is not None and not (isinstance(sites, list)
+                                  and all(isinstance(s, str) and s in SITE_VARS for s in sites)):
+        problems.append(f"sites: a list of site names ({', '.join(SITE_VARS)}), got {_show(sites)}")
+    if not isinstance(task.get("require_login", False), bool | None):
+        problems.append(f"require_login: true or false, got {_show(task['require_login'])}")
+    problems += _check_browser_fields(task)
+    if "eval" in task:
+        problems += _check_eval(task["eval"])
     if problems:
-        raise errors.SpecError("Invalid WebArena task config", problems)
+        raise errors.SpecError(f"Invalid WebArena task config {where} (task_id {_show(tid)}); "
+                               "fix these fields (WebArena's config_files format):", problems)
     return task
 
 
 def load_tasks(*, tasks: list[dict[str, Any]] | None = None, config_files: str | None = None,
                urls: dict[str, str]) -> dict[str, dict[str, Any]]:
     """Task id (as a string) → config with placeholders substituted."""
+    if tasks is not None and not isinstance(tasks, list | tuple):
+        raise errors.SpecError(f"webarena config.tasks must be a list of task configs, got {_show(tasks)}")
+    if config_files is not None and not isinstance(config_files, str):
+        raise errors.SpecError(f"webarena config.config_files must be a glob (a string), got {_show(config_files)}")
     raw: list[tuple[str, dict[str, Any]]] = [(f"tasks[{i}]", t) for i, t in enumerate(tasks or [])]
     if config_files:
         paths = sorted(glob.glob(config_files))
         if not paths:
             raise errors.SpecError(f"webarena config_files {config_files!r} matches no file")
         for path in paths:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
+            try:
+                with open(path, encoding="utf-8") as f:
+                    data = json.load(f)
+            except (OSError, ValueError) as exc:  # IsADirectoryError, JSONDecodeError, UnicodeDecodeError
+                raise errors.SpecError(f"webarena config file {path} cannot be read as JSON ({exc}); "
+                                       "config_files must match JSON files, each a task config or a list of them") \
+                    from exc
             items = data if isinstance(data, list) else [data]
             raw += [(f"{path}[{i}]", t) for i, t in enumerate(items)]
     out: dict[str, dict[str, Any]] = {}
+    seen: dict[str, str] = {}
     for where, task in raw:
         if not isinstance(task, dict):
-            raise errors.SpecError(f"{where}: a task config must be an object")
+            raise errors.SpecError(f"{where}: a task config must be an object, got {_show(task)}")
         task = check_task(substitute(task, urls), where)
-        out[str(task["task_id"])] = task
+        tid = str(task["task_id"])
+        if tid in seen:
+            raise errors.SpecError(f"webarena task_id {tid!r} is given twice ({seen[tid]} and {where}); "
+                                   "task ids must be unique")
+        seen[tid] = where
+        out[tid] = task
     return out
 
 

@@ -87,28 +87,34 @@ HELPERS: dict[str, Callable[..., Any]] = {f.__name__: f for f in (
     shopping_get_sku_latest_review_author, shopping_get_sku_latest_review_rating)}
 
 
+LAST_URL, PAGE = "__last_url__", "__page__"
+
+
 def call(expression: str, *, last_url: str, page: Any) -> Any:
-    """Run one allowed helper call written as in WebArena's configs."""
-    # WebArena writes the URL placeholder inside quotes; a quoted or bare one becomes a literal
-    text = expression.strip()
-    for token in ("'__last_url__'", '"__last_url__"', "__last_url__"):
-        text = text.replace(token, repr(last_url))
+    """Run one allowed helper call written as in WebArena's configs.
+
+    The placeholders are replaced in the parsed call, never in its text: WebArena's
+    ``'__last_url__'`` (quoted) or a bare ``__last_url__`` becomes the page's URL and
+    ``__page__`` the page. So the URL, which the policy chose, stays one string whatever
+    it contains (a ``'`` or ``__last_url__`` itself)."""
     try:
-        node = ast.parse(text, mode="eval").body
-    except SyntaxError as exc:
-        raise errors.SpecError(f"program_html func {expression[:100]!r} is not a call: {exc.msg}") from exc
+        node = ast.parse(expression.strip(), mode="eval").body
+    except (SyntaxError, ValueError) as exc:  # ValueError: a NUL byte
+        raise errors.SpecError(f"program_html func {expression[:100]!r} is not a call: {exc}") from exc
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.keywords \
             or node.func.id not in HELPERS:
         raise errors.SpecError(f"program_html func {expression[:100]!r} must call one of: "
                                + ", ".join(sorted(HELPERS)))
     args: list[Any] = []
     for arg in node.args:
-        if isinstance(arg, ast.Name) and arg.id == "__page__":
-            args.append(page)
+        if isinstance(arg, ast.Name) and arg.id in (LAST_URL, PAGE):
+            args.append(last_url if arg.id == LAST_URL else page)
             continue
         try:
-            args.append(ast.literal_eval(arg))
-        except ValueError as exc:
+            value = ast.literal_eval(arg)
+        except (ValueError, TypeError) as exc:  # TypeError: an unhashable set or dict key
             raise errors.SpecError(f"program_html func {expression[:100]!r}: arguments must be literals, "
-                                   "__last_url__ or __page__") from exc
+                                   f"{LAST_URL} or {PAGE}") from exc
+        # one pass over the literal as written: the URL put in is not searched again
+        args.append(value.replace(LAST_URL, last_url) if isinstance(value, str) else value)
     return HELPERS[node.func.id](*args)
