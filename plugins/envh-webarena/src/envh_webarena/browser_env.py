@@ -114,7 +114,9 @@ class BrowserBridge(Bridge):
         raise NotImplementedError
 
     def _after_action(self, tool: str, outcome: dict[str, Any]) -> tuple[float, bool]:
-        """Reward and termination after an action that worked."""
+        """Reward and termination after an action, also one that reported an error: a click
+        whose navigation outlasted the action timeout may still have ended the task (a
+        purchase, a submitted form), and the page is what counts."""
         return 0.0, "stop" in outcome
 
     def _extra_state(self) -> dict[str, Any]:
@@ -165,12 +167,14 @@ class BrowserBridge(Bridge):
                     self.messages.append(str(outcome["message"]))
                 if "stop" in outcome:
                     self.answer = str(outcome["stop"])
-                reward, terminated = self._after_action(action.tool, outcome) if not info else (0.0, False)
+                # observed first: reading the page waits for a navigation the action started
+                # and outlasted its timeout, so the verdict below sees the page it led to
+                self._obs = self._observe_now()
+                reward, terminated = self._after_action(action.tool, outcome)
                 self.done = terminated
                 if not terminated and not self._replaying and self.max_steps is not None \
                         and self.steps >= self.max_steps:
                     self.truncated, info["truncated_by"] = True, f"step budget of {self.max_steps} used"
-                self._obs = self._observe_now()
         except errors.InfraError:
             self._close_session()
             raise

@@ -140,7 +140,13 @@ class BrowserSession:
                 self._channels(page, fresh=True)
                 tree, bids = self._read(page, max_chars)
             except Error as again:
-                raise errors.InfraError(f"Could not read the page at {page.url}: {again}") from again
+                if is_browser_gone(again) or self.crashed or not self.browser_alive():
+                    raise errors.InfraError(f"Could not read the page at {page.url}: {again}") from again
+                # the browser is alive and the page is still busy (a page that opened two
+                # hundred windows at once keeps the renderer busy for seconds): the page's
+                # doing, not the infrastructure's, so the policy sees it and may act on it
+                tree, bids = (f"(the page could not be read yet: {str(again).splitlines()[0][:300]}; "
+                              "act on another tab, wait with noop, or go back)"), []
         tabs = [{"index": i, "url": p.url, "title": _title(p), "active": i == self.active}
                 for i, p in enumerate(self.pages)]
         active = next((t for t in tabs if t["active"]), None)
