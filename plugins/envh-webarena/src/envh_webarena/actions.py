@@ -99,8 +99,12 @@ def _locate(session: BrowserSession, bid: str) -> Any:
     if index is None:
         raise ActionError(f"No element with bid {bid!r} on this page.")
     loc = frames[index].locator(f'[bid="{bid}"]')
-    if loc.count() == 0:
+    count = loc.count()
+    if count == 0:
         raise ActionError(f"No element with bid {bid!r} on this page.")
+    if count > 1:  # the page copied the bid onto another element since the last observation
+        raise ActionError(f"bid {bid!r} names {count} elements on this page now (the page copied it): "
+                          "read the page again and use the bid it shows.")
     return loc.first
 
 

@@ -22,9 +22,14 @@ from typing import Any
 
 MARK_JS = """(prefix) => {
   let next = window.__envhNextBid || 0;
+  // a bid seen before in this pass is a copy (cloneNode copies attributes; a page may copy
+  // one on purpose): the later element gets a new bid, so each bid names one element
+  const seen = new Set();
   const walk = (root) => {
     for (const el of root.querySelectorAll('*')) {
-      if (!el.hasAttribute('bid')) el.setAttribute('bid', prefix + String(next++));
+      let bid = el.getAttribute('bid');
+      if (bid === null || seen.has(bid)) { bid = prefix + String(next++); el.setAttribute('bid', bid); }
+      seen.add(bid);
       if (el.shadowRoot) walk(el.shadowRoot);
     }
   };
