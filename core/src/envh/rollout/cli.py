@@ -94,7 +94,8 @@ def _policy_file_digest(policy: str) -> str | None:
 @click.option("--max-endpoint-failures", type=click.IntRange(min=0), default=5, show_default=True,
               help="Stop the run after this many consecutive endpoint failures (0: never).")
 @click.option("--memory-mb", type=click.IntRange(min=0), default=None,
-              help="Address-space limit per worker (pool and ray default 16384; 0: none).")
+              help="Private writable memory cap (RLIMIT_DATA) of a worker and of each process it starts, each "
+                   "on its own, not in sum (pool and ray default 16384; 0: none).")
 @click.option("--cpu-s", type=click.FloatRange(min=0, min_open=True), default=None, help="CPU seconds per episode.")
 @click.option("--isolation", type=click.Choice(["auto", "none", "namespace", "user"]), default=None,
               help="How pool workers are fenced off (default: user when root — own namespaces, uid nobody).")

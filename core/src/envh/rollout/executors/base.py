@@ -65,7 +65,10 @@ def scrub_environ(environ: Mapping[str, str], pass_env: Iterable[str] | bool = (
 class WorkerConfig:
     """How to set up an episode worker. ``memory_mb`` caps the private writable memory
     (``RLIMIT_DATA``: heap and anonymous mappings), not the address space, so runtimes that
-    reserve large address ranges they never touch (Chromium's V8, JVMs, CUDA) still start;
+    reserve large address ranges they never touch (Chromium's V8, JVMs, CUDA) still start.
+    It is a per-process limit: each process the worker starts (each Chromium renderer)
+    inherits the whole cap, so a worker's process tree is not bounded in sum (bound that
+    with a memory cgroup or a container limit around the run);
     ``cpu_s`` is a CPU-time budget per episode (an episode over it ends as a timeout);
     ``plugins`` are importable modules registered besides (or instead of) entry points."""
 
