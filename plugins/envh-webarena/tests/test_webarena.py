@@ -193,9 +193,14 @@ def test_contract_blocks_goto_to_other_hosts(demo_sites, auth_dir) -> None:
         assert not resp.info.get("error") and env.evaluate().success
 
 
-def test_other_hosts_are_unreachable_from_the_browser(env) -> None:
+def test_other_hosts_are_unreachable_from_the_browser(env, demo_sites) -> None:
     env.reset(task=T(4))
-    for url in ("http://192.0.2.1/", "http://example.invalid/", "file:///etc/passwd", "chrome://version"):
+    # Chromium resolves any *.localhost name to loopback by itself: without the runtime's
+    # resolver rules and dead proxy this name reaches the shop on 127.0.0.1, so it is the
+    # one URL here that fails only because of the block (the others fail anyway here)
+    port = demo_sites["shop"].url.rsplit(":", 1)[1]
+    for url in (f"http://elsewhere.localhost:{port}/", "http://192.0.2.1/", "http://example.invalid/",
+                "file:///etc/passwd", "chrome://version"):
         resp = env.step(A("goto", url=url))
         assert resp.info["error"]["type"] == "action_failed", url
     assert env.get_env_state()["url"].endswith("/")
