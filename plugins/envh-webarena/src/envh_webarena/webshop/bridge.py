@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import threading
 from html.parser import HTMLParser
 from typing import Any
@@ -37,7 +38,14 @@ from envh_webarena.browser_env import STATE_PROPERTIES, BrowserBridge
 from envh_webarena.httpserve import LocalServer
 from envh_webarena.webshop import data as wsdata
 from envh_webarena.webshop import reward
-from envh_webarena.webshop.site import PRODUCT_WINDOW, Route, WebshopSite, handler_for, parse_route, route_url
+from envh_webarena.webshop.site import (
+    EPISODE_COOKIE,
+    PRODUCT_WINDOW,
+    Route,
+    WebshopSite,
+    handler_for,
+    route_url,
+)
 
 SUITE = "webshop"
 ACT = ToolSpec(name="act", description=(
@@ -376,6 +384,7 @@ class WebshopBrowserEnv(_Goals, BrowserBridge):
         super().__init__(max_chars=max_chars, max_steps=max_steps, action_timeout_ms=action_timeout_ms,
                          hang_timeout_s=hang_timeout_s, screenshot=screenshot)
         self.route: Route | None = None
+        self._purchase_key: tuple[str, str] | None = None  # (session, the episode's cookie)
 
     def _server(self) -> LocalServer:
         with _LOCK:
@@ -387,22 +396,33 @@ class WebshopBrowserEnv(_Goals, BrowserBridge):
         task, index = self._goal_index(task)
         assert self.session is not None
         self.route = None
-        self.session.page.goto(f"{self._server().url}/fixed_{index}", wait_until="load")
+        if self._purchase_key is not None:  # the last episode's record is read
+            self.site.purchases.pop(self._purchase_key, None)
+        self._purchase_key = (f"fixed_{index}", secrets.token_hex(8))
+        url = self._server().url
+        self.session.context.add_cookies([{"name": EPISODE_COOKIE, "value": self._purchase_key[1], "url": url}])
+        self.session.page.goto(f"{url}/fixed_{index}", wait_until="load")
         return str(self.site.catalogue.goals[index]["instruction_text"])
 
     def _default_task(self) -> TaskRef:
         return self._goal_index(None)[0]
 
+    def _purchase(self) -> Route | None:
+        """This episode's purchase: the first done page of its session the server was asked
+        for (a Buy Now counts when the request arrives, also when its page comes after the
+        action's timeout or the last observation)."""
+        return None if self._purchase_key is None else self.site.purchases.get(self._purchase_key)
+
     def _after_action(self, tool: str, outcome: dict[str, Any]) -> tuple[float, bool]:
-        assert self.session is not None
-        url = self.session.page.url
-        route = parse_route(url) if url.startswith(self._server().url + "/") else None
-        if route is not None and route.kind == "done" and route.session == f"fixed_{self._goal_index(self.task)[1]}":
+        route = self._purchase()
+        if route is not None:
             self.route = route
             return self._verdict(route, self.steps).score, True
         return 0.0, "stop" in outcome
 
     def evaluate(self) -> EvaluationResult:
+        if self.route is None:
+            self.route = self._purchase()
         return self._verdict(self.route, self.steps)
 
     def _extra_state(self) -> dict[str, Any]:

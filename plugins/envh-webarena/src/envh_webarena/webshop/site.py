@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
@@ -27,6 +28,7 @@ from envh_webarena.webshop.data import Catalogue
 SEARCH_RETURN_N = 50
 PRODUCT_WINDOW = 10
 SUB_PAGES = ("Description", "Features", "Reviews", "Attributes")
+EPISODE_COOKIE = "envh_episode"  # set by the browser bridge per episode (one browser context each)
 _SESSION = re.compile(r"^fixed_(\d{1,7})$")
 
 
@@ -102,6 +104,11 @@ class WebshopSite:
 
         self.catalogue = catalogue
         self.asins = list(catalogue.products)
+        # (session, the episode's cookie) -> the first done route the server was asked for:
+        # the purchase, counted when the request arrives, whether or not the browser got to
+        # show the page; the cookie (one per browser context) keeps apart episodes of the
+        # same goal played at once
+        self.purchases: dict[tuple[str, str], Route] = {}
         corpus = [" ".join([p["Title"], p["Description"], " ".join(p["BulletPoints"]),
                             " ".join(v for vs in p["options"].values() for v in vs)]).lower()
                   for p in catalogue.products.values()]
@@ -265,6 +272,14 @@ def handler_for(site: WebshopSite) -> type[BaseHTTPRequestHandler]:
             if r is None:
                 self._send(404, _doc("Not found", "<p>No such page.</p>"))
                 return
+            if r.kind == "done":
+                jar = SimpleCookie()
+                try:
+                    jar.load(self.headers.get("Cookie") or "")
+                except CookieError:
+                    pass
+                episode = jar[EPISODE_COOKIE].value if EPISODE_COOKIE in jar else ""
+                site.purchases.setdefault((r.session, episode), r)
             self._send(*site.render(r))
 
         def do_POST(self) -> None:  # noqa: N802 - stdlib name
