@@ -30,7 +30,10 @@ against BrowserGym's per env.
 
     python bench/browser_reset.py [--tasks click-button,enter-text] [--episodes 12] [--think 0.5]
 
-Per task and class: mean, p50 and p90 reset time, and the ratio of means to each baseline.
+Tasks are measured one after the other, each as the launch baseline, BrowserGym, then
+envh's classes, so a task's figures are minutes apart at most; the load average is printed
+per task. Per task and class: mean, p50 and p90 reset time, and the ratio of means to each
+baseline.
 The last line is one JSON object; ``ratio`` = envh reset time in the episode loop with the
 page preloaded / BrowserGym's with ``slow_mo=0`` (means, averaged over the tasks).
 """
@@ -269,24 +272,32 @@ def main() -> None:
     python = args.baseline_python or baseline_venv()
     if not (os.path.isfile(python) and os.access(python, os.X_OK)):
         sys.exit(f"browser_reset: --baseline-python {python} is not an executable file")
-    load = {"start": os.getloadavg()[0]}
-    launch = {task: baseline_figures(task, args.baseline_episodes) for task in tasks}
-    load["after_launch_baseline"] = os.getloadavg()[0]
-    gym = browsergym_figures(python, tasks, args.baseline_episodes, args.live)
-    load["after_browsergym"] = os.getloadavg()[0]
+    # task by task, baselines then envh, so that a task's figures are minutes apart at most
+    # and the machine's load (these machines are shared) weighs on both alike
+    launch: dict[str, Any] = {}
+    gym: dict[str, Any] = {"times": {}, "frame_marking_timeouts": {}}
+    figs: dict[str, Any] = {}
+    load: dict[str, dict[str, float]] = {}
+    for i, task in enumerate(tasks):
+        load[task] = {"start": os.getloadavg()[0]}
+        launch[task] = baseline_figures(task, args.baseline_episodes)
+        one = browsergym_figures(python, [task], args.baseline_episodes, args.live if i == 0 else 0)
+        load[task]["after_baselines"] = os.getloadavg()[0]
+        gym["times"][task], gym["frame_marking_timeouts"][task] = one["times"][task], one["frame_marking_timeouts"][task]
+        if i == 0:
+            gym.update({k: one[k] for k in ("pss_per_env_mb", "pss_driver_mb", "versions")})
+        figs[task] = {mode: envh_figures(task, args.episodes, args.steps, args.think, mode) for mode in MODES}
+        load[task]["after_envh"] = os.getloadavg()[0]
     bases = {t: {"launch": launch[t], **{c: _summary(gym["times"][t][c]) for c in BASELINES if c != "launch"}}
              for t in tasks}
-    figs = {task: {mode: envh_figures(task, args.episodes, args.steps, args.think, mode) for mode in MODES}
-            for task in tasks}
     mem = memory_figures(tasks[0], args.live)
-    load["end"] = os.getloadavg()[0]
 
     def ratio(task: str, mode: str, kind: str, base: str = "browsergym_slow_mo_0") -> float:
         return figs[task][mode][kind]["mean"] / bases[task][base]["mean"]
 
-    print("load average " + " -> ".join(f"{v:.1f}" for v in load.values()) + f" on {os.cpu_count()} CPUs "
-          f"(start, after launch baseline, after BrowserGym, end); episode loop: reset, then {args.steps} steps, "
-          f"{args.think:g} s of policy time before each action")
+    print(f"load average on {os.cpu_count()} CPUs per task (start, after the baselines, after envh): "
+          + "; ".join(f"{t} " + " -> ".join(f"{v:.1f}" for v in load[t].values()) for t in tasks)
+          + f"; episode loop: reset, then {args.steps} steps, {args.think:g} s of policy time before each action")
     print(f"{'task':16} {'class':40} {'mean':>7} {'p50':>7} {'p90':>7}   ratio of means to: BG slow_mo=0 / BG / launch")
     for task in tasks:
         lines = [(BASELINES[b], bases[task][b]) for b in BASELINES]
@@ -341,7 +352,7 @@ def main() -> None:
         "browsergym_driver_pss_mb": round(gym["pss_driver_mb"], 1),
         "launch_pss_per_env_mb": round(launch[tasks[0]]["rss_per_live_env_mb"], 1),
         "browsergym_versions": gym["versions"],
-        "load_average": {k: round(v, 1) for k, v in load.items()}}))
+        "load_average": {t: {k: round(v, 1) for k, v in load[t].items()} for t in tasks}}))
 
 
 if __name__ == "__main__":

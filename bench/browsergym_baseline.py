@@ -177,7 +177,7 @@ def main() -> None:
     parser.add_argument("--chromium", required=True)
     parser.add_argument("--task", action="append", required=True, help="name=page path under --html-dir")
     parser.add_argument("--episodes", type=int, default=6)
-    parser.add_argument("--live", type=int, default=4)
+    parser.add_argument("--live", type=int, default=4, help="envs open for the memory figure (0: none)")
     args = parser.parse_args()
     loopback_only()
     os.environ["PLAYWRIGHT_BROWSERS_PATH"] = browsers_dir(args.chromium)
@@ -208,7 +208,7 @@ def main() -> None:
     from importlib.metadata import version
 
     print(json.dumps({"times": times, "frame_marking_timeouts": waits, "pss_driver_mb": idle, "pss_live_mb": live, "live": args.live,
-                      "pss_per_env_mb": (live - idle) / args.live,
+                      "pss_per_env_mb": (live - idle) / args.live if args.live else None,
                       "versions": {p: version(p) for p in ("browsergym-core", "playwright")}}))
 
 
