@@ -84,7 +84,7 @@ def self_rss_mb() -> float:
 
 
 def children_rss_mb() -> float:
-    """RSS of every process whose parent chain reaches this one (Playwright's driver and
+    """PSS of every process whose parent chain reaches this one (Playwright's driver and
     the browsers it launched)."""
     parents: dict[int, int] = {}
     for pid in os.listdir("/proc"):

@@ -44,6 +44,10 @@ import threading
 import time
 from typing import Any
 
+# this script's directory is on sys.path when it runs; browser_reset imports only the
+# standard library at module level, so this venv (without envh) can use it
+from browser_reset import children_rss_mb as tree_pss_mb
+
 CLASSES = {"browsergym": {}, "browsergym_slow_mo_0": {"slow_mo": 0}}
 
 
@@ -120,30 +124,6 @@ def register(tasks: dict[str, str], base: str) -> dict[str, str]:
             register_task(f"miniwob.{name}", Task)
         ids[name] = gid
     return ids
-
-
-def tree_pss_mb() -> float:
-    """PSS of every process below this one (Playwright's driver and its browsers)."""
-    parents: dict[int, int] = {}
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-                    parents[int(pid)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    me, total = os.getpid(), 0
-    for pid in parents:
-        p, hops = pid, 0
-        while p in parents and p != me and hops < 50:
-            p, hops = parents[p], hops + 1
-        if p == me and pid != me:
-            try:
-                with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as f:
-                    total += next((int(line.split()[1]) for line in f if line.startswith("Pss:")), 0)
-            except OSError:
-                continue
-    return total / 1024
 
 
 class Waits(logging.Handler):
