@@ -90,15 +90,13 @@ def check_url(url: str, *, devtools_port: int | None = None) -> str:
 def _locate(session: BrowserSession, bid: str) -> Any:
     if not _BID_RE.match(bid):
         raise ActionError(f"{bid[:40]!r} is not a bid: use the [number] shown before an element.")
-    from envh_webarena.axtree import frame_prefix
+    from envh_webarena.axtree import frame_prefixes
 
     prefix = bid.rstrip("0123456789")
-    page = session.page
-    frames = page.frames
-    index = next((i for i in range(len(frames)) if frame_prefix(i) == prefix), None)
-    if index is None:
-        raise ActionError(f"No element with bid {bid!r} on this page.")
-    loc = frames[index].locator(f'[bid="{bid}"]')
+    frame = next((f for f, p in frame_prefixes(session.page) if p == prefix), None)
+    if frame is None:
+        raise ActionError(f"No element with bid {bid!r} on this page (its frame is gone).")
+    loc = frame.locator(f'[bid="{bid}"]')
     count = loc.count()
     if count == 0:
         raise ActionError(f"No element with bid {bid!r} on this page.")

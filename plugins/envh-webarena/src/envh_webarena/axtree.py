@@ -17,6 +17,7 @@ their children are, one level up. The text is bounded (``max_chars``).
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -49,20 +50,22 @@ _PROPS = ("focused", "checked", "selected", "expanded", "disabled", "required", 
 
 def _bid_map(dom_root: dict[str, Any]) -> dict[int, str]:
     out: dict[int, str] = {}
-    stack = [dom_root]
+    # (node, inside a closed shadow root): MARK_JS cannot enter a closed shadow root, so a
+    # bid there is the page's own, and may copy one of ours
+    stack = [(dom_root, False)]
     while stack:
-        node = stack.pop()
+        node, closed = stack.pop()
         attrs = node.get("attributes")
-        if attrs:
+        if attrs and not closed:
             for i in range(0, len(attrs) - 1, 2):
                 if attrs[i] == "bid":
                     if _BID.match(attrs[i + 1]):  # a page may write its own bid attributes: only ours count
                         out[node["backendNodeId"]] = attrs[i + 1]
                     break
-        stack.extend(node.get("children", ()))
-        stack.extend(node.get("shadowRoots", ()))
+        stack.extend((child, closed) for child in node.get("children", ()))
+        stack.extend((root, closed or root.get("shadowRootType") == "closed") for root in node.get("shadowRoots", ()))
         if node.get("contentDocument"):
-            stack.append(node["contentDocument"])
+            stack.append((node["contentDocument"], False))
     return out
 
 
@@ -78,6 +81,39 @@ def _iframes(dom_root: dict[str, Any]) -> dict[str, int]:
         stack.extend(node.get("shadowRoots", ()))
         if node.get("contentDocument"):
             stack.append(node["contentDocument"])
+    return out
+
+
+class _Prefixes:
+    """The bid prefixes given out on one page: a frame keeps its prefix while it lives, and
+    a prefix is never given to another frame of the page."""
+
+    def __init__(self) -> None:
+        self.of: dict[Any, str] = {}
+        self.count = 0
+
+
+_PAGE_PREFIXES: weakref.WeakKeyDictionary[Any, _Prefixes] = weakref.WeakKeyDictionary()
+
+
+def frame_prefixes(page: Any) -> list[tuple[Any, str]]:
+    """Each frame of the page with its bid prefix: '' for the main frame, then a, b, ... in
+    the order the frames were first seen. Not the frame's position: an iframe removed (an
+    ad slot reloading) would otherwise hand its prefix, and so its bids, to the next one."""
+    known = _PAGE_PREFIXES.get(page)
+    if known is None:
+        known = _PAGE_PREFIXES[page] = _Prefixes()
+    frames = page.frames
+    out = [(frames[0], "")]
+    for frame in frames[1:]:
+        prefix = known.of.get(frame)
+        if prefix is None:
+            known.count += 1
+            prefix = known.of[frame] = frame_prefix(known.count)
+        out.append((frame, prefix))
+    if len(known.of) > 2 * len(frames):  # forget frames that are gone (their prefixes stay used)
+        live = {id(f) for f in frames}
+        known.of = {f: p for f, p in known.of.items() if id(f) in live}
     return out
 
 
@@ -183,8 +219,7 @@ def snapshot(page: Any, cdp: Any, *, max_chars: int,
     from envh_webarena.aio import call_all
 
     # 1. bids into every frame, and the frame ids (all requests at once)
-    frames = page.frames
-    marked = call_all([*((f, "evaluate", (MARK_JS, frame_prefix(i))) for i, f in enumerate(frames)),
+    marked = call_all([*((f, "evaluate", (MARK_JS, prefix)) for f, prefix in frame_prefixes(page)),
                        (cdp, "send", ("Page.getFrameTree",))])
     if isinstance(marked[0], Exception):
         raise marked[0]  # the main frame is the page: it must be readable
