@@ -73,8 +73,22 @@ def substitute(value: Any, urls: dict[str, str]) -> Any:
 
 
 def _strings(value: Any) -> bool:
-    """A non-empty list of strings (a bare string would be matched character by character)."""
-    return isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
+    """A non-empty list of strings none of them blank (a bare string would be matched
+    character by character; "" is in every answer and every page), nor any of their
+    " |OR| " alternatives."""
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(v, str) and all(alt.strip() for alt in v.split(" |OR| ")) for v in value)
+
+
+def _func_problem(field: str, value: str) -> list[str]:
+    """A ``func:`` helper call that would fail at grading, found when the task is made."""
+    from envh_webarena.webarena import helpers
+
+    try:
+        helpers.parse(value.removeprefix("func:"))
+    except errors.SpecError as exc:
+        return [f"{field}: {exc}"]
+    return []
 
 
 def _number(value: Any) -> bool:
@@ -94,10 +108,10 @@ def _check_reference_answers(answers: Any) -> list[str]:
                 problems.append(f"{field}: a string, got {_show(value)}")
         elif approach == "must_include":
             if not _strings(value):
-                problems.append(f"{field}: a non-empty list of strings, got {_show(value)}")
+                problems.append(f"{field}: a non-empty list of non-blank strings, got {_show(value)}")
         elif approach == "fuzzy_match":
             if value != "N/A" and not _strings(value):
-                problems.append(f"{field}: a non-empty list of strings, or \"N/A\" for an unachievable "
+                problems.append(f"{field}: a non-empty list of non-blank strings, or \"N/A\" for an unachievable "
                                 f"task, got {_show(value)}")
         else:
             problems.append(f"{field}: unknown approach (known: exact_match, must_include, fuzzy_match)")
@@ -117,11 +131,15 @@ def _check_program_html(targets: Any) -> list[str]:
         url, locator = target.get("url"), target.get("locator")
         if not isinstance(url, str) or not url.strip():
             problems.append(f"{field}.url: \"last\", \"func:...\" or a URL, got {_show(url)}")
+        elif url.startswith("func:"):
+            problems += _func_problem(f"{field}.url", url)
         if not isinstance(locator, str):
             problems.append(f"{field}.locator: a string (\"\" for the page's HTML), got {_show(locator)}")
         elif locator.strip() and not locator.startswith(LOCATORS):
             problems.append(f"{field}.locator: \"\" or one starting with {', '.join(LOCATORS)}, "
                             f"got {_show(locator)}")
+        elif locator.startswith("func:"):
+            problems += _func_problem(f"{field}.locator", locator)
         prep = target.get("prep_actions", [])
         if not isinstance(prep, list) or not all(isinstance(p, str) for p in prep):
             problems.append(f"{field}.prep_actions: a list of JavaScript strings, got {_show(prep)}")
@@ -133,7 +151,7 @@ def _check_program_html(targets: Any) -> list[str]:
                                 f"got {_show(required['exact_match'])}")
         elif keys == ["must_include"]:
             if not _strings(required["must_include"]):
-                problems.append(f"{field}.required_contents.must_include: a non-empty list of strings, "
+                problems.append(f"{field}.required_contents.must_include: a non-empty list of non-blank strings, "
                                 f"got {_show(required['must_include'])}")
         else:
             problems.append(f"{field}.required_contents: an object with exactly one of exact_match "

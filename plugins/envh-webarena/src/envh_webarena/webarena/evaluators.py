@@ -28,6 +28,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from envh import errors
 
+from envh_webarena.runtime import is_browser_gone
 from envh_webarena.webarena import helpers
 from envh_webarena.webarena.judge import JudgeConfig, fuzzy_match, unachievable_match
 
@@ -126,6 +127,9 @@ def program_html(task: dict[str, Any], context: Any, page: Any) -> tuple[float, 
     score, report = 1.0, []
     for target in task["eval"]["program_html"]:
         url = str(target.get("url", "last"))
+        # a page named after the agent's own last URL: if it does not load, the agent went
+        # somewhere wrong (a failed target), not the site being down (an InfraError)
+        from_agent = url.startswith("func:") and helpers.LAST_URL in url
         if url.startswith("func:"):
             url = str(helpers.call(url.removeprefix("func:"), last_url=page.url, page=page))
         locator = str(target.get("locator", ""))
@@ -135,7 +139,12 @@ def program_html(task: dict[str, Any], context: Any, page: Any) -> tuple[float, 
                 try:
                     probe.goto(url, wait_until="load", timeout=30_000)
                 except Error as exc:
-                    raise errors.InfraError(f"program_html could not open {url}: {exc}") from exc
+                    if not from_agent or is_browser_gone(exc):
+                        raise errors.InfraError(f"program_html could not open {url}: {exc}") from exc
+                    score = 0.0
+                    report.append({"url": url, "locator": locator, "score": 0.0,
+                                   "error": f"the page the agent's last URL names did not load: {exc}"[:500]})
+                    continue
             selected = _select(probe, locator, target)
         finally:
             if probe is not page:

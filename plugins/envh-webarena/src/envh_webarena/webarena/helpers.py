@@ -90,31 +90,58 @@ HELPERS: dict[str, Callable[..., Any]] = {f.__name__: f for f in (
 LAST_URL, PAGE = "__last_url__", "__page__"
 
 
+_Arg = tuple[str, Any]  # ("last_url", None) | ("page", None) | ("literal", value)
+
+
+def parse(expression: str) -> tuple[str, list[_Arg]]:
+    """The helper a ``func:`` expression calls and its arguments, checked against the
+    helper's signature: a ``str`` parameter takes a string literal or ``__last_url__``, the
+    ``page`` parameter takes ``__page__``. Raises ``SpecError`` naming what is wrong."""
+    import inspect
+
+    shown = repr(expression[:100])
+    try:
+        node = ast.parse(expression.strip(), mode="eval").body
+    except (SyntaxError, ValueError) as exc:  # ValueError: a NUL byte
+        raise errors.SpecError(f"program_html func {shown} is not a call: {exc}") from exc
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.keywords \
+            or node.func.id not in HELPERS:
+        raise errors.SpecError(f"program_html func {shown} must call one of: " + ", ".join(sorted(HELPERS)))
+    args: list[_Arg] = []
+    for arg in node.args:
+        if isinstance(arg, ast.Name) and arg.id in (LAST_URL, PAGE):
+            args.append(("last_url" if arg.id == LAST_URL else "page", None))
+            continue
+        try:
+            args.append(("literal", ast.literal_eval(arg)))
+        except (ValueError, TypeError) as exc:  # TypeError: an unhashable set or dict key
+            raise errors.SpecError(f"program_html func {shown}: arguments must be literals, "
+                                   f"{LAST_URL} or {PAGE}") from exc
+    params = list(inspect.signature(HELPERS[node.func.id]).parameters.values())
+    if len(args) != len(params):
+        raise errors.SpecError(f"program_html func {shown}: {node.func.id} takes {len(params)} argument(s) "
+                               f"({', '.join(p.name for p in params)}), got {len(args)}")
+    for param, (kind, value) in zip(params, args, strict=True):
+        wants_page = param.name == "page"
+        ok = kind == "page" if wants_page else kind == "last_url" or isinstance(value, str)
+        if not ok:
+            raise errors.SpecError(f"program_html func {shown}: argument {param.name} must be "
+                                   + (PAGE if wants_page else f"a string or {LAST_URL}"))
+    return node.func.id, args
+
+
 def call(expression: str, *, last_url: str, page: Any) -> Any:
-    """Run one allowed helper call written as in WebArena's configs.
+    """Run one allowed helper call written as in WebArena's configs (``parse``).
 
     The placeholders are replaced in the parsed call, never in its text: WebArena's
     ``'__last_url__'`` (quoted) or a bare ``__last_url__`` becomes the page's URL and
     ``__page__`` the page. So the URL, which the policy chose, stays one string whatever
     it contains (a ``'`` or ``__last_url__`` itself)."""
-    try:
-        node = ast.parse(expression.strip(), mode="eval").body
-    except (SyntaxError, ValueError) as exc:  # ValueError: a NUL byte
-        raise errors.SpecError(f"program_html func {expression[:100]!r} is not a call: {exc}") from exc
-    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.keywords \
-            or node.func.id not in HELPERS:
-        raise errors.SpecError(f"program_html func {expression[:100]!r} must call one of: "
-                               + ", ".join(sorted(HELPERS)))
+    name, parsed = parse(expression)
     args: list[Any] = []
-    for arg in node.args:
-        if isinstance(arg, ast.Name) and arg.id in (LAST_URL, PAGE):
-            args.append(last_url if arg.id == LAST_URL else page)
-            continue
-        try:
-            value = ast.literal_eval(arg)
-        except (ValueError, TypeError) as exc:  # TypeError: an unhashable set or dict key
-            raise errors.SpecError(f"program_html func {expression[:100]!r}: arguments must be literals, "
-                                   f"{LAST_URL} or {PAGE}") from exc
-        # one pass over the literal as written: the URL put in is not searched again
-        args.append(value.replace(LAST_URL, last_url) if isinstance(value, str) else value)
-    return HELPERS[node.func.id](*args)
+    for kind, value in parsed:
+        if kind != "literal":
+            args.append(last_url if kind == "last_url" else page)
+        else:  # one pass over the literal as written: the URL put in is not searched again
+            args.append(value.replace(LAST_URL, last_url) if isinstance(value, str) else value)
+    return HELPERS[name](*args)
