@@ -396,8 +396,7 @@ class WebshopBrowserEnv(_Goals, BrowserBridge):
         task, index = self._goal_index(task)
         assert self.session is not None
         self.route = None
-        if self._purchase_key is not None:  # the last episode's record is read
-            self.site.purchases.pop(self._purchase_key, None)
+        self._forget_purchases()  # the last episode's records are read
         self._purchase_key = (f"fixed_{index}", secrets.token_hex(8))
         url = self._server().url
         self.session.context.add_cookies([{"name": EPISODE_COOKIE, "value": self._purchase_key[1], "url": url}])
@@ -406,6 +405,20 @@ class WebshopBrowserEnv(_Goals, BrowserBridge):
 
     def _default_task(self) -> TaskRef:
         return self._goal_index(None)[0]
+
+    def _forget_purchases(self) -> None:
+        """Drop every record of this episode's cookie (done pages of other sessions too)."""
+        if self._purchase_key is None:
+            return
+        cookie = self._purchase_key[1]
+        for key in [k for k in list(self.site.purchases) if k[1] == cookie]:
+            self.site.purchases.pop(key, None)
+
+    def close(self) -> None:
+        if self.route is None:
+            self.route = self._purchase()  # evaluate() after close() still has the verdict
+        self._forget_purchases()
+        super().close()
 
     def _purchase(self) -> Route | None:
         """This episode's purchase: the first done page of its session the server was asked
