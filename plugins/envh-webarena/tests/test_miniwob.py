@@ -166,3 +166,35 @@ def test_partial_credit_is_the_reward_but_not_success_and_binary_mode_pays_minus
         MiniwobEnv(tasks=["click-checkboxes"], reward="shaped")
     with pytest.raises(errors.SpecError, match="success_threshold"):
         MiniwobEnv(tasks=["click-checkboxes"], success_threshold=0)
+
+
+def test_flight_form_loaded_ahead_is_the_episodes_form() -> None:
+    """A flight task's next episode gets its form loaded ahead into the frame (spare.py's
+    warm step): the start keeps it, the episode is the seed's (same goal and same page as a
+    start that loads the form itself) and the form reports to the task (Search with the
+    required fields empty ends the episode with raw reward -1)."""
+    from envh_webarena.miniwob import MiniwobEnv
+    from envh_webarena.runtime import shared_runtime
+
+    env = MiniwobEnv(tasks=["flight.AA"])
+    runtime = shared_runtime()
+    try:
+        runtime.make_ahead = False  # a context made at reset: the start loads the form itself
+        try:
+            cold = env.reset(task=T("flight.AA"), seed=4).observation
+        finally:
+            runtime.make_ahead = True
+        assert env.session.page.evaluate("window.__envhWarm === true") is False
+        env.reset(task=T("flight.AA"), seed=9)  # the task repeats: the next context is preloaded
+        warm = env.reset(task=T("flight.AA"), seed=4).observation
+        assert env.session.page.evaluate("window.__envhWarm === true") is True
+        # the form was loaded before the episode started, and not again by the start
+        env.session.page.wait_for_timeout(500)  # a second load the start set off would be over
+        assert env.session.page.evaluate("window.__envhFrameLoads") == 1
+        assert warm.data["goal"] == cold.data["goal"] and warm.text == cold.text
+        resp = env.step(A("click", bid=bid_of(warm.text, "button", "Search")))
+        assert resp.terminated and env.evaluate().metrics["raw_reward"] == -1.0
+        other = env.reset(task=T("flight.AA"), seed=5).observation  # another seed, another question
+        assert other.data["goal"] != cold.data["goal"]
+    finally:
+        env.close()

@@ -103,6 +103,11 @@ class BrowserBridge(Bridge):
         loaded already when the next episode plays the same task (``spare.py``)."""
         return None
 
+    def _warm_js(self, task: TaskRef) -> str | None:
+        """JavaScript run in the preloaded page once it loaded: start-up work that draws
+        nothing (``spare.py``); ``_open`` must then start the episode on it either way."""
+        return None
+
     def _prefetch_urls(self, task: TaskRef) -> list[str]:
         """Files the start of ``task`` loads beyond its page (frames): the context made ahead
         fetches them into its cache after preloading the page."""
@@ -138,7 +143,7 @@ class BrowserBridge(Bridge):
                                               preload=preload, **context_options)
                 self.goal = self._open(task, seed, options)
                 self._obs = self._observe_now()
-                runtime.make_spare(preload, prefetch=self._prefetch_urls(task))
+                runtime.make_spare(preload, prefetch=self._prefetch_urls(task), warm=self._warm_js(task))
         except errors.EnvhError:
             self._close_session()
             raise

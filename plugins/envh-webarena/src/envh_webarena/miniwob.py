@@ -36,7 +36,13 @@ _START_JS = """async ([seed, css, nonce, waitMs]) => {
   document.head.appendChild(style);
   if (seed !== null) Math.seedrandom(seed);
   core.EPISODE_MAX_TIME = 2147483647;
-  core.startEpisodeReal();
+  // a form the spare loaded ahead into the frame (_WARM_JS) is kept: the start's own load
+  // of the same page into it is skipped, and its readiness carried over
+  const wrap = window.__envhWarm === true ? document.getElementById('wrap') : null;
+  const loaded = WOB_TASK_READY;
+  if (wrap) Object.defineProperty(wrap, 'src', {configurable: true, get: () => wrap.getAttribute('src') || '', set: () => {}});
+  try { core.startEpisodeReal(); } finally { if (wrap) delete wrap.src; }
+  if (wrap && loaded) WOB_TASK_READY = true;
   const t0 = Date.now();
   while (!WOB_TASK_READY) {
     if (Date.now() - t0 > waitMs) return {ready: false, utterance: null};
@@ -44,6 +50,24 @@ _START_JS = """async ([seed, css, nonce, waitMs]) => {
   }
   const u = core.getUtterance();
   return {ready: true, utterance: String(u !== null && typeof u === 'object' ? (u.utterance || '') : u)};
+}"""
+# Run in the page made ahead for the next episode (spare.py), once it loaded: the flight tasks'
+# start (genProblem in flight-common/wrapper.js) samples the question in this page and loads
+# the same form page into the ``wrap`` frame every time; its load draws nothing from the
+# episode's seed (the frame's Math.random is not the seeded one) and takes most of a start,
+# so it is loaded ahead, untouched until the episode starts. Only where genProblem is that
+# code; never after an episode started in the page.
+_WARM_JS = """() => {
+  const wrap = document.getElementById('wrap');
+  if (window.__envhEpisode || !wrap || wrap.tagName !== 'IFRAME' || wrap.getAttribute('src')
+      || typeof genProblem !== 'function'
+      || !String(genProblem).includes("document.getElementById('wrap').src = 'index.html'")) return false;
+  WOB_TASK_READY = false;  // index.html's inject.js sets it once the form is ready
+  window.__envhWarm = true;
+  window.__envhFrameLoads = 0;  // the form must load once, not again at the start
+  wrap.addEventListener('load', () => { window.__envhFrameLoads += 1; });
+  wrap.src = 'index.html';
+  return true;
 }"""
 # The nonce is written into the task page at start and checked on every read: a page the
 # policy loaded into the task's tab (another task from the same server, a reload for a
@@ -182,6 +206,9 @@ class MiniwobEnv(BrowserBridge):
         # its clock) starts with the reset's seed in start_task
         path = registered_tasks().get(task.instance_id)
         return None if task.suite != SUITE or path is None else f"{task_server().url}/{path}"
+
+    def _warm_js(self, task: TaskRef) -> str | None:
+        return _WARM_JS if task.instance_id.startswith("flight.") else None
 
     def _prefetch_urls(self, task: TaskRef) -> list[str]:
         # what starting the task loaded into frames: fetched into the next context's cache

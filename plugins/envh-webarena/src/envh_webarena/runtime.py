@@ -271,10 +271,11 @@ class BrowserRuntime:
         self._live[self._proc.pid] = self._live.get(self._proc.pid, 0) + 1
         return got[0], got[1], preloaded, channels
 
-    def make_spare(self, preload: str | None = None, *, prefetch: list[str] | tuple[str, ...] = ()) -> None:
+    def make_spare(self, preload: str | None = None, *, prefetch: list[str] | tuple[str, ...] = (),
+                   warm: str | None = None) -> None:
         """Start making the next episode's context and page (with ``preload`` loaded in it,
-        and the files ``prefetch`` names fetched into its cache, if given and
-        ``self.preload``) on the driver's loop and return at once (``spare.py``):
+        the files ``prefetch`` names fetched into its cache and the ``warm`` step run in it,
+        if given and ``self.preload``) on the driver's loop and return at once (``spare.py``):
         called once an episode's first observation is out, so the work overlaps the
         policy's turn instead of the next reset."""
         if not self.make_ahead or self._spare is not None or self._next is None or not self.alive():
@@ -286,7 +287,7 @@ class BrowserRuntime:
         if not self.preload or (self._missed and self._asked[0] != self._asked[1]):
             preload, prefetch = None, ()
         self._spare = Spare(self._driver, self._browser, key, options, preload, tuple(prefetch) if preload else (),
-                            port=self.devtools_port)
+                            port=self.devtools_port, warm=warm if preload else None)
 
     def close_context(self, context: Any, pid: int | None = None) -> None:
         """Close an episode's context (opened on the browser with ``pid``) without waiting

@@ -21,7 +21,10 @@ the background) and a context is made on the spot.
 
 What the preloaded page ran is only what loading it runs, which a reset would have run too:
 a page whose load already starts the episode must not be preloaded (MiniWoB's pages only
-show their START cover on load; the episode starts with the reset's seed).
+show their START cover on load; the episode starts with the reset's seed). A bridge may add
+a ``warm`` step, run in the page once it loaded: work the start would do that draws nothing
+and depends on no seed (MiniWoB's flight tasks load the same form into a frame at every
+start; ``miniwob.py`` loads it ahead and its start then keeps it).
 """
 
 from __future__ import annotations
@@ -48,10 +51,13 @@ class Spare:
     :param url: load this page into it (``None``: the page stays ``about:blank``).
     :param prefetch: then fetch these files into the context's cache (same origin as ``url``;
         what the episode's start will load into frames).
+    :param warm: then run this JavaScript function in the page (see the module doc); a reset
+        may take the context while it runs.
     """
 
     def __init__(self, driver: Driver, browser: Any, key: str, options: dict[str, Any],
-                 url: str | None = None, prefetch: tuple[str, ...] = (), port: int | None = None) -> None:
+                 url: str | None = None, prefetch: tuple[str, ...] = (), port: int | None = None,
+                 warm: str | None = None) -> None:
         self.driver, self.browser, self.key, self.url = driver, browser, key, url
         self.crashed = False
         self.channels: tuple[Any, Any] | None = None  # the page's CDP channels, wrapped once taken
@@ -60,10 +66,10 @@ class Spare:
         # ``future``: the whole build, prefetch included
         self.made: concurrent.futures.Future[tuple[Any, Any]] = concurrent.futures.Future()
         raw_browser = unwrap(browser)
-        self.future = driver.submit(lambda: self._build(raw_browser, dict(options), url, prefetch, port))
+        self.future = driver.submit(lambda: self._build(raw_browser, dict(options), url, prefetch, port, warm))
 
     async def _build(self, browser: Any, options: dict[str, Any], url: str | None,
-                     prefetch: tuple[str, ...], port: int | None) -> tuple[Any, Any]:
+                     prefetch: tuple[str, ...], port: int | None, warm: str | None = None) -> tuple[Any, Any]:
         try:
             context = await browser.new_context(**options)
         except BaseException as exc:
@@ -83,6 +89,11 @@ class Spare:
                 await _close(context)
             raise
         self.made.set_result((context, page))
+        if warm is not None and url is not None:  # sent before a reset's start can be
+            try:
+                await page.evaluate(warm)
+            except Exception:  # noqa: BLE001 - a miss only: the start does the work itself
+                pass
         if prefetch:  # a reset may take the context meanwhile: the files then arrive beside its start
             try:
                 await page.evaluate(_PREFETCH_JS, list(prefetch))
