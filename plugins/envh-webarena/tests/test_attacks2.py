@@ -6,16 +6,25 @@ F1 MiniWoB partial credit for a wrong answer is not success; F2 a WebShop purcha
 when the server gets it; F3 malformed WebArena eval blocks are SpecErrors; F4 malformed
 config files and fields are SpecErrors; F5 a page URL cannot break a func: template; F6
 malformed WebShop data is an EnvError; F7 the memory cap stops a page going past it; F8 a
-popup flood is an observation; F9 a page cannot redirect a bid; F10 the MiniWoB clock."""
+popup flood is an observation; F9 a page cannot redirect a bid; F10 the MiniWoB clock.
+
+Third round: G1 a page named after the agent's last URL that does not load fails the
+target, not an InfraError; G2 func: calls are checked when the task is made; G3 an iframe
+going away moves no other frame's bids; G4 a bid inside a closed shadow root is not shown;
+G5 blank must_include strings are SpecErrors; G6 WebShop purchase records end with their
+episode. Not fixed, documented: a page that spins its renderer is an InfraError once the
+hang watchdog kills the browser (tested in test_attacks.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -43,6 +52,21 @@ c.textContent = 'copy'; c.onclick = () => { document.title = 'COPY'; }; document
 const real = document.getElementById('real'), trap = document.getElementById('trap');
 new MutationObserver(() => { const b = real.getAttribute('bid');
   if (b !== null && trap.getAttribute('bid') !== b) trap.setAttribute('bid', b); }).observe(real, {attributes: true});
+</script>""",
+    # G3: two same-origin iframes; a button removes the first and adds another at the end
+    "/frames": """<title>frames</title>
+<button onclick="document.getElementById('f1').remove();
+ const f = document.createElement('iframe'); f.srcdoc = '<button onclick=&quot;top.document.title=\\'NEW\\'&quot;>new</button>';
+ document.body.appendChild(f);">shift</button>
+<iframe id=f1 srcdoc="<button>one</button>"></iframe>
+<iframe id=f2 srcdoc="<button onclick=&quot;top.document.title='TWO'&quot;>two</button>"></iframe>""",
+    # G4: a closed shadow root (the runtime's marking cannot enter it) holding an element
+    # with a bid the page wrote: the light-DOM button gets the same bid from the counter
+    "/shadow": """<title>shadow</title><div id=host></div>
+<button onclick="document.title='LIGHT'">light</button>
+<script>
+const root = document.getElementById('host').attachShadow({mode: 'closed'});
+root.innerHTML = '<button bid="5" onclick="document.title=\\'CONFIRM\\'">Confirm</button>';
 </script>""",
 }
 
@@ -82,6 +106,23 @@ def _wa(tasks: list[dict[str, Any]], **kw: Any):
 
 def _wa_ref(tid: Any) -> TaskRef:
     return TaskRef(suite="webarena", split="test", instance_id=str(tid))
+
+
+# a program_html target on the page WebArena's own template names after the agent's last URL
+_LAST_URL_EVAL = {"eval_types": ["program_html"], "program_html": [{
+    "url": "func:reddit_get_post_url('__last_url__')", "locator": "",
+    "required_contents": {"must_include": ["never there"]}}]}
+
+
+@contextlib.contextmanager
+def _page_episode(url: str) -> Iterator[tuple[Any, str]]:
+    """A WebArena episode on one local page: the env and its first observation's text."""
+    env = _wa([_task(1, url)])
+    try:
+        yield env, env.reset(task=_wa_ref(1)).observation.text
+    finally:
+        env.close()
+
 
 
 # --------------------------------------------------------------------------------------
@@ -271,10 +312,7 @@ def test_f5_page_url_cannot_break_a_func_template(pages) -> None:
 
     url = "http://127.0.0.1:1/f/books/__last_url__/"
     assert helpers.call("reddit_get_post_url('__last_url__')", last_url=url, page=None) == url
-    ev = {"eval_types": ["program_html"], "program_html": [{
-        "url": "func:reddit_get_post_url('__last_url__')", "locator": "",
-        "required_contents": {"must_include": ["never there"]}}]}
-    env = _wa([_task(1, f"{pages}/", ev)])
+    env = _wa([_task(1, f"{pages}/", _LAST_URL_EVAL)])
     try:
         env.reset(task=_wa_ref(1))
         env.step(A("goto", url=f"{pages}/f/x/__last_url__/"))
@@ -372,13 +410,9 @@ def test_f7_memory_cap_stops_a_page_allocating_past_it() -> None:
 def test_f8_a_popup_flood_is_an_observation_not_an_infra_error(pages) -> None:
     from envh_webarena.axtree import find_bid
 
-    env = _wa([_task(1, f"{pages}/popups")])
-    try:
-        text = env.reset(task=_wa_ref(1)).observation.text
+    with _page_episode(f"{pages}/popups") as (env, text):
         resp = env.step(A("click", bid=find_bid(text, "button", "pop")))  # was an InfraError
         assert len(resp.observation.text) < 10_000
-    finally:
-        env.close()
 
 
 # --------------------------------------------------------------------------------------
@@ -389,32 +423,24 @@ def test_f8_a_popup_flood_is_an_observation_not_an_infra_error(pages) -> None:
 def test_f9_a_page_cannot_redirect_a_bid_to_another_element(pages) -> None:
     from envh_webarena.axtree import find_bid
 
-    env = _wa([_task(1, f"{pages}/hijack")])
-    try:
-        text = env.reset(task=_wa_ref(1)).observation.text
+    with _page_episode(f"{pages}/hijack") as (env, text):
         resp = env.step(A("click", bid=find_bid(text, "button", "real")))
         # the page keeps copying the bid: the click must not land on the trap; refusing the
         # now ambiguous bid (an error observation) is the answer
         assert env.get_env_state()["title"] != "TRAP"
         assert env.get_env_state()["title"] == "REAL" or "names 2 elements" in resp.info["error"]["message"]
-    finally:
-        env.close()
 
 
 def test_f9b_a_cloned_element_gets_a_bid_of_its_own(pages) -> None:
     from envh_webarena.axtree import find_bid
 
-    env = _wa([_task(1, f"{pages}/clone")])
-    try:
-        text = env.reset(task=_wa_ref(1)).observation.text
+    with _page_episode(f"{pages}/clone") as (env, text):
         orig = find_bid(text, "button", "orig")
         text = env.step(A("click", bid=orig)).observation.text
         copy = find_bid(text, "button", "copy")
         assert copy != orig and find_bid(text, "button", "orig") == orig  # the original keeps its bid
         resp = env.step(A("click", bid=copy))
         assert not resp.info.get("error") and env.get_env_state()["title"] == "COPY"
-    finally:
-        env.close()
 
 
 # --------------------------------------------------------------------------------------
@@ -432,3 +458,136 @@ def test_f10_guard_miniwob_episode_clock_is_lifted() -> None:
         assert limit >= 3_600_000, limit  # at least an hour: a slow policy does not lose by time
     finally:
         env.close()
+
+
+# --------------------------------------------------------------------------------------
+# G1 (medium): a program_html target whose url is a func: template of the agent's page
+# (WebArena's `func:reddit_get_post_url('__last_url__')`) is opened in a new page; when the
+# agent ended on a page that did not load (an error page: page.url is
+# chrome-error://chromewebdata/), that goto fails and evaluate() raises InfraError ("dead
+# browser": the pool replays the episode) instead of grading it a failure. The policy
+# chooses where it ends, so it can turn any such failing episode into an infra error.
+# --------------------------------------------------------------------------------------
+def test_g1_an_agent_page_that_did_not_load_is_a_failure_not_an_infra_error(pages) -> None:
+    env = _wa([_task(1, f"{pages}/", _LAST_URL_EVAL)])
+    try:
+        env.reset(task=_wa_ref(1))
+        env.step(A("goto", url="http://127.0.0.1:1/f/x/1/"))  # refused port: an error page
+        verdict = env.evaluate()  # raised InfraError
+        assert not verdict.success
+    finally:
+        env.close()
+
+
+# --------------------------------------------------------------------------------------
+# G2 (low): func: templates are not checked when the bridge is made (check_task passes a
+# call that is not even Python, or a helper called with the wrong arguments), and at
+# evaluate a wrong arity is a TypeError / AttributeError, not a SpecError naming the task.
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("func", ["func:nosuch(", "func:reddit_get_post_url(1, 2)", "func:reddit_get_post_url()"])
+def test_g2_malformed_func_templates_are_spec_errors_when_made(func: str) -> None:
+    ev = {"eval_types": ["program_html"], "program_html": [{
+        "url": func, "locator": "", "required_contents": {"must_include": ["x"]}}]}
+    with pytest.raises(errors.SpecError):
+        _wa([_task(1, "http://127.0.0.1:9/", ev)])
+
+
+@pytest.mark.parametrize("expr", ["reddit_get_post_url(1, 2)", "reddit_get_post_url()", "reddit_get_post_url(1)"])
+def test_g2_a_helper_called_wrongly_is_a_spec_error(expr: str) -> None:
+    from envh_webarena.webarena import helpers
+
+    with pytest.raises(errors.SpecError):
+        helpers.call(expr, last_url="http://127.0.0.1:1/f/a/1/", page=None)
+
+
+# --------------------------------------------------------------------------------------
+# G5 (medium, the F3 class one level down): a must_include list of empty or blank strings
+# (or, in program_html, an entry with a blank " |OR| " alternative) passes check_task, and
+# "" is in every answer and every page: any answer / any page is a success (played: answer
+# "a wrong answer" scored 1.0).
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("ev", [
+    {"eval_types": ["string_match"], "reference_answers": {"must_include": [""]}},
+    {"eval_types": ["string_match"], "reference_answers": {"must_include": ["  "]}},
+    {"eval_types": ["string_match"], "reference_answers": {"must_include": ["apple", ""]}},
+    {"eval_types": ["program_html"], "program_html": [
+        {"url": "last", "locator": "", "required_contents": {"must_include": [""]}}]},
+    # program_html's must_include splits each entry on " |OR| ": a blank alternative matches any page
+    {"eval_types": ["program_html"], "program_html": [
+        {"url": "last", "locator": "", "required_contents": {"must_include": ["zzz |OR| "]}}]},
+], ids=["empty-string", "blank-string", "one-empty-of-two", "program-html-empty-string",
+        "program-html-blank-alternative"])
+def test_g5_blank_must_include_strings_are_spec_errors(ev: dict[str, Any]) -> None:
+    with pytest.raises(errors.SpecError):
+        _wa([_task(1, "http://127.0.0.1:9/", ev)])
+
+
+# --------------------------------------------------------------------------------------
+# G3 (medium): a frame's bid prefix is its index in page.frames, read anew at each
+# observation and each action, while the bids MARK_JS wrote stay on the elements. When an
+# iframe goes away and another comes (an ad slot reloading), the second iframe keeps its
+# "b" bids and the new one (index 2 now) is marked "b" too from its own counter: the tree
+# shows two [b3] buttons, and clicking the bid shown for "two" clicks "new" (the count
+# check is per frame, so nothing is refused). With the iframe only removed, the remaining
+# frame's bids name no frame at all ("No element").
+# --------------------------------------------------------------------------------------
+def test_g3_a_frame_going_away_does_not_move_the_other_frames_bids(pages) -> None:
+    import re
+
+    from envh_webarena.axtree import find_bid
+
+    with _page_episode(f"{pages}/frames") as (env, text):
+        two = find_bid(text, "button", "two")
+        text = env.step(A("click", bid=find_bid(text, "button", "shift"))).observation.text
+        shown = re.findall(r"\[(\w+)\] button", text)
+        assert len(shown) == len(set(shown)), f"a bid names two elements in the tree: {shown}"
+        two_now = find_bid(text, "button", "two")
+        resp = env.step(A("click", bid=two_now))
+        assert not resp.info.get("error"), resp.info
+        assert env.get_env_state()["title"] == "TWO", (two, two_now, env.get_env_state()["title"])
+
+
+# --------------------------------------------------------------------------------------
+# G4 (low): MARK_JS cannot enter a closed shadow root, but Chromium's DOM (pierce) and
+# accessibility tree do, and _bid_map keeps any bid of the right shape: a page writes
+# bid="5" on a "Confirm" button in a closed shadow root, the light-DOM button "light" gets
+# bid 5 from the counter, the tree shows both as [5], and a click on the bid shown for
+# "Confirm" clicks "light" (Playwright's locator cannot see closed roots, so the count
+# check sees one element). "Each bid names one element" does not hold in the observation.
+# --------------------------------------------------------------------------------------
+def test_g4_a_bid_in_a_closed_shadow_root_does_not_name_a_second_element(pages) -> None:
+    import re
+
+    from envh_webarena.axtree import find_bid
+
+    with _page_episode(f"{pages}/shadow") as (env, text):
+        shown = re.findall(r"\[(\w+)\] button", text)
+        assert len(shown) == len(set(shown)), f"a bid names two elements in the tree: {shown}\n{text}"
+        try:
+            confirm = find_bid(text, "button", "Confirm")
+        except LookupError:
+            return  # not offered with a bid: fine
+        env.step(A("click", bid=confirm))
+        assert env.get_env_state()["title"] != "LIGHT"
+
+
+# --------------------------------------------------------------------------------------
+# G6 (low): WebshopSite.purchases is process-wide and an entry is dropped only by the next
+# reset of the same bridge: close() keeps the episode's own record, and every done URL of
+# another session the policy opens (goto /done/fixed_N/...) adds one that nothing drops.
+# --------------------------------------------------------------------------------------
+def test_g6_webshop_purchase_records_do_not_outlive_their_episode(webshop_data) -> None:
+    from envh_webarena.webshop.bridge import make_webshop
+
+    env = make_webshop(mode="browser", data=webshop_data, max_steps=10)
+    site = env.site
+    try:
+        env.reset(task=TaskRef(suite="webshop", split="test", instance_id="0"))
+        cookie = env._purchase_key[1]
+        base = env._server().url
+        for j in range(3):
+            env.step(A("goto", url=f"{base}/done/fixed_{9000 + j}/B0TSHIRT01/%7B%7D"))
+    finally:
+        env.close()
+    left = [k for k in site.purchases if k[1] == cookie]
+    assert not left, f"records of a closed episode kept: {left}"
