@@ -52,7 +52,8 @@ class Spare:
     :param prefetch: then fetch these files into the context's cache (same origin as ``url``;
         what the episode's start will load into frames).
     :param warm: then run this JavaScript function in the page (see the module doc); a reset
-        may take the context while it runs.
+        may take the context while it runs. When it returns ``true`` (it did the start's frame
+        loading) the prefetch is skipped.
     """
 
     def __init__(self, driver: Driver, browser: Any, key: str, options: dict[str, Any],
@@ -89,12 +90,15 @@ class Spare:
                 await _close(context)
             raise
         self.made.set_result((context, page))
+        warmed = False
         if warm is not None and url is not None:  # sent before a reset's start can be
             try:
-                await page.evaluate(warm)
+                warmed = await page.evaluate(warm) is True
             except Exception:  # noqa: BLE001 - a miss only: the start does the work itself
                 pass
-        if prefetch:  # a reset may take the context meanwhile: the files then arrive beside its start
+        # a warm step that ran loads the frames itself: fetching their files too is the same
+        # requests twice
+        if prefetch and not warmed:  # a reset may take the context meanwhile: the files then arrive beside its start
             try:
                 await page.evaluate(_PREFETCH_JS, list(prefetch))
             except Exception:  # noqa: BLE001 - a miss only: the start loads the files itself
