@@ -121,6 +121,12 @@ class Toy24Env(Bridge):
             out += [TaskRef(suite="toy24", split=name, instance_id=i) for i in ids]
         return out
 
+    def canonical_task(self, task: TaskRef) -> str:
+        """The puzzle a task id names, whatever the order of its numbers (``9,2,6,9`` and
+        ``2,6,9,9`` are one puzzle): what keeps held-out tasks apart from training ones."""
+        numbers, target = parse_instance(task.instance_id)
+        return f"{','.join(map(str, sorted(numbers)))}->{target}"
+
     def _reset(self, task: TaskRef | None, seed: int | None, options: dict[str, Any]) -> ResetResult:
         task = task or TaskRef(suite="toy24", split="easy", instance_id=CURATED["easy"][0])
         self.puzzle, self.target = parse_instance(task.instance_id)

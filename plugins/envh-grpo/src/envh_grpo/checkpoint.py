@@ -117,6 +117,28 @@ def load(trainer: Any) -> bool:
         torch.cuda.set_rng_state_all(rng["cuda"])
     trainer.step_no = int(state["step"])
     trainer.position = int(state["data_position"])
+    if trainer.rank == 0:
+        _truncate_metrics(Path(trainer.config.output_dir) / "metrics.jsonl", trainer.step_no)
     if not hasattr(trainer.gen, "pad"):  # a rebuilt engine must serve the restored weights
         trainer.gen.sync(trainer.model)
     return True
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Drop the rows logged after the checkpoint (and a line torn by a kill): the resumed
+    run logs those steps again, and two rows for one step would both be read."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return
+    keep = []
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and int(row.get("step", 0)) <= step:
+            keep.append(line)
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
+    os.replace(tmp, path)

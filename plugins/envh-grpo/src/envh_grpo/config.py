@@ -37,12 +37,16 @@ class EnvSource:
 
 @attrs.frozen(kw_only=True)
 class EvalConfig:
-    """Held-out evaluation with the same runner: every ``every`` steps (0: never)."""
+    """Held-out evaluation with the same runner: every ``every`` steps (0: never). Each
+    evaluation writes one row per episode to ``output_dir/eval/step-N.jsonl``; ``seed``
+    fixes the held-out episodes' reset seeds apart from the training seed, so runs with
+    different seeds are evaluated on the same episodes (paired comparisons)."""
 
     every: int = 0
     envs: tuple[EnvSource, ...] = ()
     episodes: int = 4
     temperature: float = 0.0
+    seed: int | None = None  # reset seeds of the held-out episodes; None: the run's seed
 
 
 @attrs.frozen(kw_only=True)

@@ -60,10 +60,17 @@ class GRPOTrainer:
     :param resume: continue from the latest checkpoint in ``output_dir`` (refuses a
         different configuration).
     :param echo: where per-step lines go (rank 0 only).
+    :param chooser: picks each group's task instead of ``data.draw`` (an adaptive task
+        distribution, e.g. a curriculum over whole groups): ``draw(sources, position)``
+        returns (source index, task) and ``record(position, successes)`` gets the group's
+        outcomes after it was played; it must be a pure function of what it was told, so a
+        resumed run draws what a continuous one would have.
     """
 
-    def __init__(self, config: TrainConfig, *, resume: bool = False, echo: Callable[[str], None] | None = None) -> None:
+    def __init__(self, config: TrainConfig, *, resume: bool = False, echo: Callable[[str], None] | None = None,
+                 chooser: Any = None) -> None:
         self.config = config
+        self.chooser = chooser
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         self.rank = int(os.environ.get("RANK", "0"))
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -81,6 +88,11 @@ class GRPOTrainer:
             from envh import errors
 
             raise errors.SpecError("Several processes need DeepSpeed: set deepspeed.enabled to auto or true")
+        if chooser is not None and self.world > 1:
+            from envh import errors
+
+            raise errors.SpecError("A task chooser (an adaptive task distribution) needs one process: each "
+                                   "process would see only its own groups' outcomes")
         if resume:  # refuse a mismatched checkpoint before loading anything
             checkpoint.latest(config, self.world)
         self.step_no = 0
@@ -89,6 +101,7 @@ class GRPOTrainer:
         self._exec: Any = None
         self._xchg: Any = None
         self._lost = 0  # episodes of this process's last rollout left out (their group lost one)
+        self._signal = (0, 0)  # groups of the last scored step with unequal rewards, and all groups
         self._setup_model()
         self.metrics = Metrics(config, Path(config.output_dir), rank=self.rank)
         if resume:
@@ -174,7 +187,10 @@ class GRPOTrainer:
         drawn, groups = [], []
         for g in range(per_rank):
             global_g = self.position + self.rank * per_rank + g
-            k, task = data.draw(self.sources, c.seed, global_g)
+            if self.chooser is not None:
+                k, task = self.chooser.draw(self.sources, global_g)
+            else:
+                k, task = data.draw(self.sources, c.seed, global_g)
             for i in range(c.group_size):
                 drawn.append((k, g * c.group_size + i, task, global_g, derive_seed(c.seed, "reset", global_g, i)))
                 groups.append(global_g)
@@ -263,6 +279,11 @@ class GRPOTrainer:
                 for i, a in zip(idx, turn_advantages(rewards, baseline=c.loss.baseline, gamma=c.loss.gamma)):
                     per_turn[i] = a
         samples = [s for i, ep in enumerate(episodes) for s in pack(ep.turns, per_turn[i], episode=i)]
+        # a group whose rewards are all equal has zero advantage everywhere: no learning signal
+        self._signal = (sum(len({terms[i].total for i in idx}) > 1 for idx in by_group.values()), len(by_group))
+        if self.chooser is not None:
+            for g, idx in by_group.items():
+                self.chooser.record(g, [episodes[i].success for i in idx])
         rows = [{"reward": t.total, "solved": t.solved, "efficiency": t.efficiency, "diversity": t.diversity,
                  "spam": t.spam, "invalid": t.invalid, "div_weight": t.div_weight} for t in terms]
         return samples, rows
@@ -426,7 +447,9 @@ class GRPOTrainer:
                                                                   "spam", "invalid")]
                                + [sum(ep.success for ep in episodes), sum(len(ep.turns) for ep in episodes),
                                   float(n), float(gen_tokens), float(sum(sum(s.mask) for s in samples)),
-                                  float(self._exec.workers if self._exec is not None else 0), float(self._lost)])
+                                  float(self._exec.workers if self._exec is not None else 0), float(self._lost),
+                                  float(self._signal[0]), float(self._signal[1]),
+                                  sum(r["reward"] ** 2 for r in rows)])
         total_eps = max(sums[8], 1.0)
         record: dict[str, Any] = {
             "step": self.step_no + 1, **stats,
@@ -438,6 +461,9 @@ class GRPOTrainer:
             "gen_tokens": int(sums[9]), "policy_tokens": int(sums[10]),
             "rollout/workers": int(sums[11]),  # the job's env workers, over all processes
             "rollout/lost_episodes": int(sums[12]),  # left out with their groups (see rollout.played)
+            "groups/n": int(sums[14]),  # groups trained on this step (over all processes)
+            "groups/nonzero_adv": sums[13] / max(sums[14], 1.0),  # share of them with any learning signal
+            "reward_std": max(sums[15] / total_eps - (sums[0] / total_eps) ** 2, 0.0) ** 0.5,
             "gen_tokens_per_s": sums[9] / self.world / max(gen_s, 1e-9),
             "time/rollout_s": t1 - t0, "time/update_s": t2 - t1, "time/sync_s": t3 - t2, "time/step_s": t3 - t0,
             "lr": float(self.scheduler.get_last_lr()[0]) if self.scheduler is not None else c.optim.lr,
@@ -471,28 +497,51 @@ class GRPOTrainer:
         mine = items[self.rank::self.world]
         sampling = SamplingConfig(max_new_tokens=c.max_response_tokens, temperature=c.eval.temperature,
                                   top_p=c.top_p, stop=self.sampling.stop)
+        seed = c.seed if c.eval.seed is None else c.eval.seed
         options = {"max_turns": c.max_turns, "max_context": c.max_prompt_tokens + c.max_response_tokens,
-                   "history": c.history, "seed": derive_seed(c.seed, "eval-sample", self.step_no)}
+                   "history": c.history, "seed": derive_seed(seed, "eval-sample", self.step_no)}
         if c.rollout.executor is not None:  # the same workers as training rollouts
             from .remote import RemoteJob, play_remote
 
-            remote = [RemoteJob(spec=sources[k].spec, task=task, seed=derive_seed(c.seed, "eval", i), group=i)
+            remote = [RemoteJob(spec=sources[k].spec, task=task, seed=derive_seed(seed, "eval", i), group=i)
                       for i, (k, task) in enumerate(mine)]
             eps = play_remote(remote, self._executor(), self.gen, self.segments, sampling,
                               run_id=f"grpo-eval{self.step_no}", linger_s=c.rollout.linger_s,
                               host=c.rollout.host, exchange=self._exchange(), **options)
         else:
-            jobs = [Job(env=envh.make(sources[k].spec), task=task, seed=derive_seed(c.seed, "eval", i), group=i)
+            jobs = [Job(env=envh.make(sources[k].spec), task=task, seed=derive_seed(seed, "eval", i), group=i)
                     for i, (k, task) in enumerate(mine)]
             try:
                 eps = play(jobs, self.gen, self.segments, sampling, **options)
             finally:
                 for job in jobs:
                     job.env.close()
+        self._write_eval(eps)
         s = self._allreduce([sum(e.success for e in eps), sum(e.score for e in eps),
                              sum(len(e.turns) for e in eps), float(len(eps))])
         n = max(s[3], 1.0)
         return {"eval/success": s[0] / n, "eval/score": s[1] / n, "eval/steps": s[2] / n, "eval/episodes": s[3]}
+
+    def _write_eval(self, episodes: list[Episode]) -> None:
+        """One row per held-out episode in ``eval/step-N.jsonl`` (every rank's, written by
+        rank 0), written whole and then renamed, so a killed run leaves it whole or absent."""
+        import json
+
+        rows = [{"task": e.task, "success": bool(e.success), "score": float(e.score), "steps": len(e.turns),
+                 "stop": e.stop} for e in episodes]
+        if self.world > 1:  # every rank played its share; rank 0 writes them all
+            import torch.distributed as dist
+
+            gathered: list[Any] = [None] * self.world
+            dist.all_gather_object(gathered, rows)
+            rows = [r for part in gathered for r in part]
+        if self.rank:
+            return
+        folder = Path(self.config.output_dir) / "eval"
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f"step-{self.step_no}.jsonl.tmp"
+        tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        os.replace(tmp, folder / f"step-{self.step_no}.jsonl")
 
     # -- checkpoints ---------------------------------------------------------------------
     def save(self) -> Path:

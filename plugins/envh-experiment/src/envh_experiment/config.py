@@ -1,0 +1,197 @@
+"""The experiment file: arms, training tasks, held-out tasks, schedule and seeds.
+
+One YAML file declares the whole comparison, and it is checked before anything runs:
+unknown keys fail with their path (``$.arms[1].rigg``), a held-out task that is also a
+training task or one of the rig's tasks is a ``SpecError``, and the settings every arm
+shares (steps, group size, episodes) are the same for every arm by construction: an arm
+may only change keys that do not change its budget. ``fixed`` records which settings
+were chosen before the first held-out evaluation (and on what population), so a later
+revision of the design is visible in the file itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import attrs
+import cattrs
+from envh import errors
+
+EXAMPLES = Path(__file__).parent / "examples"
+KINDS = ("static", "rigged", "curriculum")
+#: training keys an arm may not override: they are the budget every arm must share
+BUDGET_KEYS = ("steps", "group_size", "groups_per_step", "max_turns", "max_response_tokens", "max_prompt_tokens",
+               "model", "seed", "output_dir", "eval", "envs")
+
+
+@attrs.frozen(kw_only=True)
+class Tasks:
+    """Tasks of one population: instance ids of ``split`` (a bridge with open instances
+    takes ids it does not list, e.g. any Toy24 numbers)."""
+
+    split: str | None = None
+    ids: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class HeldOut:
+    """The held-out tasks, grouped in classes (reported one by one and pooled)."""
+
+    split: str | None = None
+    classes: dict[str, tuple[str, ...]] = attrs.field(factory=dict)
+    check_observations: bool = True  # also refuse a held-out task that starts where a training task does
+
+
+@attrs.frozen(kw_only=True)
+class Arm:
+    """One way of training: ``static`` (the training tasks as they are), ``rigged`` (the
+    harness pool ``envh rig`` builds for them), ``curriculum`` (the curriculum kind's
+    decisions over whole GRPO groups). ``rig``: ``envh rig`` options; ``curriculum``:
+    ``params``, ``policy`` and ``anchor`` as in the curriculum kind; ``train``: training
+    keys this arm changes (never a budget key)."""
+
+    name: str
+    kind: str
+    rig: dict[str, Any] = attrs.field(factory=dict)
+    curriculum: dict[str, Any] = attrs.field(factory=dict)
+    train: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class Experiment:
+    """Everything a comparison needs (see the shipped ``toy24-adaptive.yaml``)."""
+
+    name: str
+    spec: Any = "toy24"
+    train_tasks: Tasks
+    heldout: HeldOut
+    arms: tuple[Arm, ...]
+    seeds: tuple[int, ...] = (0, 1)
+    eval_every: int = 4
+    eval_seed: int = 1234
+    train: dict[str, Any] = attrs.field(factory=dict)
+    compare: tuple[tuple[str, str], ...] = (("rigged", "static"),)
+    baseline_arm: str = "static"
+    keep_checkpoints: bool = False
+    fixed: dict[str, Any] = attrs.field(factory=dict)
+    description: str = ""
+
+    def heldout_ids(self) -> list[tuple[str, str]]:
+        """(class, instance id) of every held-out task, in file order."""
+        return [(cls, i) for cls, ids in self.heldout.classes.items() for i in ids]
+
+
+_converter = cattrs.Converter(forbid_extra_keys=True)
+
+
+def from_data(data: Any) -> Experiment:
+    """An experiment from plain data, checked; errors name the path of what is wrong."""
+    if not isinstance(data, dict):
+        raise errors.SpecError(f"An experiment file must be a mapping, got {type(data).__name__}")
+    try:
+        exp = _converter.structure(data, Experiment)
+    except Exception as exc:  # noqa: BLE001 - cattrs' grouped errors become one message with paths
+        problems = cattrs.transform_error(exc, path="$") if isinstance(exc, cattrs.BaseValidationError) \
+            else [repr(exc)]
+        raise errors.SpecError("Invalid experiment file: " + "; ".join(problems), problems) from exc
+    check(exp)
+    return exp
+
+
+def to_data(exp: Experiment) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(json.dumps(_converter.unstructure(exp)))
+    return data
+
+
+def config_hash(exp: Experiment) -> str:
+    """What a resume must match: everything but the bookkeeping keys."""
+    data = {k: v for k, v in to_data(exp).items() if k not in ("keep_checkpoints", "description")}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def load(path: str | Path) -> Experiment:
+    """A YAML file, or the name of a shipped example (``toy24-adaptive``)."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file() and (EXAMPLES / f"{path}.yaml").is_file():
+        p = EXAMPLES / f"{path}.yaml"
+    if not p.is_file():
+        shipped = ", ".join(sorted(f.stem for f in EXAMPLES.glob("*.yaml")))
+        raise errors.SpecError(f"Experiment {str(path)!r} is neither a file nor a shipped example ({shipped})")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise errors.SpecError(f"Experiment file {p} is not valid YAML: {exc}") from exc
+    return from_data(data)
+
+
+def check(exp: Experiment) -> None:
+    """Refuse what cannot be a fair comparison, before anything runs."""
+    problems: list[str] = []
+    names = [a.name for a in exp.arms]
+    if len(set(names)) != len(names):
+        problems.append(f"arm names repeat: {names}")
+    for i, arm in enumerate(exp.arms):
+        if arm.kind not in KINDS:
+            problems.append(f"arms[{i}].kind {arm.kind!r}: choose one of {', '.join(KINDS)}")
+        budget = sorted(set(arm.train) & set(BUDGET_KEYS))
+        if budget:
+            problems.append(f"arms[{i}] ({arm.name}) overrides {budget}: every arm shares the budget, set them in "
+                            "the top-level 'train'")
+        if arm.kind == "curriculum" and not arm.curriculum.get("params"):
+            problems.append(f"arms[{i}] ({arm.name}): a curriculum arm needs curriculum.params")
+    for a, b in exp.compare:
+        for n in (a, b):
+            if n not in names:
+                problems.append(f"compare names arm {n!r}, which is not declared ({', '.join(names)})")
+    if exp.baseline_arm not in names:
+        problems.append(f"baseline_arm {exp.baseline_arm!r} is not a declared arm")
+    if len(exp.seeds) < 1 or len(set(exp.seeds)) != len(exp.seeds):
+        problems.append(f"seeds must be distinct and at least one: {list(exp.seeds)}")
+    steps = exp.train.get("steps", 3)
+    if exp.eval_every < 1 or not isinstance(steps, int) or steps % exp.eval_every:
+        problems.append(f"eval_every must be >= 1 and divide train.steps ({steps}), got {exp.eval_every}: the last "
+                        "step is always evaluated")
+    if not exp.train_tasks.ids:
+        problems.append("train_tasks.ids is empty")
+    held = exp.heldout_ids()
+    if not held:
+        problems.append("heldout.classes holds no task")
+    ids = [i for _, i in held]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        problems.append(f"held-out tasks repeat: {dup[:5]}")
+    for key in BUDGET_KEYS:
+        if key in ("steps", "group_size", "groups_per_step", "max_turns", "max_response_tokens",
+                   "max_prompt_tokens", "model"):
+            continue
+        if key in exp.train:
+            problems.append(f"train.{key} is set by the experiment itself; remove it")
+    leak = sorted(set(ids) & set(exp.train_tasks.ids))
+    if leak:
+        problems.append(f"held-out tasks are also training tasks: {leak[:5]} (held-out tasks never appear in "
+                        "training or in the rig)")
+    for i, arm in enumerate(exp.arms):
+        rig_tasks = _rig_task_ids(arm.rig.get("tasks"))
+        leak = sorted(set(ids) & set(rig_tasks))
+        if leak:
+            problems.append(f"arms[{i}] ({arm.name}): the rig's tasks include held-out tasks {leak[:5]}")
+        extra = sorted(set(rig_tasks) - set(exp.train_tasks.ids))
+        if rig_tasks and extra:
+            problems.append(f"arms[{i}] ({arm.name}): the rig's tasks {extra[:5]} are not training tasks")
+    if problems:
+        raise errors.SpecError("Impossible experiment: " + "; ".join(problems), problems)
+
+
+def _rig_task_ids(text: Any) -> list[str]:
+    """Instance ids named by a rig ``tasks`` option (``ID;SPLIT/ID;...``); none: the training tasks."""
+    if not text:
+        return []
+    if not isinstance(text, str) or text.startswith("split:"):
+        raise errors.SpecError("An arm's rig.tasks must list task ids ('ID;ID'), not a split: the rig runs on the "
+                               "training tasks (leave it out to use all of them)")
+    return [item.strip().rpartition("/")[2] for item in text.split(";") if item.strip()]

@@ -1,0 +1,383 @@
+"""The report of an experiment folder: ``root/report.md``, three PNG plots, and the numbers behind them.
+
+``summary(root)`` computes every number the report shows as plain JSON-able data (the CLI prints
+it, the README table is made from it); ``build_report(root)`` writes the markdown and the plots
+from that summary. It reads whatever exists: a run still going or killed is reported as it
+stands and named as incomplete, and a missing file is an absence, never a crash.
+
+"Final" is the largest eval step a run has whose file covers every held-out task. A compare
+pair (a, b) pairs outcomes by (seed, task) at the largest eval step past 0 both seeds' runs
+have, and gives the mean difference with a 95 % t interval over the pairs (``scipy.stats.t``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+from envh.rollout import wilson
+from scipy import stats
+
+TARGET = 0.10  # a compare pair meets the target at a difference >= this with the interval's low end above 0
+RIG_ARM = "rigged"  # the arm whose cost includes the rig's (rig/summary.json)
+PLOTS = {"heldout": ("heldout_success.png", "held-out success (greedy)"),
+         "train_reward": ("train_reward.png", "training reward"),
+         "nonzero_adv": ("nonzero_adv.png", "groups with non-zero advantage")}
+METHOD = ("mean of paired differences a - b of held-out success over (seed, task) pairs, each seed at the "
+          "largest eval step past 0 that both its runs have; 95 % t interval (scipy.stats.t, pairs - 1 degrees "
+          "of freedom). It treats the pairs as independent, so seed-to-seed spread is only partly in it: "
+          "the per-seed means are shown beside it.")
+COST_KEYS = ("steps", "episodes", "gen_tokens", "policy_tokens", "step_s", "wall_s")
+
+
+@attrs.frozen(kw_only=True)
+class _Run:
+    """What one (arm, seed) folder holds: the last training row per step and complete held-out evals."""
+
+    status: str  # "done" | "incomplete" | "missing"
+    train: dict[int, dict[str, Any]]
+    outcomes: dict[int, dict[str, bool]]  # eval step -> held-out task -> success
+    partial: tuple[int, ...]  # eval steps whose file lacks some held-out task (left out)
+    done: dict[str, Any] | None
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    rows = [_json_line(line) for line in lines]
+    return [r for r in rows if isinstance(r, dict)]
+
+
+def _json_line(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:  # a killed writer can leave half a line
+        return None
+
+
+def _read_run(root: Path, arm: str, seed: int, tasks: dict[str, str]) -> _Run:
+    folder = root / "arms" / arm / f"seed-{seed}"
+    if not folder.is_dir():
+        return _Run(status="missing", train={}, outcomes={}, partial=(), done=None)
+    # a resumed run may log a step twice: the last row wins
+    train = {r["step"]: r for r in _jsonl(folder / "metrics.jsonl") if isinstance(r.get("step"), int) and "reward" in r}
+    files = {int(p.stem[5:]): p for p in folder.glob("eval/step-*.jsonl") if p.stem[5:].isdigit()}
+    if 0 not in files and (root / "baseline/eval/step-0.jsonl").is_file():
+        files[0] = root / "baseline/eval/step-0.jsonl"  # the untrained model, greedy: the same for every run
+    outcomes, partial = {}, []
+    for step, path in sorted(files.items()):
+        got = {str(r["task"]): bool(r.get("success")) for r in _jsonl(path) if "task" in r}
+        if tasks:
+            got = {t: ok for t, ok in got.items() if t in tasks}
+        if got and len(got) >= len(tasks):
+            outcomes[step] = got
+        else:
+            partial.append(step)
+    done = _json(folder / "done.json")
+    return _Run(status="incomplete" if done is None else "done", train=train, outcomes=outcomes,
+                partial=tuple(partial), done=done)
+
+
+def _rate(outcomes: list[bool]) -> dict[str, Any]:
+    k, n = sum(outcomes), len(outcomes)
+    low, high = wilson(k, n)
+    return {"successes": k, "n": n, "rate": k / n if n else None, "low": low if n else None, "high": high if n else None}
+
+
+def _mean_interval(values: list[float]) -> dict[str, Any]:
+    """Mean with a 95 % t interval (none under two values)."""
+    n = len(values)
+    mean = sum(values) / n if n else None
+    if n < 2:
+        return {"n": n, "mean": mean, "low": None, "high": None}
+    half = float(stats.t.ppf(0.975, n - 1) * stats.sem(values))
+    return {"n": n, "mean": mean, "low": mean - half, "high": mean + half}
+
+
+def _pick(outcomes: dict[str, bool], tasks: dict[str, str], cls: str | None) -> list[bool]:
+    return [ok for t, ok in outcomes.items() if cls is None or tasks.get(t, "?") == cls]
+
+
+def _paired(a: dict[int, _Run], b: dict[int, _Run], tasks: dict[str, str], cls: str | None) -> dict[str, Any]:
+    diffs: list[float] = []
+    steps, seed_means = {}, {}
+    for seed in sorted(a.keys() & b.keys()):
+        common = [s for s in set(a[seed].outcomes) & set(b[seed].outcomes) if s > 0]
+        if not common:
+            continue
+        step = max(common)
+        oa, ob = a[seed].outcomes[step], b[seed].outcomes[step]
+        d = [int(oa[t]) - int(ob[t]) for t in oa if t in ob and (cls is None or tasks.get(t, "?") == cls)]
+        if d:
+            steps[str(seed)], seed_means[str(seed)] = step, sum(d) / len(d)
+            diffs += d
+    out = _mean_interval(diffs)
+    return {"pairs": out.pop("n"), **out, "steps": steps, "seed_means": seed_means}
+
+
+def _curve(runs: dict[int, _Run], key: str) -> list[dict[str, Any]]:
+    """A training metric per step: the seeds' values, their mean and a t interval over them."""
+    values = {str(seed): {s: row[key] for s, row in r.train.items() if row.get(key) is not None}
+              for seed, r in runs.items()}
+    points = []
+    for step in sorted({s for v in values.values() for s in v}):
+        per_seed = {seed: v[step] for seed, v in values.items() if step in v}
+        points.append({"step": step, **_mean_interval(list(per_seed.values())), "seeds": per_seed})
+    return points
+
+
+def _heldout_curve(runs: dict[int, _Run]) -> list[dict[str, Any]]:
+    """Held-out success per eval step: pooled over the seeds that have the step, and each seed's rate."""
+    steps = sorted({s for r in runs.values() for s in r.outcomes})
+    points = []
+    for step in steps:
+        pooled = [ok for r in runs.values() for ok in r.outcomes.get(step, {}).values()]
+        seeds = {str(seed): _rate(list(r.outcomes[step].values()))["rate"] for seed, r in runs.items()
+                 if step in r.outcomes}
+        rate = _rate(pooled)  # Wilson on successes pooled over seeds x tasks
+        points.append({"step": step, "mean": rate.pop("rate"), **rate, "seeds": seeds})
+    return points
+
+
+def _cost(run: _Run) -> dict[str, Any]:
+    def total(key: str) -> Any:
+        return sum(r.get(key) or 0 for r in run.train.values())
+
+    return {"steps": len(run.train), "episodes": total("episodes"), "gen_tokens": total("gen_tokens"),
+            "policy_tokens": total("policy_tokens"), "step_s": float(total("time/step_s")),
+            "wall_s": float(run.done["wall_s"]) if run.done and "wall_s" in run.done else None}
+
+
+def _add(costs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Summed cost; the wall time only when every run has one (a partial sum would read as the arm's)."""
+    walls = [c["wall_s"] for c in costs]
+    return {**{k: sum(c[k] for c in costs) for k in COST_KEYS[:-1]},
+            "wall_s": sum(walls) if walls and None not in walls else None}
+
+
+def summary(root: Path) -> dict[str, Any]:
+    """Every number the report shows, as JSON-able data (seed keys are strings)."""
+    root = Path(root)
+    exp = _json(root / "experiment.json") or {}
+    held = (_json(root / "heldout.json") or {}).get("tasks") or []
+    tasks = {str(t["id"]): str(t.get("class", "?")) for t in held if isinstance(t, dict) and "id" in t}
+    arms = list(exp.get("arms") or sorted(p.name for p in (root / "arms").glob("*") if p.is_dir()))
+    seeds = [int(s) for s in exp.get("seeds") or sorted({int(p.name[5:]) for p in (root / "arms").glob("*/seed-*")
+                                                         if p.name[5:].isdigit()})]
+    runs = {arm: {seed: _read_run(root, arm, seed, tasks) for seed in seeds} for arm in arms}
+    seen = {t for rs in runs.values() for r in rs.values() for o in r.outcomes.values() for t in o}
+    classes = sorted(set(tasks.values()) | {tasks.get(t, "?") for t in seen})
+    baseline = exp.get("baseline_arm") or (arms[0] if arms else None)
+    compare = [list(p) for p in exp.get("compare") or [[a, baseline] for a in arms if a != baseline]]
+
+    out: dict[str, Any] = {
+        "name": exp.get("name") or root.name, "config_hash": exp.get("config_hash"), "fixed_at": exp.get("fixed_at"),
+        "machine": exp.get("machine") or {}, "arms": arms, "seeds": seeds, "baseline_arm": baseline,
+        "heldout": {"tasks": len(tasks), "classes": {c: sum(v == c for v in tasks.values()) for c in classes}},
+        "runs": {}, "final": {}, "compare": [], "curves": {}, "cost": {}, "incomplete": []}
+    for arm, rs in runs.items():
+        out["runs"][arm], finals = {}, {}
+        for seed, r in rs.items():
+            step = max(r.outcomes, default=None)
+            final = r.outcomes.get(step, {}) if step is not None else {}
+            out["runs"][arm][str(seed)] = {
+                "status": r.status, "train_steps": max(r.train, default=0), "eval_steps": sorted(r.outcomes),
+                "partial_eval_steps": list(r.partial), "final_step": step, **_rate(list(final.values())),
+                "by_class": {c: _rate(_pick(final, tasks, c)) for c in classes}}
+            if step is not None:
+                finals[seed] = final
+            if r.status != "done":
+                why = ("no folder" if r.status == "missing" else
+                       f"no done.json; last training step {max(r.train, default=0)}, last eval step {step}")
+                out["incomplete"].append(f"{arm}/seed-{seed}: {r.status} ({why})")
+            for s in r.partial:
+                out["incomplete"].append(f"{arm}/seed-{seed}: eval step {s} lacks some held-out tasks (left out)")
+        pooled = [ok for o in finals.values() for ok in o.values()]
+        out["final"][arm] = {**_rate(pooled), "final_steps": {str(s): max(rs[s].outcomes) for s in finals},
+                             "by_class": {c: _rate([ok for o in finals.values() for ok in _pick(o, tasks, c)])
+                                          for c in classes}}
+        if len(set(out["final"][arm]["final_steps"].values())) > 1:
+            out["incomplete"].append(f"{arm}: runs ended at different eval steps ("
+                                     + _steps(out["final"][arm]["final_steps"]) + ")")
+        out["curves"][arm] = {
+            "heldout": _heldout_curve(rs),
+            "train_reward": _curve(rs, "reward"), "nonzero_adv": _curve(rs, "groups/nonzero_adv")}
+        costs = {str(seed): _cost(r) for seed, r in rs.items()}
+        out["cost"][arm] = {"seeds": costs, "total": _add(list(costs.values()))}
+    rig = _json(root / "rig/summary.json")
+    out["rig"] = {k: rig.get(k) for k in ("seconds", "rollouts", "tokens", "accepted", "tasks")} if rig else None
+    out["rig_included"] = None
+    if rig and RIG_ARM in out["cost"]:  # rig rollouts count as episodes, its tokens as generated, its time as time
+        total, extra = out["cost"][RIG_ARM]["total"], {"episodes": "rollouts", "gen_tokens": "tokens",
+                                                       "step_s": "seconds", "wall_s": "seconds"}
+        out["rig_included"] = {**total, "arm": RIG_ARM, **{k: None if total[k] is None else total[k] + (rig.get(v) or 0)
+                                                           for k, v in extra.items()}}
+    for a, b in compare:  # an arm not in "arms" has no runs, hence no pairs
+        p = _paired(runs.get(a, {}), runs.get(b, {}), tasks, None)
+        p["meets_target"] = p["low"] is not None and p["mean"] >= TARGET - 1e-12 and p["low"] > 0
+        p["by_class"] = {c: _paired(runs.get(a, {}), runs.get(b, {}), tasks, c) for c in classes}
+        out["compare"].append({"a": a, "b": b, **p})
+    out["verdict"] = _verdict(out)
+    return out
+
+
+def _verdict(s: dict[str, Any]) -> str:
+    parts = []
+    for c in s["compare"]:
+        name = f"{c['a']} − {c['b']}"
+        if c["pairs"] == 0 or c["low"] is None:
+            have = f"only {c['pairs']} (seed, task) pair" if c["pairs"] else "no (seed, task) pairs"
+            parts.append(f"{name}: {have} evaluated past step 0 in both arms, too few for an interval, so it "
+                         f"does not meet the target.")
+            continue
+        parts.append(f"{name}: final held-out success differs by {c['mean']:+.3f} (95 % t interval "
+                     f"{c['low']:+.3f} to {c['high']:+.3f}, {c['pairs']} (seed, task) pairs), so it "
+                     f"{'meets' if c['meets_target'] else 'does not meet'} the target (a difference ≥ "
+                     f"{TARGET:.2f} with the interval above 0).")
+        if len(set(c["steps"].values())) > 1:
+            parts.append(f"Its seeds are paired at different eval steps ({_steps(c['steps'])}).")
+    if not parts:
+        parts.append("No arms to compare.")
+    runs = [r for arm in s["runs"].values() for r in arm.values()]
+    if any(r["status"] != "done" for r in runs):
+        parts.append(f"{sum(r['status'] != 'done' for r in runs)} of {len(runs)} runs are incomplete or missing, "
+                     f"so these numbers are provisional.")
+    return " ".join(parts)
+
+
+def _steps(by_seed: dict[str, int]) -> str:
+    return ", ".join(f"seed {seed} at step {step}" for seed, step in by_seed.items())
+
+
+def _f(x: float | None, spec: str = ".2f") -> str:
+    return "–" if x is None else format(x, spec)
+
+
+def _cell(r: dict[str, Any]) -> str:
+    return "–" if not r["n"] else f"{r['rate']:.2f} [{r['low']:.2f}, {r['high']:.2f}] ({r['successes']}/{r['n']})"
+
+
+def markdown_table(summary: dict[str, Any]) -> str:
+    """The final held-out success table: each seed, the arm pooled (95 % Wilson), and per class."""
+    seeds, classes = summary["seeds"], list(summary["heldout"]["classes"])
+    lines = ["| arm | final step | " + " | ".join(f"seed {s}" for s in seeds) + " | pooled [95 % Wilson] | "
+             + " | ".join(classes) + " |", "|---" * (3 + len(seeds) + len(classes)) + "|"]
+    for arm, fin in summary["final"].items():
+        runs = summary["runs"][arm]
+        per_seed = [f"{runs[str(s)]['rate']:.2f} ({runs[str(s)]['successes']}/{runs[str(s)]['n']})"
+                    if runs[str(s)]["n"] else "–" for s in seeds]
+        steps = ", ".join(str(v) for v in sorted(set(fin["final_steps"].values()))) or "–"
+        lines.append(f"| {arm} | {steps} | " + " | ".join(per_seed) + f" | {_cell(fin)} | "
+                     + " | ".join(_cell(fin["by_class"][c]) for c in classes) + " |")
+    return "\n".join(lines)
+
+
+def _plots(root: Path, s: dict[str, Any]) -> None:
+    from matplotlib.figure import Figure  # no pyplot: no global state, PNGs are drawn with Agg
+    from matplotlib.ticker import MaxNLocator
+
+    for key, (file, label) in PLOTS.items():
+        fig = Figure(figsize=(7, 4.2), layout="constrained")
+        ax = fig.add_subplot()
+        drawn = False
+        for i, arm in enumerate(s["arms"]):
+            points = [p for p in s["curves"][arm][key] if p["mean"] is not None]
+            if not points:
+                continue
+            color, steps = f"C{i % 10}", [p["step"] for p in points]
+            for seed in s["seeds"]:
+                mine = [(p["step"], p["seeds"][str(seed)]) for p in points if p["seeds"].get(str(seed)) is not None]
+                ax.plot([x for x, _ in mine], [y for _, y in mine], color=color, lw=0.8, alpha=0.5)
+            ax.plot(steps, [p["mean"] for p in points], color=color, lw=2, marker="o", ms=3, label=arm)
+            band = [p for p in points if p["low"] is not None]
+            lo, hi = (float("-inf"), float("inf")) if key == "train_reward" else (0.0, 1.0)  # shares stay in [0, 1]
+            if band:
+                ax.fill_between([p["step"] for p in band], [max(lo, p["low"]) for p in band],
+                                [min(hi, p["high"]) for p in band], color=color, alpha=0.18, lw=0)
+            drawn = True
+        if drawn:
+            ax.legend()
+        else:
+            ax.text(0.5, 0.5, "no data yet", ha="center", va="center", transform=ax.transAxes)
+        if key != "train_reward":  # rates and shares
+            ax.set_ylim(-0.03, 1.03)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel(label)
+        ax.set_title(f"{label}: mean over seeds with a 95 % band; thin lines, one per seed", fontsize=9)
+        fig.savefig(root / file, dpi=90)
+
+
+def _cost_row(label: str, c: dict[str, Any]) -> str:
+    return (f"| {label} | {c['steps']} | {c['episodes']} | {c['gen_tokens']} | {c['policy_tokens']} | "
+            f"{c['step_s']:.0f} | {_f(c['wall_s'], '.0f')} |")
+
+
+def build_report(root: Path) -> Path:
+    """Write ``root/report.md`` and the three plots beside it; returns the report's path."""
+    root = Path(root)
+    s = summary(root)
+    _plots(root, s)
+    m = s["machine"]
+    load = ", ".join(_f(x) if isinstance(x, int | float) else str(x) for x in m.get("load_start") or []) or "?"
+    per_class = ", ".join(f"{n} {c}" for c, n in s["heldout"]["classes"].items()) or "none"
+    lines = [f"# Experiment report: {s['name']}", "",
+             f"Config hash `{s['config_hash']}`, settings fixed at {s['fixed_at']}. Machine: {m.get('cpus', '?')} "
+             f"CPUs, {m.get('platform', '?')}, load at start {load}. Arms: {', '.join(s['arms']) or 'none'}; "
+             f"seeds: {', '.join(map(str, s['seeds'])) or 'none'}; held-out tasks: {s['heldout']['tasks']} "
+             f"({per_class}).", "", f"**Verdict.** {s['verdict']}", ""]
+    lines += ["## Incomplete runs", ""] + ([f"- {x}" for x in s["incomplete"]] or ["All runs finished."]) + [""]
+    lines += ["## Final held-out success", "",
+              "Each run at its largest eval step; the arm pooled over seeds × tasks with a 95 % Wilson interval; "
+              "per held-out class on the right.", "", markdown_table(s), ""]
+    lines += ["## Paired differences", "", f"Method: {METHOD}", "",
+              "| a − b | class | pairs | step per seed | difference | 95 % t interval | per-seed means | "
+              "meets target |", "|---|---|---|---|---|---|---|---|"]
+    for c in s["compare"]:
+        for cls, p in [("all", c), *c["by_class"].items()]:
+            if not p["pairs"]:
+                lines.append(f"| {c['a']} − {c['b']} | {cls} | 0 | – | no pairs | – | – | – |")
+                continue
+            seed_means = ", ".join(f"{k}: {v:+.2f}" for k, v in p["seed_means"].items())
+            steps = ", ".join(f"{k}: {v}" for k, v in p["steps"].items())  # seed: step
+            meets = ("yes" if c["meets_target"] else "no") if cls == "all" else ""
+            lines.append(f"| {c['a']} − {c['b']} | {cls} | {p['pairs']} | {steps} | {p['mean']:+.3f} | "
+                         f"{_f(p['low'], '+.3f')} to {_f(p['high'], '+.3f')} | {seed_means} | {meets} |")
+    lines += ["", "## Learning curves", ""] + [f"![{label}]({file})" for file, label in PLOTS.values()] + [""]
+    lines += ["Held-out: pooled over seeds × tasks at each step, 95 % Wilson band. Training reward and non-zero "
+              "advantage share: mean over seeds, 95 % t band over the seeds' values where at least two have the "
+              "step. Thin lines: one per seed.", "", "## Cost", "",
+              "Training rows only (the last row per step); step time is the sum of time/step_s, wall is "
+              "done.json's wall_s (– while a run, or for a total any run, is unfinished).", "",
+              "| arm / seed | optimizer steps | episodes | generated tokens | policy tokens | step time (s) | "
+              "wall (s) |", "|---|---|---|---|---|---|---|"]
+    for arm, cost in s["cost"].items():
+        lines += [_cost_row(f"{arm} / seed {seed}", c) for seed, c in cost["seeds"].items()]
+        lines.append(_cost_row(f"**{arm} total**", cost["total"]))
+    if s["rig"]:
+        r = s["rig"]
+        lines += ["", f"Rig (rig/summary.json): {_f(r['seconds'], '.0f')} s, {r['rollouts']} rollouts, "
+                      f"{r['tokens']} tokens, {r['accepted']} accepted of {r['tasks']} tasks."]
+    if s["rig_included"]:
+        lines += ["", "| arm | optimizer steps | episodes (+ rig rollouts) | generated tokens (+ rig tokens) | "
+                      "policy tokens | step time (+ rig s) | wall (+ rig s) |", "|---|---|---|---|---|---|---|",
+                  _cost_row(f"{s['rig_included']['arm']} incl. rig", s["rig_included"])]
+    config = (_json(root / "experiment.json") or {}).get("config")
+    lines += ["", "## Settings", ""] + (["```yaml", yaml.safe_dump(config, sort_keys=False).rstrip(), "```"]
+                                        if config is not None else ["experiment.json holds no config."]) + [""]
+    path = root / "report.md"
+    path.write_text("\n".join(lines))
+    return path

@@ -1,0 +1,315 @@
+"""Run an experiment end to end: check, rig, evaluate the untrained policy, train every
+arm with every seed, report. Resumable at every stage.
+
+Result folder::
+
+    experiment.json     the file as data, its hash, when it was fixed, the machine
+    heldout.json        the held-out tasks with their classes
+    rig/                the rigged arm's ``envh rig`` run (its pool is the arm's training worlds)
+    baseline/           the untrained policy on the held-out tasks (step 0, shared: greedy)
+    arms/<arm>/seed-<s>/  an ``envh train`` output folder (metrics.jsonl, eval/step-N.jsonl)
+    report.md, *.png
+
+Every held-out evaluation plays the plain benchmark (no layers), greedily, on the same
+episodes for every arm and seed (``eval.seed``), so arms are compared task by task.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import envh
+from envh import errors
+from envh.rollout import package_versions
+
+from .config import Experiment, config_hash, to_data
+
+Echo = Callable[[str], None]
+
+
+def _write(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+class Runner:
+    """One experiment in one folder. ``resume``: continue a stopped run (refused when the
+    file changed since it started); without it an existing folder is refused."""
+
+    def __init__(self, exp: Experiment, out: str | Path, *, resume: bool = False, echo: Echo = print) -> None:
+        self.exp, self.out, self.echo = exp, Path(out), echo
+        self.resume = resume
+
+    # -- checks and bookkeeping -------------------------------------------------------
+    def prepare(self) -> None:
+        """Everything checked before anything is written (a refused run leaves nothing)."""
+        meta = _read(self.out / "experiment.json")
+        if meta is not None and not self.resume:
+            raise errors.EnvhError(f"{self.out} already holds experiment {meta.get('name')!r}; pass --resume to "
+                                   "continue it or choose another --out")
+        if meta is not None and meta.get("config_hash") != config_hash(self.exp):
+            raise errors.StateError(f"--resume refused: {self.out} was started with another experiment file (hash "
+                                    f"{meta.get('config_hash')}, now {config_hash(self.exp)}); a changed design is a "
+                                    "new run: choose another --out")
+        self._check_separation()
+        if meta is None:
+            load = os.getloadavg()
+            _write(self.out / "experiment.json", {
+                "name": self.exp.name, "config": to_data(self.exp), "config_hash": config_hash(self.exp),
+                "fixed_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                            "load_start": [round(x, 2) for x in load]},
+                "arms": [a.name for a in self.exp.arms], "seeds": list(self.exp.seeds),
+                "baseline_arm": self.exp.baseline_arm, "compare": [list(p) for p in self.exp.compare],
+                "versions": package_versions(envh.get_registry())})
+            _write(self.out / "heldout.json", {"split": self.exp.heldout.split, "tasks": [
+                {"id": str(self._ref(i, self.exp.heldout.split)), "instance_id": i, "class": c}
+                for c, i in self.exp.heldout_ids()]})
+
+    def _ref(self, instance_id: str, split: str | None) -> envh.TaskRef:
+        return self._refs(split).get(instance_id) or envh.TaskRef(
+            suite=self._suite(), split=split or "default", instance_id=instance_id)
+
+    def _refs(self, split: str | None) -> dict[str, envh.TaskRef]:
+        cache = self.__dict__.setdefault("_ref_cache", {})
+        if split not in cache:
+            with envh.make(self.exp.spec) as env:
+                cache[split] = {t.instance_id: t for t in env.list_tasks(split)}
+        result: dict[str, envh.TaskRef] = cache[split]
+        return result
+
+    def _suite(self) -> str:
+        spec = self.exp.spec
+        return spec if isinstance(spec, str) else str(spec.get("bridge", "default"))
+
+    def _check_separation(self) -> None:
+        """A held-out task that is a training task under another name is refused, as an
+        exact id match is: the same puzzle by the bridge's ``canonical_task`` (``9,2,6,9``
+        is ``2,6,9,9``), or, with ``check_observations``, the same start observation."""
+        seen: dict[str, str] = {}
+        with envh.make(self.exp.spec) as env:
+            canonical = getattr(env.unwrapped, "canonical_task", None)
+
+            def keys(instance: str, split: str | None) -> list[str]:
+                ref = self._ref(instance, split)
+                out = [f"task:{canonical(ref)}"] if canonical is not None else []
+                if self.exp.heldout.check_observations:
+                    out.append("observation:" + env.reset(task=ref, seed=0).observation.text)
+                return out
+
+            for i in self.exp.train_tasks.ids:
+                seen.update(dict.fromkeys(keys(i, self.exp.train_tasks.split), i))
+            for cls, i in self.exp.heldout_ids():
+                same = next((seen[k] for k in keys(i, self.exp.heldout.split) if k in seen), None)
+                if same is not None:
+                    raise errors.SpecError(f"Held-out task {i!r} ({cls}) is training task {same!r} under another "
+                                           "name: held-out tasks never appear in training")
+
+    def heldout_filter(self) -> Callable[[Any], bool]:
+        """Is a task (one a curriculum generates) a held-out task, by id or by the bridge's
+        ``canonical_task``?"""
+        with envh.make(self.exp.spec) as env:
+            canonical = getattr(env.unwrapped, "canonical_task", None)
+            split = self.exp.heldout.split
+            ids = {i for _, i in self.exp.heldout_ids()}
+            keys = {canonical(self._ref(i, split)) for i in ids} if canonical is not None else set()
+
+        def held(task: Any) -> bool:
+            return task.instance_id in ids or (canonical is not None and canonical(task) in keys)
+
+        return held
+
+    # -- stages -----------------------------------------------------------------------
+    def run(self) -> Path:
+        from .report import build_report
+
+        self.prepare()
+        rigged = [a for a in self.exp.arms if a.kind == "rigged"]
+        if rigged:
+            self.rig(rigged[0])
+        self.baseline()
+        for arm in self.exp.arms:
+            for seed in self.exp.seeds:
+                self.train(arm, seed)
+        report = build_report(self.out)
+        self.echo(f"report: {report}")
+        return report
+
+    def rig(self, arm: Any) -> None:
+        """The rigged arm's harness pool: ``envh rig`` on the training tasks (resumable)."""
+        from envh_rigger.run import RigConfig, rig
+
+        folder = self.out / "rig"
+        summary = _read(folder / "summary.json")
+        if summary is not None and summary.get("complete"):
+            return
+        options = dict(arm.rig)
+        tasks = options.pop("tasks", None) or ";".join(
+            f"{self.exp.train_tasks.split}/{i}" if self.exp.train_tasks.split else i for i in self.exp.train_tasks.ids)
+        budget = options.pop("budget", None)
+        extra: dict[str, Any] = {}
+        if budget:
+            from envh_rigger.budget import Budget
+
+            extra["budget"] = Budget(**budget)
+        resume = (folder / "rig.json").exists()
+        self.echo(f"[rig] {'resuming' if resume else 'starting'} envh rig on {len(tasks.split(';'))} training tasks")
+        t0 = time.perf_counter()
+        result = rig(RigConfig(spec=self.exp.spec, tasks=tasks, out=str(folder), resume=resume,
+                               **options, **extra), echo=lambda m: self.echo(f"[rig] {m.strip()}"))
+        seconds = (summary or {}).get("seconds", 0.0) + time.perf_counter() - t0
+        usage = result.get("usage") or {}
+        from envh_rigger.pool import HarnessPool
+
+        entries = HarnessPool.open(folder).entries()
+        _write(folder / "summary.json", {
+            "complete": True, "seconds": round(seconds, 1), "rollouts": usage.get("rollouts", 0),
+            "tokens": usage.get("tokens", usage.get("llm_tokens", 0)), "accepted": len(entries),
+            "tasks": len(tasks.split(";")), "stops": result.get("stops", {})})
+
+    def _pool_specs(self) -> dict[str, Any]:
+        """Training task instance id -> the newest accepted spec for it in the rig's pool."""
+        from envh_rigger.pool import HarnessPool
+
+        pool = HarnessPool.open(self.out / "rig")
+        out: dict[str, Any] = {}
+        for entry in pool.entries():
+            instance = str(entry.get("task", "")).rpartition("/")[2]
+            out[instance] = pool.load_spec(entry["spec_id"])
+        return out
+
+    def sources(self, arm: Any) -> list[dict[str, Any]]:
+        """One source per training task (weight 1 each), so every arm draws the same
+        task sequence for a seed; the rigged arm plays a task in its accepted harness, or
+        as it is when the rig landed none for it."""
+        specs = self._pool_specs() if arm.kind == "rigged" else {}
+        split = self.exp.train_tasks.split
+        return [{"spec": specs.get(i, self.exp.spec), "split": split, "tasks": [i], "weight": 1.0}
+                for i in self.exp.train_tasks.ids]
+
+    def train_config(self, arm: Any, seed: int, output_dir: Path) -> Any:
+        from envh_grpo.config import from_data
+
+        ids = [i for _, i in self.exp.heldout_ids()]
+        data = {**self.exp.train, **arm.train, "seed": seed, "output_dir": str(output_dir),
+                "envs": self.sources(arm), "save_every": self.exp.eval_every,
+                "eval": {"every": self.exp.eval_every, "episodes": len(ids), "temperature": 0.0,
+                         "seed": self.exp.eval_seed,
+                         "envs": [{"spec": self.exp.spec, "split": self.exp.heldout.split, "tasks": ids}]},
+                "log": {"tensorboard": "false", "wandb": "false", "progress": False}}
+        return from_data(data)
+
+    def baseline(self) -> None:
+        """The untrained policy on the held-out tasks, once: greedy decoding of the same
+        weights gives every arm and seed the same step-0 episodes."""
+        from envh_grpo.trainer import GRPOTrainer
+
+        folder = self.out / "baseline"
+        if (folder / "eval" / "step-0.jsonl").exists():
+            return
+        config = self.train_config(self.exp.arms[0], self.exp.seeds[0], folder)
+        self.echo(f"[baseline] step 0: the untrained policy on {config.eval.episodes} held-out tasks")
+        t0 = time.perf_counter()
+        trainer = GRPOTrainer(config)
+        try:
+            result = trainer.evaluate()
+            trainer.metrics.log({"step": 0, **result})
+        finally:
+            trainer.metrics.close()
+            trainer.close()
+        self.echo(f"[baseline] held-out success {result['eval/success']:.3f} over "
+                  f"{int(result['eval/episodes'])} episodes ({time.perf_counter() - t0:.0f} s)")
+
+    def train(self, arm: Any, seed: int) -> None:
+        from envh_grpo.trainer import GRPOTrainer
+
+        from envh_grpo import data
+
+        folder = self.out / "arms" / arm.name / f"seed-{seed}"
+        if (folder / "done.json").exists():
+            return
+        config = self.train_config(arm, seed, folder)
+        if not (folder / "checkpoints" / "latest").exists():  # nothing to resume: start clean
+            shutil.rmtree(folder, ignore_errors=True)
+        chooser = None
+        if arm.kind == "curriculum":
+            from .chooser import GroupCurriculum
+
+            chooser = GroupCurriculum(self.exp.spec, arm.curriculum,
+                                      training=lambda sources, pos: data.draw(sources, seed, pos),
+                                      excluded=self.heldout_filter(),
+                                      audit=folder / "curriculum.jsonl", seed=seed)
+        tag = f"[{arm.name} seed {seed}]"
+        t0 = time.perf_counter()
+        trainer = GRPOTrainer(config, resume=True, chooser=chooser)
+        try:
+            if chooser is not None:
+                chooser.rewind(trainer.position)
+            if trainer.step_no:
+                self.echo(f"{tag} resuming at step {trainer.step_no}/{config.steps}")
+
+            def progress(record: dict[str, Any]) -> None:
+                step = record["step"]
+                line = (f"{tag} step {step}/{config.steps}  reward {record['reward']:+.2f}  "
+                        f"success {record['success']:.2f}  signal {record['groups/nonzero_adv']:.2f}  "
+                        f"{record['gen_tokens']} tok  {record['time/step_s']:.0f} s")
+                rows = _eval_rows(folder, step)
+                if rows is not None:
+                    line += f"  held-out {sum(r['success'] for r in rows)}/{len(rows)}"
+                self.echo(line)
+                _prune(folder, keep_latest=True)
+
+            trainer.train(progress)
+        finally:
+            trainer.close()
+            if chooser is not None:
+                chooser.close()
+        totals = _totals(folder / "metrics.jsonl")
+        if not self.exp.keep_checkpoints:
+            shutil.rmtree(folder / "checkpoints", ignore_errors=True)
+        _write(folder / "done.json", {"wall_s": round(time.perf_counter() - t0, 1), **totals})
+
+
+def _eval_rows(folder: Path, step: int) -> list[dict[str, Any]] | None:
+    path = folder / "eval" / f"step-{step}.jsonl"
+    if not path.exists():
+        return None
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def _prune(folder: Path, *, keep_latest: bool) -> None:
+    """Drop checkpoints older than ``latest`` (a 135M model's optimizer state is ~1.6 GB)."""
+    root = folder / "checkpoints"
+    latest = (root / "latest").read_text().strip() if (root / "latest").exists() else None
+    for child in root.glob("step-*") if root.is_dir() else ():
+        if child.name != latest or not keep_latest:
+            shutil.rmtree(child, ignore_errors=True)
+
+
+def _totals(path: Path) -> dict[str, Any]:
+    rows: dict[int, dict[str, Any]] = {}
+    for line in path.read_text().splitlines() if path.exists() else ():
+        row = json.loads(line)
+        if "reward" in row:
+            rows[int(row["step"])] = row
+    return {"steps": len(rows), "episodes": sum(int(r["episodes"]) for r in rows.values()),
+            "gen_tokens": sum(int(r["gen_tokens"]) for r in rows.values()),
+            "policy_tokens": sum(int(r["policy_tokens"]) for r in rows.values()),
+            "train_s": round(sum(float(r["time/step_s"]) for r in rows.values()), 1)}
