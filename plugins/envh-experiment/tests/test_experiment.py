@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import tiny
 from envh import errors
 from envh_experiment.config import from_data, load
 from envh_experiment.runner import Runner
+from experiment_files import tiny
 
 ENVH = [sys.executable, "-c", "import sys; from envh.cli import main; sys.exit(main())"]
 
@@ -32,8 +32,9 @@ def _rows(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
-def test_the_shipped_example_is_valid_and_keeps_held_out_tasks_apart():
-    exp = load("toy24-adaptive")
+@pytest.mark.parametrize("name", ["toy24-adaptive", "toy24-adaptive-gpu"])
+def test_the_shipped_examples_are_valid_and_keep_held_out_tasks_apart(name):
+    exp = load(name)
     held = [i for _, i in exp.heldout_ids()]
     # an arm's pooled held-out success (tasks x seeds) has a 95 % interval of at most +-10 points
     assert len(held) * len(exp.seeds) >= 96
@@ -50,6 +51,9 @@ def test_the_shipped_example_is_valid_and_keeps_held_out_tasks_apart():
     ({"arms": [{"name": "static", "kind": "statik"}]}, "choose one of"),
     ({"heldout": {"split": "generated", "classes": {"a": ["3,6,7", "3,6,7"]}}}, "repeat"),
     ({"seeds": []}, "seeds"),
+    ({"arms": [{"name": "static", "kind": "static"}, {"name": "../out", "kind": "static"}]}, "plain name"),
+    ({"name": "/etc"}, "plain name"),
+    ({"eval_every": 3}, "divide train.steps"),
 ])
 def test_impossible_experiments_are_refused_before_anything_runs(change, message, tmp_path):
     with pytest.raises(errors.SpecError, match=message):

@@ -77,10 +77,18 @@ def mixed(tmp_path: Path) -> Path:
     return root
 
 
-def _interval(diffs: list[int]) -> tuple[float, float, float]:
-    mean = sum(diffs) / len(diffs)
-    low, high = stats.t.interval(0.95, len(diffs) - 1, loc=mean, scale=stats.sem(diffs))
-    return mean, low, high
+def _interval(xs: list[int], ys: list[int]) -> tuple[float, float, float]:
+    """Newcombe's method 10 from its published form, written apart from the module's."""
+    cells = list(zip(xs, ys, strict=True))
+    a, b, c, n = cells.count((1, 1)), cells.count((1, 0)), cells.count((0, 1)), len(cells)
+    d = n - a - b - c
+    p1, p2 = (a + b) / n, (a + c) / n
+    (l1, u1), (l2, u2) = wilson(a + b, n), wilson(a + c, n)
+    den = ((a + b) * (c + d) * (a + c) * (b + d)) ** 0.5
+    phi = (a * d - b * c) / den if den else 0.0
+    delta = ((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2) ** 0.5
+    eps = ((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2) ** 0.5
+    return p1 - p2, p1 - p2 - delta, p1 - p2 + eps
 
 
 def test_summary_numbers_match_a_hand_computation(mixed: Path) -> None:
@@ -102,14 +110,16 @@ def test_summary_numbers_match_a_hand_computation(mixed: Path) -> None:
     assert s["runs"]["static"]["2"]["rate"] == pytest.approx(3 / 6)
 
     (c,) = s["compare"]
-    # seed 1 pairs at step 4, seed 2 at step 2, the largest step both its runs have
-    diffs = [0, 0, 0, 0, 0, -1] + [1, 0, 1, 0, 0, 0]
-    mean, low, high = _interval(diffs)
+    # seed 1 pairs at step 4, seed 2 at step 2, the largest step both its runs have:
+    # rigged seed 1 at step 4 and seed 2 at step 2, against static at the same steps
+    rig_pairs, static_pairs = [1, 1, 0, 0, 0, 0] + [1, 0, 1, 0, 1, 0], [1, 1, 0, 0, 0, 1] + [0, 0, 0, 0, 1, 0]
+    mean, low, high = _interval(rig_pairs, static_pairs)
     assert (c["a"], c["b"], c["pairs"], c["steps"]) == ("rigged", "static", 12, {"1": 4, "2": 2})
     assert (c["mean"], c["low"], c["high"]) == pytest.approx((mean, low, high))
     assert c["seed_means"] == pytest.approx({"1": -1 / 6, "2": 2 / 6})
-    for cls, d in (("size3", [0, 0, 0, 1, 0, 1]), ("size4", [0, 0, -1, 0, 0, 0])):
-        assert (c["by_class"][cls]["mean"], c["by_class"][cls]["low"]) == pytest.approx(_interval(d)[:2])
+    for cls, idx in (("size3", [0, 1, 2, 6, 7, 8]), ("size4", [3, 4, 5, 9, 10, 11])):
+        expected = _interval([rig_pairs[i] for i in idx], [static_pairs[i] for i in idx])
+        assert (c["by_class"][cls]["mean"], c["by_class"][cls]["low"]) == pytest.approx(expected[:2])
     assert c["meets_target"] is False
 
     # held-out curve at step 0: static/seed-1's own file, the shared baseline elsewhere
@@ -151,7 +161,7 @@ def test_report_plots_and_incomplete_runs(mixed: Path) -> None:
     assert "does not meet the target" in text and "provisional" in text
     assert "paired at different eval steps (seed 1 at step 4, seed 2 at step 2)" in text
     assert "abc123" in text and "2025-01-02T03:04:05Z" in text and "3 size3, 3 size4" in text
-    assert "rigged incl. rig" in text and "scipy.stats.t" in text
+    assert "rigged incl. rig" in text and "Newcombe" in text
     assert "```yaml\nname: toy24-rig\narms:\n  static: {}\n" in text
     table = markdown_table(summary(mixed))
     assert table in text
@@ -166,7 +176,7 @@ def test_a_clear_win_meets_the_target(tmp_path: Path) -> None:
     _run(root, "rigged", 1, {0: BASELINE, 4: [1, 1, 1, 1, 1, 0]}, _steady(0.8))
     _run(root, "rigged", 2, {0: BASELINE, 4: [1, 1, 1, 1, 0, 1]}, _steady(0.8))
     (c,) = summary(root)["compare"]
-    mean, low, _ = _interval([1, 1, 0, 1, 1, 0] + [1, 1, 1, 1, 0, 0])
+    mean, low, _ = _interval([1, 1, 1, 1, 1, 0] + [1, 1, 1, 1, 0, 1], [0, 0, 1, 0, 0, 0] + [0, 0, 0, 0, 0, 1])
     assert (c["mean"], c["low"]) == pytest.approx((mean, low)) and low > 0
     assert c["meets_target"] is True
     text = build_report(root).read_text()
@@ -189,3 +199,25 @@ def test_an_empty_folder_does_not_crash(tmp_path: Path) -> None:
     s = summary(tmp_path)
     assert s["arms"] == [] and s["verdict"] == "No arms to compare."
     assert build_report(tmp_path).is_file()
+
+
+def test_the_paired_interval_covers_at_its_stated_rate_and_never_collapses() -> None:
+    """95 % coverage, simulated (correlated pairs, n = 96), and an honest width when every
+    pair agrees: 0 of 96 in both arms still allows a difference of a few points."""
+    import random
+
+    from envh_experiment.report import newcombe_paired
+
+    rng = random.Random(7)
+    for p_a, p_b in ((0.3, 0.2), (0.05, 0.05), (0.5, 0.35)):
+        covered = 0
+        for _ in range(2000):
+            pairs = []
+            for _ in range(96):
+                u = rng.random()  # a shared draw correlates the two arms on a task
+                pairs.append((u < p_a, (u if rng.random() < 0.5 else rng.random()) < p_b))
+            r = newcombe_paired(pairs)
+            covered += r["low"] <= p_a - p_b <= r["high"]
+        assert 0.93 <= covered / 2000 <= 0.99, (p_a, p_b, covered)
+    zero = newcombe_paired([(False, False)] * 96)
+    assert zero["mean"] == 0 and zero["low"] == pytest.approx(-wilson(0, 96)[1]) and zero["high"] > 0.03

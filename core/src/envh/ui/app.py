@@ -163,7 +163,8 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
         images = [f for f in runs.listing(index) if f.endswith((".png", ".svg"))]
         pool = runs.pool(index)
         rounds = rigpage.rounds_html(index, runs.rig_rounds(index), {p["spec_id"] for p in pool})
-        return HTMLResponse(pages.text_page("Rig report", text, images, index, pool, rounds))
+        title = "Experiment report" if runs.file(index, "experiment.json") else "Rig report"
+        return HTMLResponse(pages.text_page(title, text, images, index, pool, rounds))
 
     def training(request: Request) -> Response:
         path = runs.file(_dir(request), "metrics.jsonl")

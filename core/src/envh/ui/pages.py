@@ -56,7 +56,9 @@ def runs_page(dirs: list[tuple[Any, ...]]) -> str:
         if files:
             links = " ".join(f"<a class='file' href='/file/{index}/{escape(f)}'>{escape(f)}</a>" for f in files)
             parts.append(f"<p>Files: {links}</p>")
-        if "report.md" in files or "rig.json" in files:
+        if "experiment.json" in files:
+            parts.append(f"<p><a href='/rig/{index}'>Experiment report</a></p>")
+        elif "report.md" in files or "rig.json" in files:
             parts.append(f"<p><a href='/rig/{index}'>Rig report</a></p>")
         if "metrics.jsonl" in files:
             parts.append(f"<p><a href='/training/{index}'>Training metrics</a></p>")

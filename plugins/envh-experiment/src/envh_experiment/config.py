@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from envh import errors
 
 EXAMPLES = Path(__file__).parent / "examples"
 KINDS = ("static", "rigged", "curriculum")
+#: arm and experiment names become folder names: plain words only
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 #: training keys an arm may not override: they are the budget every arm must share
 BUDGET_KEYS = ("steps", "group_size", "groups_per_step", "max_turns", "max_response_tokens", "max_prompt_tokens",
                "model", "seed", "output_dir", "eval", "envs")
@@ -133,6 +136,11 @@ def check(exp: Experiment) -> None:
     """Refuse what cannot be a fair comparison, before anything runs."""
     problems: list[str] = []
     names = [a.name for a in exp.arms]
+    for what, name in [("name", exp.name), *((f"arms[{i}].name", n) for i, n in enumerate(names))]:
+        if not NAME.fullmatch(name) or name in (".", ".."):
+            problems.append(f"{what} {name!r} must be a plain name (letters, digits, '_', '-', '.'; it names a folder)")
+    if not exp.arms:
+        problems.append("arms is empty")
     if len(set(names)) != len(names):
         problems.append(f"arm names repeat: {names}")
     for i, arm in enumerate(exp.arms):

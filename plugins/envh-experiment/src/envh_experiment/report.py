@@ -7,7 +7,9 @@ stands and named as incomplete, and a missing file is an absence, never a crash.
 
 "Final" is the largest eval step a run has whose file covers every held-out task. A compare
 pair (a, b) pairs outcomes by (seed, task) at the largest eval step past 0 both seeds' runs
-have, and gives the mean difference with a 95 % t interval over the pairs (``scipy.stats.t``).
+have, and gives the mean difference with Newcombe's 95 % interval for a difference of paired
+proportions (hybrid score, built on Wilson intervals; it stays honest where every pair
+agrees, where a t interval collapses to a point).
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ PLOTS = {"heldout": ("heldout_success.png", "held-out success (greedy)"),
          "train_reward": ("train_reward.png", "training reward"),
          "nonzero_adv": ("nonzero_adv.png", "groups with non-zero advantage")}
 METHOD = ("mean of paired differences a - b of held-out success over (seed, task) pairs, each seed at the "
-          "largest eval step past 0 that both its runs have; 95 % t interval (scipy.stats.t, pairs - 1 degrees "
-          "of freedom). It treats the pairs as independent, so seed-to-seed spread is only partly in it: "
+          "largest eval step past 0 that both its runs have; Newcombe's 95 % hybrid score interval for a difference "
+          "of paired proportions (method 10, built on Wilson intervals; it does not collapse to a point when every "
+          "pair agrees, as a t interval does). It treats the pairs as independent, so seed-to-seed spread is only "
+          "partly in it: "
           "the per-seed means are shown beside it.")
 COST_KEYS = ("steps", "episodes", "gen_tokens", "policy_tokens", "step_s", "wall_s")
 
@@ -112,7 +116,7 @@ def _pick(outcomes: dict[str, bool], tasks: dict[str, str], cls: str | None) -> 
 
 
 def _paired(a: dict[int, _Run], b: dict[int, _Run], tasks: dict[str, str], cls: str | None) -> dict[str, Any]:
-    diffs: list[float] = []
+    both: list[tuple[bool, bool]] = []
     steps, seed_means = {}, {}
     for seed in sorted(a.keys() & b.keys()):
         common = [s for s in set(a[seed].outcomes) & set(b[seed].outcomes) if s > 0]
@@ -120,12 +124,34 @@ def _paired(a: dict[int, _Run], b: dict[int, _Run], tasks: dict[str, str], cls: 
             continue
         step = max(common)
         oa, ob = a[seed].outcomes[step], b[seed].outcomes[step]
-        d = [int(oa[t]) - int(ob[t]) for t in oa if t in ob and (cls is None or tasks.get(t, "?") == cls)]
+        d = [(oa[t], ob[t]) for t in oa if t in ob and (cls is None or tasks.get(t, "?") == cls)]
         if d:
-            steps[str(seed)], seed_means[str(seed)] = step, sum(d) / len(d)
-            diffs += d
-    out = _mean_interval(diffs)
+            steps[str(seed)], seed_means[str(seed)] = step, sum(int(x) - int(y) for x, y in d) / len(d)
+            both += d
+    out = newcombe_paired(both)
     return {"pairs": out.pop("n"), **out, "steps": steps, "seed_means": seed_means}
+
+
+def newcombe_paired(pairs: list[tuple[bool, bool]]) -> dict[str, Any]:
+    """Difference of two paired proportions with Newcombe's hybrid score interval (95 %,
+    method 10 of Newcombe 1998): the Wilson intervals of both margins, combined with the
+    pairs' correlation. ``pairs`` are (a succeeded, b succeeded)."""
+    n = len(pairs)
+    if n == 0:
+        return {"n": 0, "mean": None, "low": None, "high": None}
+    both = sum(1 for x, y in pairs if x and y)
+    only_a = sum(1 for x, y in pairs if x and not y)
+    only_b = sum(1 for x, y in pairs if y and not x)
+    neither = n - both - only_a - only_b
+    p1, p2 = (both + only_a) / n, (both + only_b) / n
+    l1, u1 = wilson(both + only_a, n)
+    l2, u2 = wilson(both + only_b, n)
+    margins = (both + only_a) * (only_b + neither) * (both + only_b) * (only_a + neither)
+    phi = (both * neither - only_a * only_b) / margins ** 0.5 if margins else 0.0
+    delta = max((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0.0) ** 0.5
+    eps = max((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2, 0.0) ** 0.5
+    theta = p1 - p2
+    return {"n": n, "mean": theta, "low": max(theta - delta, -1.0), "high": min(theta + eps, 1.0)}
 
 
 def _curve(runs: dict[int, _Run], key: str) -> list[dict[str, Any]]:
@@ -243,7 +269,7 @@ def _verdict(s: dict[str, Any]) -> str:
             parts.append(f"{name}: {have} evaluated past step 0 in both arms, too few for an interval, so it "
                          f"does not meet the target.")
             continue
-        parts.append(f"{name}: final held-out success differs by {c['mean']:+.3f} (95 % t interval "
+        parts.append(f"{name}: final held-out success differs by {c['mean']:+.3f} (95 % interval "
                      f"{c['low']:+.3f} to {c['high']:+.3f}, {c['pairs']} (seed, task) pairs), so it "
                      f"{'meets' if c['meets_target'] else 'does not meet'} the target (a difference ≥ "
                      f"{TARGET:.2f} with the interval above 0).")
@@ -344,7 +370,7 @@ def build_report(root: Path) -> Path:
               "Each run at its largest eval step; the arm pooled over seeds × tasks with a 95 % Wilson interval; "
               "per held-out class on the right.", "", markdown_table(s), ""]
     lines += ["## Paired differences", "", f"Method: {METHOD}", "",
-              "| a − b | class | pairs | step per seed | difference | 95 % t interval | per-seed means | "
+              "| a − b | class | pairs | step per seed | difference | 95 % interval | per-seed means | "
               "meets target |", "|---|---|---|---|---|---|---|---|"]
     for c in s["compare"]:
         for cls, p in [("all", c), *c["by_class"].items()]:

@@ -238,9 +238,8 @@ class Runner:
                   f"{int(result['eval/episodes'])} episodes ({time.perf_counter() - t0:.0f} s)")
 
     def train(self, arm: Any, seed: int) -> None:
-        from envh_grpo.trainer import GRPOTrainer
-
         from envh_grpo import data
+        from envh_grpo.trainer import GRPOTrainer
 
         folder = self.out / "arms" / arm.name / f"seed-{seed}"
         if (folder / "done.json").exists():
