@@ -29,10 +29,19 @@ def core(session: nox.Session) -> None:
     session.run("pytest", "core/tests", *session.posargs)
 
 
+def _local_requirements(plugin: Path) -> list[str]:
+    """``-e`` arguments for the plugins of this repository ``plugin`` depends on (they are
+    not on the package index)."""
+    local = {_name(p): p for p in PLUGINS}
+    deps = tomllib.loads((plugin / "pyproject.toml").read_text())["project"].get("dependencies", [])
+    names = {d.split(">")[0].split("=")[0].split("[")[0].split("<")[0].strip() for d in deps}
+    return [a for n in sorted(names & set(local)) for a in ("-e", str(local[n]))]
+
+
 for _plugin in PLUGINS:
 
     def _session(session: nox.Session, plugin: Path = _plugin) -> None:
-        session.install("-e", "core[test]", "-e", str(plugin))
+        session.install("-e", "core[test]", *_local_requirements(plugin), "-e", str(plugin))
         session.run("pytest", str(plugin / "tests"), *session.posargs)
 
     _session.__doc__ = f"{_name(_plugin)} on its own, with core."

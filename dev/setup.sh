@@ -34,9 +34,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$inputs" ]; then
   echo "envh setup: installing packages"
   pip_install -U pip setuptools wheel
   pip_install -e "core[test,openai,export,ray,ui]" nox ruff mypy types-PyYAML
+  # one resolve for every plugin: some depend on others of this repository (envh-experiment
+  # on envh-grpo and envh-rigger), which are not on the package index
+  plugin_args=()
   for plugin in plugins/*/; do
-    [ -f "$plugin/pyproject.toml" ] && pip_install -e "$plugin"
+    [ -f "$plugin/pyproject.toml" ] && plugin_args+=(-e "$plugin")
   done
+  pip_install "${plugin_args[@]}"
   fresh=1
 else
   fresh=0

@@ -88,6 +88,8 @@ def test_every_arm_trains_and_the_report_comes_from_the_run(tmp_path):
         rows = [r for r in _rows(run / "metrics.jsonl") if "reward" in r]
         assert [r["step"] for r in rows] == [1, 2]
         assert all(r["episodes"] == 2 and 0.0 <= r["groups/nonzero_adv"] <= 1.0 for r in rows)
+        # one group of two: its verdicts differ exactly when one of the two rollouts succeeded
+        assert all(r["groups/success_signal"] == (1.0 if r["success"] == 0.5 else 0.0) for r in rows)
         for step in (1, 2):  # the held-out tasks, each once, on the plain benchmark
             evals = _rows(run / "eval" / f"step-{step}.jsonl")
             assert sorted(e["task"] for e in evals) == sorted(

@@ -1,4 +1,4 @@
-"""The report of an experiment folder: ``root/report.md``, three PNG plots, and the numbers behind them.
+"""The report of an experiment folder: ``root/report.md``, its PNG plots (``PLOTS``), and the numbers behind them.
 
 ``summary(root)`` computes every number the report shows as plain JSON-able data (the CLI prints
 it, the README table is made from it); ``build_report(root)`` writes the markdown and the plots
@@ -27,7 +27,9 @@ TARGET = 0.10  # a compare pair meets the target at a difference >= this with th
 RIG_ARM = "rigged"  # the arm whose cost includes the rig's (rig/summary.json)
 PLOTS = {"heldout": ("heldout_success.png", "held-out success (greedy)"),
          "train_reward": ("train_reward.png", "training reward"),
-         "nonzero_adv": ("nonzero_adv.png", "groups with non-zero advantage")}
+         "train_success": ("train_success.png", "training success (the worlds trained on)"),
+         "nonzero_adv": ("nonzero_adv.png", "groups with non-zero advantage"),
+         "success_signal": ("success_signal.png", "groups with mixed verdicts")}
 METHOD = ("mean of paired differences a - b of held-out success over (seed, task) pairs, each seed at the "
           "largest eval step past 0 that both its runs have; Newcombe's 95 % hybrid score interval for a difference "
           "of paired proportions (method 10, built on Wilson intervals; it does not collapse to a point when every "
@@ -240,7 +242,8 @@ def summary(root: Path) -> dict[str, Any]:
                                      + _steps(out["final"][arm]["final_steps"]) + ")")
         out["curves"][arm] = {
             "heldout": _heldout_curve(rs),
-            "train_reward": _curve(rs, "reward"), "nonzero_adv": _curve(rs, "groups/nonzero_adv")}
+            "train_reward": _curve(rs, "reward"), "train_success": _curve(rs, "success"),
+            "nonzero_adv": _curve(rs, "groups/nonzero_adv"), "success_signal": _curve(rs, "groups/success_signal")}
         costs = {str(seed): _cost(r) for seed, r in rs.items()}
         out["cost"][arm] = {"seeds": costs, "total": _add(list(costs.values()))}
     rig = _json(root / "rig/summary.json")
@@ -353,7 +356,7 @@ def _cost_row(label: str, c: dict[str, Any]) -> str:
 
 
 def build_report(root: Path) -> Path:
-    """Write ``root/report.md`` and the three plots beside it; returns the report's path."""
+    """Write ``root/report.md`` and its plots beside it; returns the report's path."""
     root = Path(root)
     s = summary(root)
     _plots(root, s)
@@ -383,9 +386,13 @@ def build_report(root: Path) -> Path:
             lines.append(f"| {c['a']} − {c['b']} | {cls} | {p['pairs']} | {steps} | {p['mean']:+.3f} | "
                          f"{_f(p['low'], '+.3f')} to {_f(p['high'], '+.3f')} | {seed_means} | {meets} |")
     lines += ["", "## Learning curves", ""] + [f"![{label}]({file})" for file, label in PLOTS.values()] + [""]
-    lines += ["Held-out: pooled over seeds × tasks at each step, 95 % Wilson band. Training reward and non-zero "
-              "advantage share: mean over seeds, 95 % t band over the seeds' values where at least two have the "
-              "step. Thin lines: one per seed.", "", "## Cost", "",
+    lines += ["Held-out: pooled over seeds × tasks at each step, 95 % Wilson band. Training curves: mean over "
+              "seeds, 95 % t band over the seeds' values where at least two have the step; thin lines, one per "
+              "seed. Training success is measured on the worlds each arm trains on (a rigged world is easier by "
+              "design), so only the held-out curve compares arms. Non-zero advantage: groups whose total rewards "
+              "differ (the cost-aware reward's format terms make most groups differ); mixed verdicts: groups in "
+              "which some rollouts solved the task and some did not, the verifier's own signal.", "",
+              "## Cost", "",
               "Training rows only (the last row per step); step time is the sum of time/step_s, wall is "
               "done.json's wall_s (– while a run, or for a total any run, is unfinished).", "",
               "| arm / seed | optimizer steps | episodes | generated tokens | policy tokens | step time (s) | "

@@ -267,7 +267,7 @@ class Runner:
             def progress(record: dict[str, Any]) -> None:
                 step = record["step"]
                 line = (f"{tag} step {step}/{config.steps}  reward {record['reward']:+.2f}  "
-                        f"success {record['success']:.2f}  signal {record['groups/nonzero_adv']:.2f}  "
+                        f"success {record['success']:.2f}  mixed-verdict groups {record['groups/success_signal']:.2f}  "
                         f"{record['gen_tokens']} tok  {record['time/step_s']:.0f} s")
                 rows = _eval_rows(folder, step)
                 if rows is not None:

@@ -101,7 +101,7 @@ class GRPOTrainer:
         self._exec: Any = None
         self._xchg: Any = None
         self._lost = 0  # episodes of this process's last rollout left out (their group lost one)
-        self._signal = (0, 0)  # groups of the last scored step with unequal rewards, and all groups
+        self._signal = (0, 0, 0)  # groups of the last scored step: unequal rewards, all, mixed verdicts
         self._setup_model()
         self.metrics = Metrics(config, Path(config.output_dir), rank=self.rank)
         if resume:
@@ -280,7 +280,9 @@ class GRPOTrainer:
                     per_turn[i] = a
         samples = [s for i, ep in enumerate(episodes) for s in pack(ep.turns, per_turn[i], episode=i)]
         # a group whose rewards are all equal has zero advantage everywhere: no learning signal
-        self._signal = (sum(len({terms[i].total for i in idx}) > 1 for idx in by_group.values()), len(by_group))
+        self._signal = (sum(len({terms[i].total for i in idx}) > 1 for idx in by_group.values()), len(by_group),
+                        # groups where some rollouts solved the task and some did not: the verifier's own signal
+                        sum(len({episodes[i].success for i in idx}) > 1 for idx in by_group.values()))
         if self.chooser is not None:
             for g, idx in by_group.items():
                 self.chooser.record(g, [episodes[i].success for i in idx])
@@ -449,7 +451,7 @@ class GRPOTrainer:
                                   float(n), float(gen_tokens), float(sum(sum(s.mask) for s in samples)),
                                   float(self._exec.workers if self._exec is not None else 0), float(self._lost),
                                   float(self._signal[0]), float(self._signal[1]),
-                                  sum(r["reward"] ** 2 for r in rows)])
+                                  sum(r["reward"] ** 2 for r in rows), float(self._signal[2])])
         total_eps = max(sums[8], 1.0)
         record: dict[str, Any] = {
             "step": self.step_no + 1, **stats,
@@ -463,6 +465,7 @@ class GRPOTrainer:
             "rollout/lost_episodes": int(sums[12]),  # left out with their groups (see rollout.played)
             "groups/n": int(sums[14]),  # groups trained on this step (over all processes)
             "groups/nonzero_adv": sums[13] / max(sums[14], 1.0),  # share of them with any learning signal
+            "groups/success_signal": sums[16] / max(sums[14], 1.0),  # share whose rollouts' verdicts differ
             "reward_std": max(sums[15] / total_eps - (sums[0] / total_eps) ** 2, 0.0) ** 0.5,
             "gen_tokens_per_s": sums[9] / self.world / max(gen_s, 1e-9),
             "time/rollout_s": t1 - t0, "time/update_s": t2 - t1, "time/sync_s": t3 - t2, "time/step_s": t3 - t0,
