@@ -127,6 +127,8 @@ def test_summary_numbers_match_a_hand_computation(mixed: Path) -> None:
     assert (step0["step"], step0["successes"], step0["n"]) == (0, 2, 12)
     assert (step0["low"], step0["high"]) == pytest.approx(wilson(2, 12))
     assert s["curves"]["rigged"]["heldout"][0]["seeds"] == {"1": 1 / 6, "2": 1 / 6}
+    # both rigged seeds read the one shared baseline: its 6 episodes count once, not twice
+    assert s["curves"]["rigged"]["heldout"][0]["n"] == 6
 
 
 def test_a_duplicated_step_uses_its_last_row(mixed: Path) -> None:
@@ -158,7 +160,9 @@ def test_report_plots_and_incomplete_runs(mixed: Path) -> None:
         assert f"]({name})" in text
     assert "rigged/seed-2: incomplete" in text and "rigged/seed-2: eval step 4 lacks" in text
     assert "rigged: runs ended at different eval steps" in text
-    assert "does not meet the target" in text and "provisional" in text
+    # unfinished runs decide nothing, whatever the numbers say
+    assert "cannot yet be judged against the target" in text and "provisional" in text
+    assert summary(mixed)["compare"][0]["decided"] is False
     assert "paired at different eval steps (seed 1 at step 4, seed 2 at step 2)" in text
     assert "abc123" in text and "2025-01-02T03:04:05Z" in text and "3 size3, 3 size4" in text
     assert "rigged incl. rig" in text and "Newcombe" in text
@@ -189,7 +193,7 @@ def test_a_folder_with_only_its_declaration_still_reports(tmp_path: Path) -> Non
     s = summary(root)
     assert s["compare"][0]["pairs"] == 0 and s["final"]["static"]["n"] == 0
     text = build_report(root).read_text()
-    assert "static/seed-1: missing" in text and "does not meet the target" in text
+    assert "static/seed-1: missing" in text and "undecided" in text and "meets the target" not in text
     assert "| rigged − static | all | 0 |" in text
     for name in ("heldout_success.png", "train_reward.png", "nonzero_adv.png"):
         assert (root / name).read_bytes().startswith(PNG)
@@ -221,3 +225,33 @@ def test_the_paired_interval_covers_at_its_stated_rate_and_never_collapses() -> 
         assert 0.93 <= covered / 2000 <= 0.99, (p_a, p_b, covered)
     zero = newcombe_paired([(False, False)] * 96)
     assert zero["mean"] == 0 and zero["low"] == pytest.approx(-wilson(0, 96)[1]) and zero["high"] > 0.03
+
+
+def _two_seed_case(root: Path, rigged: dict[int, list[int]], static: dict[int, list[int]]) -> dict:
+    _experiment(root)
+    for seed in (1, 2):
+        _run(root, "static", seed, {0: BASELINE, 4: static[seed]}, _steady(0.1))
+        _run(root, "rigged", seed, {0: BASELINE, 4: rigged[seed]}, _steady(0.5))
+    (c,) = summary(root)["compare"]
+    return c
+
+
+def test_one_lucky_seed_does_not_meet_the_target(tmp_path: Path) -> None:
+    """Seed 1 wins all 6, seed 2 changes nothing: the pooled interval is above 0 and the
+    mean above 10 points, but seed 2's own interval is not: one lucky run is not a win."""
+    c = _two_seed_case(tmp_path / "luck", {1: [1, 1, 1, 1, 1, 1], 2: [0, 0, 0, 0, 0, 0]},
+                       {1: [0, 0, 0, 0, 0, 0], 2: [0, 0, 0, 0, 0, 0]})
+    assert c["decided"] and c["mean"] >= 0.1 and c["low"] > 0
+    assert c["seed_lows"]["2"] < 0 and c["meets_target"] is False
+
+
+def test_each_condition_of_the_rule_is_needed() -> None:
+    """The rule with one condition removed would decide these the other way."""
+    from envh_experiment.report import meets_target
+
+    base = {"mean": 0.3, "low": 0.1, "seed_lows": {"1": 0.05, "2": 0.02}, "pairs": 96}
+    assert meets_target(base, 2)
+    assert not meets_target({**base, "mean": 0.09}, 2)  # under 10 points
+    assert not meets_target({**base, "low": 0.0}, 2)  # pooled interval touches 0
+    assert not meets_target({**base, "seed_lows": {"1": 0.05, "2": -0.01}}, 2)  # one seed's does
+    assert not meets_target({**base, "seed_lows": {"1": 0.05}}, 2)  # a seed unpaired

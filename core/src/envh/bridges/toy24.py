@@ -127,6 +127,11 @@ class Toy24Env(Bridge):
         numbers, target = parse_instance(task.instance_id)
         return f"{','.join(map(str, sorted(numbers)))}->{target}"
 
+    def canonical_state(self) -> str:
+        """The puzzle the current numbers pose, in ``canonical_task``'s form: a staged start
+        (numbers already combined) can be a held-out puzzle in disguise."""
+        return f"{','.join(sorted((fmt(x) for x in self.numbers), key=lambda t: (Fraction(t), t)))}->{self.target}"
+
     def _reset(self, task: TaskRef | None, seed: int | None, options: dict[str, Any]) -> ResetResult:
         task = task or TaskRef(suite="toy24", split="easy", instance_id=CURATED["easy"][0])
         self.puzzle, self.target = parse_instance(task.instance_id)

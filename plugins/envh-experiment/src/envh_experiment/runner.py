@@ -185,15 +185,49 @@ class Runner:
             "tasks": len(tasks.split(";")), "stops": result.get("stops", {})})
 
     def _pool_specs(self) -> dict[str, Any]:
-        """Training task instance id -> the newest accepted spec for it in the rig's pool."""
+        """Training task instance id -> the newest accepted spec for it in the rig's pool,
+        leaving out a harness whose start *is* a held-out task (a stage that combines two
+        numbers of a training puzzle can leave exactly a held-out puzzle): that task is
+        then played as it is, and the report's rig line says so."""
         from envh_rigger.pool import HarnessPool
 
+        if "_pool" in self.__dict__:
+            return dict(self._pool)
         pool = HarnessPool.open(self.out / "rig")
+        held = self._heldout_keys()
         out: dict[str, Any] = {}
+        dropped: list[str] = []
         for entry in pool.entries():
             instance = str(entry.get("task", "")).rpartition("/")[2]
-            out[instance] = pool.load_spec(entry["spec_id"])
-        return out
+            spec = pool.load_spec(entry["spec_id"])
+            ref = self._ref(instance, self.exp.train_tasks.split)
+            with envh.make(spec) as env:
+                obs = env.reset(task=ref, seed=0).observation
+                state = getattr(env.unwrapped, "canonical_state", None)
+                keys = {f"observation:{obs.text}", *([f"task:{state()}"] if state is not None else [])}
+            if keys & held:
+                dropped.append(f"{entry['spec_id'][:12]} (task {instance}) starts at a held-out task")
+                out.pop(instance, None)
+                continue
+            out[instance] = spec
+        self._pool = out
+        if dropped:
+            self.echo("[rig] harnesses left out: " + "; ".join(dropped))
+            summary = _read(self.out / "rig" / "summary.json") or {}
+            _write(self.out / "rig" / "summary.json", {**summary, "dropped": dropped})
+        return dict(out)
+
+    def _heldout_keys(self) -> set[str]:
+        """What identifies a held-out task's start: its canonical form and start observation."""
+        keys: set[str] = set()
+        with envh.make(self.exp.spec) as env:
+            canonical = getattr(env.unwrapped, "canonical_task", None)
+            for _, i in self.exp.heldout_ids():
+                ref = self._ref(i, self.exp.heldout.split)
+                if canonical is not None:
+                    keys.add(f"task:{canonical(ref)}")
+                keys.add("observation:" + env.reset(task=ref, seed=0).observation.text)
+        return keys
 
     def sources(self, arm: Any) -> list[dict[str, Any]]:
         """One source per training task (weight 1 each), so every arm draws the same
@@ -209,7 +243,9 @@ class Runner:
 
         ids = [i for _, i in self.exp.heldout_ids()]
         data = {**self.exp.train, **arm.train, "seed": seed, "output_dir": str(output_dir),
-                "envs": self.sources(arm), "save_every": self.exp.eval_every,
+                # a checkpoint at least every other step (and at every evaluation): a killed arm
+                # loses at most one step; older checkpoints are pruned as new ones land
+                "envs": self.sources(arm), "save_every": max(1, min(2, self.exp.eval_every)),
                 "eval": {"every": self.exp.eval_every, "episodes": len(ids), "temperature": 0.0,
                          "seed": self.exp.eval_seed,
                          "envs": [{"spec": self.exp.spec, "split": self.exp.heldout.split, "tasks": ids}]},
