@@ -47,7 +47,21 @@ def test_the_shipped_examples_are_valid_and_keep_held_out_tasks_apart(name):
     ({"heldout": {"split": "generated", "classes": {"a": ["2,6,9,9"]}}}, "also training tasks"),
     ({"arms": [{"name": "static", "kind": "static"},
                {"name": "rigged", "kind": "rigged", "rig": {"tasks": "generated/3,6,7"}}]}, "rig's tasks include"),
-    ({"arms": [{"name": "static", "kind": "static", "train": {"steps": 9}}]}, "shares the budget"),
+    ({"arms": [{"name": "static", "kind": "static", "train": {"steps": 9}}]}, "may only set"),
+    ({"arms": [{"name": "static", "kind": "static", "train": {"ppo_epochs": 8}}]}, "may only set"),
+    ({"arms": [{"name": "static", "kind": "static", "train": {"history": 3}}]}, "may only set"),
+    ({"arms": [{"name": "static", "kind": "static"}, {"name": "r", "kind": "rigged", "rig": {"out": "/tmp/x"}}]},
+     "set by the experiment"),
+    ({"arms": [{"name": "static", "kind": "static"}, {"name": "r1", "kind": "rigged"},
+               {"name": "r2", "kind": "rigged"}]}, "at most one rigged arm"),
+    ({"compare": [["static", "static"]], "arms": [{"name": "static", "kind": "static"}]}, "with itself"),
+    ({"train_tasks": {"split": "generated", "ids": "2,6,9,9"}}, "must be a list"),
+    ({"train_tasks": {"split": "generated", "ids": ["2,6,9,9", "2,6,9,9"]}}, "distinct"),
+    ({"heldout": {"split": "generated", "classes": {"a": "3,6,7"}}}, "must be a list"),
+    ({"seeds": [True]}, "list of integers"),
+    ({"seeds": [2**40]}, r"\[0, 2\*\*31\)"),
+    ({"spec": 5}, "bridge name"),
+    ({"spec": {"bridge": "toy24", "layers": [{"kind": "budget", "max_steps": 3}]}}, "plain benchmark"),
     ({"arms": [{"name": "static", "kind": "statik"}]}, "choose one of"),
     ({"heldout": {"split": "generated", "classes": {"a": ["3,6,7", "3,6,7"]}}}, "repeat"),
     ({"seeds": []}, "seeds"),
@@ -58,6 +72,32 @@ def test_the_shipped_examples_are_valid_and_keep_held_out_tasks_apart(name):
 def test_impossible_experiments_are_refused_before_anything_runs(change, message, tmp_path):
     with pytest.raises(errors.SpecError, match=message):
         from_data(tiny(**change))
+
+
+@pytest.mark.parametrize(("train", "message"), [
+    ({"optim": {"lrr": 1.0}}, "lrr"), ({"group_size": 1}, "group_size is 1"), ({"steps": 0}, "steps")])
+def test_a_bad_training_setting_stops_the_run_before_anything_is_written(train, message, tmp_path):
+    """Checked with every arm's config up front, not after a rig of many minutes: the
+    corrected file then runs in the same folder."""
+    data = tiny(train={**tiny()["train"], **train})
+    path = _write(tmp_path, data)
+    out = tmp_path / "run"
+    for extra in ([], ["--check"]):
+        proc = subprocess.run([*ENVH, "experiment", str(path), "--out", str(out), *extra],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode != 0 and message in proc.stderr + proc.stdout, proc.stderr[-2000:]
+        assert not out.exists()
+
+
+def test_files_that_could_blow_up_or_are_not_text_are_refused(tmp_path):
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("a: &a [x, x, x]\nb: &b [*a, *a, *a]\nc: [*b, *b, *b]\n")
+    with pytest.raises(errors.SpecError, match="alias"):
+        load(bomb)
+    binary = tmp_path / "latin1.yaml"
+    binary.write_bytes(b"name: caf\xe9\n")
+    with pytest.raises(errors.SpecError, match="not UTF-8"):
+        load(binary)
 
 
 def test_unknown_keys_name_their_path():

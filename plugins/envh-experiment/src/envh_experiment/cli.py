@@ -28,6 +28,7 @@ def experiment(experiment_file: str, out: str | None, resume: bool, report_only:
     runner = Runner(exp, folder, resume=resume, echo=click.echo)
     if check:
         runner._check_separation()
+        runner.check_settings()
         click.echo(f"{exp.name}: {len(exp.arms)} arms x {len(exp.seeds)} seeds, "
                    f"{len(exp.train_tasks.ids)} training tasks, {len(exp.heldout_ids())} held-out tasks: ok")
         return

@@ -28,6 +28,13 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 #: training keys an arm may not override: they are the budget every arm must share
 BUDGET_KEYS = ("steps", "group_size", "groups_per_step", "max_turns", "max_response_tokens", "max_prompt_tokens",
                "model", "seed", "output_dir", "eval", "envs")
+#: the only training keys an arm may set (its reward terms, e.g. a workspace arm's meta-action
+#: allowance); everything else (optimizer, loss, sampling, prompt window, PPO epochs) is shared,
+#: since it changes the budget or what the held-out evaluation plays
+ARM_TRAIN_KEYS = ("reward",)
+#: ``envh rig`` options the experiment sets itself
+RIG_RESERVED = ("spec", "out", "resume", "seed")
+MAX_FILE = 1 << 20  # bytes of an experiment file
 
 
 @attrs.frozen(kw_only=True)
@@ -94,6 +101,7 @@ def from_data(data: Any) -> Experiment:
     """An experiment from plain data, checked; errors name the path of what is wrong."""
     if not isinstance(data, dict):
         raise errors.SpecError(f"An experiment file must be a mapping, got {type(data).__name__}")
+    _check_lists(data)
     try:
         exp = _converter.structure(data, Experiment)
     except Exception as exc:  # noqa: BLE001 - cattrs' grouped errors become one message with paths
@@ -104,14 +112,41 @@ def from_data(data: Any) -> Experiment:
     return exp
 
 
+def _check_lists(data: dict[str, Any]) -> None:
+    """Lists must be lists: a string where a list of ids belongs would become one task per
+    character, and ``true`` where a seed belongs would become seed 1."""
+    problems = []
+    train = data.get("train_tasks")
+    if isinstance(train, dict) and not isinstance(train.get("ids", []), list):
+        problems.append("$.train_tasks.ids must be a list of task ids")
+    held = data.get("heldout")
+    classes = held.get("classes", {}) if isinstance(held, dict) else {}
+    for name, ids in (classes.items() if isinstance(classes, dict) else ()):
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            problems.append(f"$.heldout.classes.{name} must be a list of task ids (strings)")
+    if isinstance(train, dict) and not all(isinstance(i, str) for i in train.get("ids") or []):
+        problems.append("$.train_tasks.ids must hold strings (quote ids such as \"2,6,9,9\")")
+    seeds = data.get("seeds", [0])
+    if not isinstance(seeds, list) or any(type(x) is not int for x in seeds):
+        problems.append("$.seeds must be a list of integers")
+    for key in ("eval_every", "eval_seed"):
+        if key in data and type(data[key]) is not int:
+            problems.append(f"$.{key} must be an integer")
+    if problems:
+        raise errors.SpecError("Invalid experiment file: " + "; ".join(problems), problems)
+
+
 def to_data(exp: Experiment) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(json.dumps(_converter.unstructure(exp)))
     return data
 
 
 def config_hash(exp: Experiment) -> str:
-    """What a resume must match: everything but the bookkeeping keys."""
+    """What a resume must match: everything but the bookkeeping keys, and the contents of
+    a spec file the experiment names (a changed file is a changed benchmark)."""
     data = {k: v for k, v in to_data(exp).items() if k not in ("keep_checkpoints", "description")}
+    if isinstance(exp.spec, str) and Path(exp.spec).is_file():
+        data["spec_file"] = hashlib.sha256(Path(exp.spec).read_bytes()).hexdigest()
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -126,7 +161,16 @@ def load(path: str | Path) -> Experiment:
         shipped = ", ".join(sorted(f.stem for f in EXAMPLES.glob("*.yaml")))
         raise errors.SpecError(f"Experiment {str(path)!r} is neither a file nor a shipped example ({shipped})")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        raw = p.read_bytes()
+        if len(raw) > MAX_FILE:
+            raise errors.SpecError(f"Experiment file {p} is {len(raw):,} bytes; the limit is {MAX_FILE:,}")
+        text = raw.decode("utf-8")
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):  # anchors expand without bound: refuse them
+            if isinstance(event, yaml.AliasEvent):
+                raise errors.SpecError(f"Experiment file {p} uses a YAML alias (*{event.anchor}); write the value out")
+        data = yaml.safe_load(text)
+    except UnicodeDecodeError as exc:
+        raise errors.SpecError(f"Experiment file {p} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except yaml.YAMLError as exc:
         raise errors.SpecError(f"Experiment file {p} is not valid YAML: {exc}") from exc
     return from_data(data)
@@ -141,18 +185,38 @@ def check(exp: Experiment) -> None:
             problems.append(f"{what} {name!r} must be a plain name (letters, digits, '_', '-', '.'; it names a folder)")
     if not exp.arms:
         problems.append("arms is empty")
+    if not isinstance(exp.spec, str) and not (isinstance(exp.spec, dict) and isinstance(exp.spec.get("bridge"), str)):
+        problems.append(f"spec must be a bridge name or a mapping with 'bridge', got {type(exp.spec).__name__}")
+    elif isinstance(exp.spec, dict) and (exp.spec.get("layers") or exp.spec.get("legs")):
+        problems.append("spec must be the plain benchmark (a bridge and its options, no layers): held-out tasks are "
+                        "played on it, and the rigged arm's layers come from the rig")
+    for what, ids in [("train_tasks.ids", exp.train_tasks.ids),
+                      *((f"heldout.classes.{c}", v) for c, v in exp.heldout.classes.items())]:
+        bad = [i for i in ids if not i.strip()]
+        if bad or len(ids) != len(set(ids)):
+            problems.append(f"{what} must list distinct, non-empty task ids (a YAML list)")
+    if any(type(s) is not int or not 0 <= s < 2**31 for s in exp.seeds):
+        problems.append(f"seeds must be integers in [0, 2**31): {list(exp.seeds)}")
+    for i, arm in enumerate(exp.arms):
+        extra = sorted(set(arm.train) - set(ARM_TRAIN_KEYS))
+        if extra:
+            problems.append(f"arms[{i}] ({arm.name}) sets train keys {extra}: an arm may only set "
+                            f"{', '.join(ARM_TRAIN_KEYS)}; the rest is shared, so put it in the top-level 'train'")
+        reserved = sorted(set(arm.rig) & set(RIG_RESERVED))
+        if reserved:
+            problems.append(f"arms[{i}] ({arm.name}): rig.{reserved[0]} is set by the experiment itself; remove it")
+    if sum(a.kind == "rigged" for a in exp.arms) > 1:
+        problems.append("at most one rigged arm: its rig runs once, into the result folder's rig/")
     if len(set(names)) != len(names):
         problems.append(f"arm names repeat: {names}")
     for i, arm in enumerate(exp.arms):
         if arm.kind not in KINDS:
             problems.append(f"arms[{i}].kind {arm.kind!r}: choose one of {', '.join(KINDS)}")
-        budget = sorted(set(arm.train) & set(BUDGET_KEYS))
-        if budget:
-            problems.append(f"arms[{i}] ({arm.name}) overrides {budget}: every arm shares the budget, set them in "
-                            "the top-level 'train'")
         if arm.kind == "curriculum" and not arm.curriculum.get("params"):
             problems.append(f"arms[{i}] ({arm.name}): a curriculum arm needs curriculum.params")
     for a, b in exp.compare:
+        if a == b:
+            problems.append(f"compare [{a}, {b}] compares an arm with itself")
         for n in (a, b):
             if n not in names:
                 problems.append(f"compare names arm {n!r}, which is not declared ({', '.join(names)})")

@@ -269,8 +269,7 @@ def summary(root: Path) -> dict[str, Any]:
     out["rig"] = {k: rig.get(k) for k in ("seconds", "rollouts", "tokens", "accepted", "tasks")} if rig else None
     out["rig_included"] = None
     if rig and RIG_ARM in out["cost"]:  # rig rollouts count as episodes, its tokens as generated, its time as time
-        total, extra = out["cost"][RIG_ARM]["total"], {"episodes": "rollouts", "gen_tokens": "tokens",
-                                                       "step_s": "seconds", "wall_s": "seconds"}
+        total, extra = out["cost"][RIG_ARM]["total"], {"episodes": "rollouts", "step_s": "seconds", "wall_s": "seconds"}
         out["rig_included"] = {**total, "arm": RIG_ARM, **{k: None if total[k] is None else total[k] + (rig.get(v) or 0)
                                                            for k, v in extra.items()}}
     for a, b in compare:  # an arm not in "arms" has no runs, hence no pairs
@@ -427,9 +426,10 @@ def build_report(root: Path) -> Path:
     if s["rig"]:
         r = s["rig"]
         lines += ["", f"Rig (rig/summary.json): {_f(r['seconds'], '.0f')} s, {r['rollouts']} rollouts, "
-                      f"{r['tokens']} tokens, {r['accepted']} accepted of {r['tasks']} tasks."]
+                      f"{r['tokens']} designer LLM tokens (its policy rollouts' tokens are not counted by envh rig), "
+                      f"{r['accepted']} accepted of {r['tasks']} tasks."]
     if s["rig_included"]:
-        lines += ["", "| arm | optimizer steps | episodes (+ rig rollouts) | generated tokens (+ rig tokens) | "
+        lines += ["", "| arm | optimizer steps | episodes (+ rig rollouts) | generated tokens | "
                       "policy tokens | step time (+ rig s) | wall (+ rig s) |", "|---|---|---|---|---|---|---|",
                   _cost_row(f"{s['rig_included']['arm']} incl. rig", s["rig_included"])]
     config = (_json(root / "experiment.json") or {}).get("config")

@@ -69,6 +69,7 @@ class Runner:
                                     f"{meta.get('config_hash')}, now {config_hash(self.exp)}); a changed design is a "
                                     "new run: choose another --out")
         self._check_separation()
+        self.check_settings()
         if meta is None:
             load = os.getloadavg()
             _write(self.out / "experiment.json", {
@@ -79,9 +80,69 @@ class Runner:
                 "arms": [a.name for a in self.exp.arms], "seeds": list(self.exp.seeds),
                 "baseline_arm": self.exp.baseline_arm, "compare": [list(p) for p in self.exp.compare],
                 "versions": package_versions(envh.get_registry())})
+        if not (self.out / "heldout.json").exists():  # also after a kill between the two writes
             _write(self.out / "heldout.json", {"split": self.exp.heldout.split, "tasks": [
                 {"id": str(self._ref(i, self.exp.heldout.split)), "instance_id": i, "class": c}
                 for c, i in self.exp.heldout_ids()]})
+
+    def check_settings(self) -> None:
+        """Every arm's training config for every seed, the rig's options and the curriculum
+        are built and checked now, so a mistake stops the run before anything is written
+        (not after a 15-minute rig)."""
+        from envh_grpo import checkpoint
+        from envh_grpo.config import check
+        from envh_grpo.trainer import resolve_model
+
+        model_config = None
+        for arm in self.exp.arms:
+            for seed in self.exp.seeds:
+                config = self.train_config(arm, seed, self.out / "arms" / arm.name / f"seed-{seed}", plain=True)
+                if model_config is None:
+                    model_config = checkpoint.read_json(resolve_model(config.model) / "config.json")
+                check(config, world_size=1, model_config=model_config)
+            if arm.kind == "rigged":
+                from envh_rigger.run import prepare
+
+                folder = self.out / "rig"
+                ready = prepare(self._rig_config(arm, resume=(folder / "rig.json").exists()), envh.get_registry())
+                ready["designer"].close()
+            if arm.kind == "curriculum":
+                self._chooser(arm, self.exp.seeds[0], self.out / "unused.jsonl").close()
+
+    def _rig_config(self, arm: Any, *, resume: bool) -> Any:
+        from envh_rigger.run import RigConfig
+
+        options = dict(arm.rig)
+        tasks = options.pop("tasks", None) or ";".join(
+            f"{self.exp.train_tasks.split}/{i}" if self.exp.train_tasks.split else i for i in self.exp.train_tasks.ids)
+        budget = options.pop("budget", None)
+        if budget is not None:
+            from envh_rigger.budget import Budget
+
+            if not isinstance(budget, dict):
+                raise errors.SpecError(f"arms: {arm.name}.rig.budget must be a mapping (max_seconds, max_rollouts, ...)")
+            try:
+                options["budget"] = Budget(**budget)
+            except TypeError as exc:
+                raise errors.SpecError(f"arms: {arm.name}.rig.budget: {exc}") from None
+        try:
+            return RigConfig(spec=self.exp.spec, tasks=tasks, out=str(self.out / "rig"), resume=resume, **options)
+        except TypeError as exc:
+            raise errors.SpecError(f"arms: {arm.name}.rig: {exc} (options are envh rig's: target, k, rounds, "
+                                   "max_steps, policy, policy_options, budget, ...)") from None
+
+    def _chooser(self, arm: Any, seed: int, audit: Path) -> Any:
+        from envh_grpo import data
+
+        from .chooser import GroupCurriculum
+
+        try:
+            return GroupCurriculum(self.exp.spec, arm.curriculum,
+                                   training=lambda sources, pos: data.draw(sources, seed, pos),
+                                   excluded=self.heldout_filter(), audit=audit, seed=seed)
+        except (TypeError, KeyError) as exc:
+            raise errors.SpecError(f"arms: {arm.name}.curriculum: {exc!r} (params, policy and anchor as in the "
+                                   "curriculum kind)") from None
 
     def _ref(self, instance_id: str, split: str | None) -> envh.TaskRef:
         return self._refs(split).get(instance_id) or envh.TaskRef(
@@ -154,35 +215,34 @@ class Runner:
 
     def rig(self, arm: Any) -> None:
         """The rigged arm's harness pool: ``envh rig`` on the training tasks (resumable)."""
-        from envh_rigger.run import RigConfig, rig
+        from envh_rigger.run import rig
 
         folder = self.out / "rig"
         summary = _read(folder / "summary.json")
         if summary is not None and summary.get("complete"):
             return
-        options = dict(arm.rig)
-        tasks = options.pop("tasks", None) or ";".join(
-            f"{self.exp.train_tasks.split}/{i}" if self.exp.train_tasks.split else i for i in self.exp.train_tasks.ids)
-        budget = options.pop("budget", None)
-        extra: dict[str, Any] = {}
-        if budget:
-            from envh_rigger.budget import Budget
-
-            extra["budget"] = Budget(**budget)
         resume = (folder / "rig.json").exists()
-        self.echo(f"[rig] {'resuming' if resume else 'starting'} envh rig on {len(tasks.split(';'))} training tasks")
-        t0 = time.perf_counter()
-        result = rig(RigConfig(spec=self.exp.spec, tasks=tasks, out=str(folder), resume=resume,
-                               **options, **extra), echo=lambda m: self.echo(f"[rig] {m.strip()}"))
-        seconds = (summary or {}).get("seconds", 0.0) + time.perf_counter() - t0
+        config = self._rig_config(arm, resume=resume)
+        n_tasks = len(str(config.tasks).split(";"))
+        self.echo(f"[rig] {'resuming' if resume else 'starting'} envh rig on {n_tasks} training tasks")
+        t0, before = time.perf_counter(), float((summary or {}).get("seconds", 0.0))
+
+        def echo(message: str) -> None:  # the time spent so far survives a kill (it is part of the cost)
+            self.echo(f"[rig] {message.strip()}")
+            _write(folder / "summary.json", {"complete": False, "seconds": round(before + time.perf_counter() - t0, 1)})
+
+        result = rig(config, echo=echo)
         usage = result.get("usage") or {}
         from envh_rigger.pool import HarnessPool
 
-        entries = HarnessPool.open(folder).entries()
+        stops = result.get("stops", {})
         _write(folder / "summary.json", {
-            "complete": True, "seconds": round(seconds, 1), "rollouts": usage.get("rollouts", 0),
-            "tokens": usage.get("tokens", usage.get("llm_tokens", 0)), "accepted": len(entries),
-            "tasks": len(tasks.split(";")), "stops": result.get("stops", {})})
+            # a task the rig crashed on is tried again by a resumed run, as envh rig does
+            "complete": "crashed" not in stops.values(), "seconds": round(before + time.perf_counter() - t0, 1),
+            "rollouts": usage.get("rollouts", 0),
+            # designer LLM tokens (0 for the template designer); the policy's rollout tokens are not counted by the rig
+            "tokens": int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0)),
+            "accepted": len(HarnessPool.open(folder).entries()), "tasks": n_tasks, "stops": stops})
 
     def _pool_specs(self) -> dict[str, Any]:
         """Training task instance id -> the newest accepted spec for it in the rig's pool,
@@ -229,23 +289,25 @@ class Runner:
                 keys.add("observation:" + env.reset(task=ref, seed=0).observation.text)
         return keys
 
-    def sources(self, arm: Any) -> list[dict[str, Any]]:
+    def sources(self, arm: Any, *, plain: bool = False) -> list[dict[str, Any]]:
         """One source per training task (weight 1 each), so every arm draws the same
         task sequence for a seed; the rigged arm plays a task in its accepted harness, or
         as it is when the rig landed none for it."""
-        specs = self._pool_specs() if arm.kind == "rigged" else {}
+        specs = self._pool_specs() if arm.kind == "rigged" and not plain else {}
         split = self.exp.train_tasks.split
         return [{"spec": specs.get(i, self.exp.spec), "split": split, "tasks": [i], "weight": 1.0}
                 for i in self.exp.train_tasks.ids]
 
-    def train_config(self, arm: Any, seed: int, output_dir: Path) -> Any:
+    def train_config(self, arm: Any, seed: int, output_dir: Path, *, plain: bool = False) -> Any:
+        """The ``envh train`` config of one arm and seed (``plain``: the rigged arm's sources
+        before its pool exists, for checking)."""
         from envh_grpo.config import from_data
 
         ids = [i for _, i in self.exp.heldout_ids()]
         data = {**self.exp.train, **arm.train, "seed": seed, "output_dir": str(output_dir),
                 # a checkpoint at least every other step (and at every evaluation): a killed arm
                 # loses at most one step; older checkpoints are pruned as new ones land
-                "envs": self.sources(arm), "save_every": max(1, min(2, self.exp.eval_every)),
+                "envs": self.sources(arm, plain=plain), "save_every": max(1, min(2, self.exp.eval_every)),
                 "eval": {"every": self.exp.eval_every, "episodes": len(ids), "temperature": 0.0,
                          "seed": self.exp.eval_seed,
                          "envs": [{"spec": self.exp.spec, "split": self.exp.heldout.split, "tasks": ids}]},
@@ -274,7 +336,6 @@ class Runner:
                   f"{int(result['eval/episodes'])} episodes ({time.perf_counter() - t0:.0f} s)")
 
     def train(self, arm: Any, seed: int) -> None:
-        from envh_grpo import data
         from envh_grpo.trainer import GRPOTrainer
 
         folder = self.out / "arms" / arm.name / f"seed-{seed}"
@@ -283,16 +344,9 @@ class Runner:
         config = self.train_config(arm, seed, folder)
         if not (folder / "checkpoints" / "latest").exists():  # nothing to resume: start clean
             shutil.rmtree(folder, ignore_errors=True)
-        chooser = None
-        if arm.kind == "curriculum":
-            from .chooser import GroupCurriculum
-
-            chooser = GroupCurriculum(self.exp.spec, arm.curriculum,
-                                      training=lambda sources, pos: data.draw(sources, seed, pos),
-                                      excluded=self.heldout_filter(),
-                                      audit=folder / "curriculum.jsonl", seed=seed)
+        chooser = self._chooser(arm, seed, folder / "curriculum.jsonl") if arm.kind == "curriculum" else None
         tag = f"[{arm.name} seed {seed}]"
-        t0 = time.perf_counter()
+        t0, before = time.perf_counter(), float((_read(folder / "elapsed.json") or {}).get("wall_s", 0.0))
         trainer = GRPOTrainer(config, resume=True, chooser=chooser)
         try:
             if chooser is not None:
@@ -310,6 +364,7 @@ class Runner:
                     line += f"  held-out {sum(r['success'] for r in rows)}/{len(rows)}"
                 self.echo(line)
                 _prune(folder, keep_latest=True)
+                _write(folder / "elapsed.json", {"wall_s": round(before + time.perf_counter() - t0, 1)})
 
             trainer.train(progress)
         finally:
@@ -317,9 +372,10 @@ class Runner:
             if chooser is not None:
                 chooser.close()
         totals = _totals(folder / "metrics.jsonl")
+        # done.json first: a kill after it leaves a finished arm (its checkpoints are only disk)
+        _write(folder / "done.json", {"wall_s": round(before + time.perf_counter() - t0, 1), **totals})
         if not self.exp.keep_checkpoints:
             shutil.rmtree(folder / "checkpoints", ignore_errors=True)
-        _write(folder / "done.json", {"wall_s": round(time.perf_counter() - t0, 1), **totals})
 
 
 def _eval_rows(folder: Path, step: int) -> list[dict[str, Any]] | None:

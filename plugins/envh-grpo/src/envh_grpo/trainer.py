@@ -148,7 +148,11 @@ class GRPOTrainer:
         self.segments = ChatSegments(self.tok, PREFILL)
         self.sampling = SamplingConfig(max_new_tokens=c.max_response_tokens, temperature=c.temperature,
                                        top_p=c.top_p, stop=c.stop)
-        name = c.engine if c.engine != "auto" else ("vllm" if self.cuda else CPU_ENGINE)
+        # auto: vLLM on GPU where it is installed (weights load in place), transformers otherwise
+        import importlib.util
+
+        has_vllm = importlib.util.find_spec("vllm") is not None
+        name = c.engine if c.engine != "auto" else ("vllm" if self.cuda and has_vllm else CPU_ENGINE)
         if name == "vllm":
             self.gen: Any = VLLMEngine(str(self.model_dir), dtype=dtype_name,
                                        gpu_memory_utilization=c.vllm.gpu_memory_utilization,
