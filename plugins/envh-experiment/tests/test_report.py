@@ -144,7 +144,8 @@ def test_a_duplicated_step_uses_its_last_row(mixed: Path) -> None:
     assert s["cost"]["static"]["total"]["episodes"] == 64
     # the killed run: three steps, no wall time, its half-written last line skipped
     assert s["cost"]["rigged"]["seeds"]["2"] == {"steps": 3, "episodes": 24, "gen_tokens": 2400,
-                                                  "policy_tokens": 2880, "step_s": 6.0, "wall_s": None}
+                                                  "policy_tokens": 2880, "step_s": 6.0, "wall_s": None,
+                                                  "distinct_tasks": None}
     assert (s["cost"]["static"]["total"]["wall_s"], s["cost"]["rigged"]["total"]["wall_s"]) == (60.0, None)
     assert s["rig_included"]["episodes"] == 32 + 24 + 40
     assert s["rig_included"]["step_s"] == pytest.approx(14.0 + 100.0)

@@ -199,6 +199,16 @@ def _heldout_curve(runs: dict[int, _Run]) -> list[dict[str, Any]]:
     return points
 
 
+def _distinct_tasks(root: Path, arm: str, seed: int, exp: dict[str, Any]) -> int | None:
+    """Distinct tasks a run trained on: the curriculum's draws from its audit log, else the
+    training tasks (the rigged arm plays them in its harnesses)."""
+    audit = root / "arms" / arm / f"seed-{seed}" / "curriculum.jsonl"
+    if audit.exists():
+        return len({r.get("task") for r in _jsonl(audit) if r.get("type") == "group"})
+    ids = ((exp.get("config") or {}).get("train_tasks") or {}).get("ids")
+    return len(ids) if isinstance(ids, list) else None
+
+
 def _cost(run: _Run) -> dict[str, Any]:
     def total(key: str) -> Any:
         return sum(r.get(key) or 0 for r in run.train.values())
@@ -211,8 +221,10 @@ def _cost(run: _Run) -> dict[str, Any]:
 def _add(costs: list[dict[str, Any]]) -> dict[str, Any]:
     """Summed cost; the wall time only when every run has one (a partial sum would read as the arm's)."""
     walls = [c["wall_s"] for c in costs]
+    tasks = [c.get("distinct_tasks") for c in costs]
     return {**{k: sum(c[k] for c in costs) for k in COST_KEYS[:-1]},
-            "wall_s": sum(walls) if walls and None not in walls else None}
+            "wall_s": sum(walls) if walls and None not in walls else None,
+            "distinct_tasks": max((t for t in tasks if t is not None), default=None)}
 
 
 def summary(root: Path) -> dict[str, Any]:
@@ -263,7 +275,8 @@ def summary(root: Path) -> dict[str, Any]:
             "heldout": _heldout_curve(rs),
             "train_reward": _curve(rs, "reward"), "train_success": _curve(rs, "success"),
             "nonzero_adv": _curve(rs, "groups/nonzero_adv"), "success_signal": _curve(rs, "groups/success_signal")}
-        costs = {str(seed): _cost(r) for seed, r in rs.items()}
+        costs = {str(seed): {**_cost(r), "distinct_tasks": _distinct_tasks(root, arm, seed, exp)}
+                 for seed, r in rs.items()}
         out["cost"][arm] = {"seeds": costs, "total": _add(list(costs.values()))}
     rig = _json(root / "rig/summary.json")
     out["rig"] = {k: rig.get(k) for k in ("seconds", "rollouts", "tokens", "accepted", "tasks")} if rig else None
@@ -374,8 +387,21 @@ def _plots(root: Path, s: dict[str, Any]) -> None:
 
 
 def _cost_row(label: str, c: dict[str, Any]) -> str:
-    return (f"| {label} | {c['steps']} | {c['episodes']} | {c['gen_tokens']} | {c['policy_tokens']} | "
-            f"{c['step_s']:.0f} | {_f(c['wall_s'], '.0f')} |")
+    tasks = c.get("distinct_tasks")
+    return (f"| {label} | {c['steps']} | {c['episodes']} | {'–' if tasks is None else tasks} | {c['gen_tokens']} | "
+            f"{c['policy_tokens']} | {c['step_s']:.0f} | {_f(c['wall_s'], '.0f')} |")
+
+
+def _first_eval(root: Path) -> str:
+    """When the first held-out outcome was written (files' times): settings fixed before it
+    were not chosen by looking at held-out results."""
+    import datetime
+
+    files = list(root.glob("baseline/eval/step-*.jsonl")) + list(root.glob("arms/*/seed-*/eval/step-*.jsonl"))
+    if not files:
+        return "– (none yet)"
+    first = min(f.stat().st_mtime for f in files)
+    return datetime.datetime.fromtimestamp(first, datetime.UTC).isoformat(timespec="seconds")
 
 
 def build_report(root: Path) -> Path:
@@ -387,7 +413,8 @@ def build_report(root: Path) -> Path:
     load = ", ".join(_f(x) if isinstance(x, int | float) else str(x) for x in m.get("load_start") or []) or "?"
     per_class = ", ".join(f"{n} {c}" for c, n in s["heldout"]["classes"].items()) or "none"
     lines = [f"# Experiment report: {s['name']}", "",
-             f"Config hash `{s['config_hash']}`, settings fixed at {s['fixed_at']}. Machine: {m.get('cpus', '?')} "
+             f"Config hash `{s['config_hash']}`, settings fixed at {s['fixed_at']}, first held-out evaluation "
+             f"written at {_first_eval(root)}. Machine: {m.get('cpus', '?')} "
              f"CPUs, {m.get('platform', '?')}, load at start {load}. Arms: {', '.join(s['arms']) or 'none'}; "
              f"seeds: {', '.join(map(str, s['seeds'])) or 'none'}; held-out tasks: {s['heldout']['tasks']} "
              f"({per_class}).", "", f"**Verdict.** {s['verdict']}", ""]
@@ -418,8 +445,8 @@ def build_report(root: Path) -> Path:
               "## Cost", "",
               "Training rows only (the last row per step); step time is the sum of time/step_s, wall is "
               "done.json's wall_s (– while a run, or for a total any run, is unfinished).", "",
-              "| arm / seed | optimizer steps | episodes | generated tokens | policy tokens | step time (s) | "
-              "wall (s) |", "|---|---|---|---|---|---|---|"]
+              "| arm / seed | optimizer steps | episodes | distinct tasks | generated tokens | policy tokens | "
+              "step time (s) | wall (s) |", "|---|---|---|---|---|---|---|---|"]
     for arm, cost in s["cost"].items():
         lines += [_cost_row(f"{arm} / seed {seed}", c) for seed, c in cost["seeds"].items()]
         lines.append(_cost_row(f"**{arm} total**", cost["total"]))
@@ -429,8 +456,8 @@ def build_report(root: Path) -> Path:
                       f"{r['tokens']} designer LLM tokens (its policy rollouts' tokens are not counted by envh rig), "
                       f"{r['accepted']} accepted of {r['tasks']} tasks."]
     if s["rig_included"]:
-        lines += ["", "| arm | optimizer steps | episodes (+ rig rollouts) | generated tokens | "
-                      "policy tokens | step time (+ rig s) | wall (+ rig s) |", "|---|---|---|---|---|---|---|",
+        lines += ["", "| arm | optimizer steps | episodes (+ rig rollouts) | distinct tasks | generated tokens | "
+                      "policy tokens | step time (+ rig s) | wall (+ rig s) |", "|---|---|---|---|---|---|---|---|",
                   _cost_row(f"{s['rig_included']['arm']} incl. rig", s["rig_included"])]
     config = (_json(root / "experiment.json") or {}).get("config")
     lines += ["", "## Settings", ""] + (["```yaml", yaml.safe_dump(config, sort_keys=False).rstrip(), "```"]

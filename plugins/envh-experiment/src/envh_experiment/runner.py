@@ -16,6 +16,7 @@ episodes for every arm and seed (``eval.seed``), so arms are compared task by ta
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -77,6 +78,7 @@ class Runner:
                 "fixed_at": datetime.now(UTC).isoformat(timespec="seconds"),
                 "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                             "load_start": [round(x, 2) for x in load]},
+                "heldout_sha256": hashlib.sha256(json.dumps(self.exp.heldout_ids()).encode()).hexdigest(),
                 "arms": [a.name for a in self.exp.arms], "seeds": list(self.exp.seeds),
                 "baseline_arm": self.exp.baseline_arm, "compare": [list(p) for p in self.exp.compare],
                 "versions": package_versions(envh.get_registry())})
