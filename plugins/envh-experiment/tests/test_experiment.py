@@ -36,8 +36,9 @@ def _rows(path: Path) -> list[dict]:
 def test_the_shipped_examples_are_valid_and_keep_held_out_tasks_apart(name):
     exp = load(name)
     held = [i for _, i in exp.heldout_ids()]
-    # an arm's pooled held-out success (tasks x seeds) has a 95 % interval of at most +-10 points
-    assert len(held) * len(exp.seeds) >= 96
+    # an arm's held-out success has a 95 % interval of at most +-10 points: 96 distinct tasks
+    # (the seeds replay the same tasks, so they do not add to the population)
+    assert len(held) >= 96
     assert not set(held) & set(exp.train_tasks.ids)
     assert {a.kind for a in exp.arms} == {"static", "rigged", "curriculum"} and len(exp.seeds) >= 2
     Runner(exp, "unused")._check_separation()  # no held-out puzzle starts as a training puzzle

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import envh
+import pytest
+from envh import errors
 from envh.bridges import toy24
 from envh_experiment.config import from_data
 from envh_experiment.runner import Runner
@@ -79,3 +81,53 @@ def test_the_curriculum_never_draws_a_held_out_puzzle_and_resumes_exactly(tmp_pa
     resumed = _curriculum_draws(runner, arm, tmp_path / "b.jsonl", range(5, 12), rewind=5)
     assert resumed == full[5:]
     assert (tmp_path / "b.jsonl").read_text() == (tmp_path / "a.jsonl").read_text()
+
+
+def test_an_arms_reward_terms_add_to_the_shared_ones(tmp_path):
+    exp = from_data(tiny(train={**tiny()["train"], "reward": {"solved": 5.0, "invalid": 0.5}},
+                         arms=[{"name": "static", "kind": "static"},
+                               {"name": "ws", "kind": "static", "train": {"reward": {"meta_allowance": 5}}}]))
+    config = Runner(exp, tmp_path / "run").train_config(exp.arms[1], 0, tmp_path / "x")
+    assert (config.reward.solved, config.reward.invalid, config.reward.meta_allowance) == (5.0, 0.5, 5)
+
+
+def test_a_spec_file_is_read_as_envh_reads_it(tmp_path):
+    layered = tmp_path / "layered.yaml"
+    layered.write_text("bridge: toy24\nlayers:\n  - {kind: budget, max_steps: 3}\n")
+    with pytest.raises(errors.SpecError, match="plain benchmark"):
+        from_data(tiny(spec=str(layered)))
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("bridge: toy24\n")
+    runner = Runner(from_data(tiny(spec=str(plain))), tmp_path / "run")
+    runner.prepare()  # held-out ids name the bridge, as the trainer's evaluation rows do
+    ids = [t["id"] for t in json.loads((tmp_path / "run" / "heldout.json").read_text())["tasks"]]
+    assert ids[0] == "toy24/generated/3,6,7"
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"keep_checkpoints": "false"}, "true or false"),
+    ({"heldout": {"split": "generated", "classes": {"a": ["3,6,7"], "b": []}}}, "is empty"),
+    ({"heldout": {"split": ["generated"], "classes": {"a": ["3,6,7"]}}}, "split name"),
+    ({"train": {**tiny()["train"], "nproc": 2}}, "one process"),
+])
+def test_settings_that_would_be_converted_silently_are_refused(change, message):
+    with pytest.raises(errors.SpecError, match=message):
+        from_data(tiny(**change))
+
+
+def test_a_curriculum_that_only_anchors_is_refused():
+    data = tiny()
+    data["arms"][2]["curriculum"]["anchor"] = 1.0
+    with pytest.raises(errors.SpecError, match="anchor"):
+        from_data(data)
+
+
+def test_a_rig_whose_policy_never_played_stops_the_experiment_before_training(tmp_path):
+    """A bad policy option fails every rig episode; training the 'rigged' arm then would
+    train the static arm under another name."""
+    data = tiny()
+    data["arms"][1]["rig"]["policy_options"] = {"no_such_option": 1}
+    runner = Runner(from_data(data), tmp_path / "run", echo=lambda _m: None)
+    with pytest.raises(errors.EnvhError, match="ended in an error"):
+        runner.run()
+    assert not (tmp_path / "run" / "arms").exists() and not (tmp_path / "run" / "baseline").exists()

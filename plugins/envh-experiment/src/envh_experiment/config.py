@@ -19,6 +19,7 @@ from typing import Any
 
 import attrs
 import cattrs
+import envh
 from envh import errors
 
 EXAMPLES = Path(__file__).parent / "examples"
@@ -132,6 +133,13 @@ def _check_lists(data: dict[str, Any]) -> None:
     for key in ("eval_every", "eval_seed"):
         if key in data and type(data[key]) is not int:
             problems.append(f"$.{key} must be an integer")
+    if "keep_checkpoints" in data and type(data["keep_checkpoints"]) is not bool:
+        problems.append("$.keep_checkpoints must be true or false")
+    for where, block in (("train_tasks", train), ("heldout", held)):
+        if isinstance(block, dict) and block.get("split") is not None and not isinstance(block["split"], str):
+            problems.append(f"$.{where}.split must be a split name")
+    if isinstance(held, dict) and "check_observations" in held and type(held["check_observations"]) is not bool:
+        problems.append("$.heldout.check_observations must be true or false")
     if problems:
         raise errors.SpecError("Invalid experiment file: " + "; ".join(problems), problems)
 
@@ -186,10 +194,27 @@ def check(exp: Experiment) -> None:
     if not exp.arms:
         problems.append("arms is empty")
     if not isinstance(exp.spec, str) and not (isinstance(exp.spec, dict) and isinstance(exp.spec.get("bridge"), str)):
-        problems.append(f"spec must be a bridge name or a mapping with 'bridge', got {type(exp.spec).__name__}")
-    elif isinstance(exp.spec, dict) and (exp.spec.get("layers") or exp.spec.get("legs")):
-        problems.append("spec must be the plain benchmark (a bridge and its options, no layers): held-out tasks are "
-                        "played on it, and the rigged arm's layers come from the rig")
+        problems.append(f"spec must be a bridge name, a spec file or a mapping with 'bridge', got "
+                        f"{type(exp.spec).__name__}")
+    else:
+        try:  # a file or JSON text is read as envh reads it: layers there are layers too
+            parsed = envh.parse_spec(exp.spec)
+        except errors.EnvhError as exc:
+            problems.append(f"spec: {exc}")
+        else:
+            if parsed.layers:
+                problems.append("spec must be the plain benchmark (a bridge and its options, no layers): held-out "
+                                "tasks are played on it, and the rigged arm's layers come from the rig")
+    for i, arm in enumerate(exp.arms):
+        anchor = arm.curriculum.get("anchor", 0.1)
+        if arm.kind == "curriculum" and (type(anchor) not in (int, float) or not 0 <= anchor < 1):
+            problems.append(f"arms[{i}] ({arm.name}): curriculum.anchor must be a number in [0, 1) (1 would play "
+                            "only the training tasks: the static arm)")
+    for cls, ids in exp.heldout.classes.items():
+        if not ids:
+            problems.append(f"heldout.classes.{cls} is empty")
+    if "nproc" in exp.train:
+        problems.append("train.nproc: an experiment trains in one process (remove it)")
     for what, ids in [("train_tasks.ids", exp.train_tasks.ids),
                       *((f"heldout.classes.{c}", v) for c, v in exp.heldout.classes.items())]:
         bad = [i for i in ids if not i.strip()]

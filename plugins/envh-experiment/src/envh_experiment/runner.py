@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -34,6 +35,8 @@ from envh.rollout import package_versions
 from .config import Experiment, config_hash, to_data
 
 Echo = Callable[[str], None]
+#: envh rig's line per episode: "episode 3 (observe, TASK, seed 2): OUTCOME in 5 steps · ..."
+_EPISODE = re.compile(r"episode \d+ \(.*\): (\S+) in \d+ steps")
 
 
 def _write(path: Path, data: Any) -> None:
@@ -159,8 +162,8 @@ class Runner:
         return result
 
     def _suite(self) -> str:
-        spec = self.exp.spec
-        return spec if isinstance(spec, str) else str(spec.get("bridge", "default"))
+        """The bridge's name, as the trainer writes it into task ids (a spec file's path is not)."""
+        return envh.parse_spec(self.exp.spec).bridge
 
     def _check_separation(self) -> None:
         """A held-out task that is a training task under another name is refused, as an
@@ -204,16 +207,43 @@ class Runner:
         from .report import build_report
 
         self.prepare()
+        self._lock()
+        try:
+            self._stages()
+        finally:
+            self._lock_file.close()
+        report = build_report(self.out)
+        self.echo(f"report: {report}")
+        return report
+
+    def _stages(self) -> None:
         rigged = [a for a in self.exp.arms if a.kind == "rigged"]
         if rigged:
             self.rig(rigged[0])
+            summary = _read(self.out / "rig" / "summary.json") or {}
+            if not summary.get("complete"):
+                crashed = [t for t, stop in (summary.get("stops") or {}).items() if stop == "crashed"]
+                raise errors.EnvhError(f"The rig crashed on {', '.join(crashed) or 'some tasks'}; the rigged arm "
+                                       f"trains on its whole pool only: fix the cause and run again with --resume")
+            if summary.get("errored") and summary.get("errored") == summary.get("rollouts"):
+                raise errors.EnvhError(f"Every one of the rig's {summary['errored']} episodes ended in an error "
+                                       f"(see {self.out / 'rig' / 'report.md'}): its policy never played, so the "
+                                       "rigged arm would be the static arm. Fix the rig's policy settings.")
         self.baseline()
         for arm in self.exp.arms:
             for seed in self.exp.seeds:
                 self.train(arm, seed)
-        report = build_report(self.out)
-        self.echo(f"report: {report}")
-        return report
+
+    def _lock(self) -> None:
+        """One process per result folder: a second ``--resume`` would train the same runs."""
+        import fcntl
+
+        self._lock_file = open(self.out / ".lock", "w")  # noqa: SIM115 - held for the run's life
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._lock_file.close()
+            raise errors.StateError(f"{self.out} is in use by another envh experiment process") from None
 
     def rig(self, arm: Any) -> None:
         """The rigged arm's harness pool: ``envh rig`` on the training tasks (resumable)."""
@@ -229,9 +259,15 @@ class Runner:
         self.echo(f"[rig] {'resuming' if resume else 'starting'} envh rig on {n_tasks} training tasks")
         t0, before = time.perf_counter(), float((summary or {}).get("seconds", 0.0))
 
+        errored = [int((summary or {}).get("errored", 0))]
+
         def echo(message: str) -> None:  # the time spent so far survives a kill (it is part of the cost)
             self.echo(f"[rig] {message.strip()}")
-            _write(folder / "summary.json", {"complete": False, "seconds": round(before + time.perf_counter() - t0, 1)})
+            played = _EPISODE.match(message.strip())
+            if played and played.group(1) not in ("solved", "failed"):  # an error class: the episode never ran
+                errored[0] += 1
+            _write(folder / "summary.json", {"complete": False, "errored": errored[0],
+                                             "seconds": round(before + time.perf_counter() - t0, 1)})
 
         result = rig(config, echo=echo)
         usage = result.get("usage") or {}
@@ -241,7 +277,7 @@ class Runner:
         _write(folder / "summary.json", {
             # a task the rig crashed on is tried again by a resumed run, as envh rig does
             "complete": "crashed" not in stops.values(), "seconds": round(before + time.perf_counter() - t0, 1),
-            "rollouts": usage.get("rollouts", 0),
+            "rollouts": usage.get("rollouts", 0), "errored": errored[0],
             # designer LLM tokens (0 for the template designer); the policy's rollout tokens are not counted by the rig
             "tokens": int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0)),
             "accepted": len(HarnessPool.open(folder).entries()), "tasks": n_tasks, "stops": stops})
@@ -254,6 +290,10 @@ class Runner:
         from envh_rigger.pool import HarnessPool
 
         if "_pool" in self.__dict__:
+            return dict(self._pool)
+        used = self.out / "rig" / "used.json"  # the pool as the first arm trained on it, fixed for the others
+        if used.exists():
+            self._pool = {k: v for k, v in (_read(used) or {}).items()}
             return dict(self._pool)
         pool = HarnessPool.open(self.out / "rig")
         held = self._heldout_keys()
@@ -273,6 +313,7 @@ class Runner:
                 continue
             out[instance] = spec
         self._pool = out
+        _write(used, out)
         if dropped:
             self.echo("[rig] harnesses left out: " + "; ".join(dropped))
             summary = _read(self.out / "rig" / "summary.json") or {}
@@ -306,10 +347,13 @@ class Runner:
         from envh_grpo.config import from_data
 
         ids = [i for _, i in self.exp.heldout_ids()]
-        data = {**self.exp.train, **arm.train, "seed": seed, "output_dir": str(output_dir),
+        merged = {**self.exp.train, **{k: ({**self.exp.train.get(k, {}), **v} if isinstance(v, dict) else v)
+                                       for k, v in arm.train.items()}}  # an arm's reward terms add to the shared
+        data = {**merged, "seed": seed, "output_dir": str(output_dir),
                 # a checkpoint at least every other step (and at every evaluation): a killed arm
                 # loses at most one step; older checkpoints are pruned as new ones land
-                "envs": self.sources(arm, plain=plain), "save_every": max(1, min(2, self.exp.eval_every)),
+                "envs": self.sources(arm, plain=plain),
+                "save_every": self.exp.eval_every if self.exp.eval_every <= 2 else 2 - self.exp.eval_every % 2,
                 "eval": {"every": self.exp.eval_every, "episodes": len(ids), "temperature": 0.0,
                          "seed": self.exp.eval_seed,
                          "envs": [{"spec": self.exp.spec, "split": self.exp.heldout.split, "tasks": ids}]},
