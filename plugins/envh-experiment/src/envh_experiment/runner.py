@@ -170,23 +170,26 @@ class Runner:
         exact id match is: the same puzzle by the bridge's ``canonical_task`` (``9,2,6,9``
         is ``2,6,9,9``), or, with ``check_observations``, the same start observation."""
         seen: dict[str, str] = {}
+        look = self.exp.heldout.check_observations
         with envh.make(self.exp.spec) as env:
-            canonical = getattr(env.unwrapped, "canonical_task", None)
-
-            def keys(instance: str, split: str | None) -> list[str]:
-                ref = self._ref(instance, split)
-                out = [f"task:{canonical(ref)}"] if canonical is not None else []
-                if self.exp.heldout.check_observations:
-                    out.append("observation:" + env.reset(task=ref, seed=0).observation.text)
-                return out
-
             for i in self.exp.train_tasks.ids:
-                seen.update(dict.fromkeys(keys(i, self.exp.train_tasks.split), i))
+                seen.update(dict.fromkeys(self._start_keys(env, i, self.exp.train_tasks.split, observation=look), i))
             for cls, i in self.exp.heldout_ids():
-                same = next((seen[k] for k in keys(i, self.exp.heldout.split) if k in seen), None)
+                keys = self._start_keys(env, i, self.exp.heldout.split, observation=look)
+                same = next((seen[k] for k in keys if k in seen), None)
                 if same is not None:
                     raise errors.SpecError(f"Held-out task {i!r} ({cls}) is training task {same!r} under another "
                                            "name: held-out tasks never appear in training")
+
+    def _start_keys(self, env: Any, instance: str, split: str | None, *, observation: bool) -> list[str]:
+        """What identifies where a task starts: the bridge's ``canonical_task`` where it has
+        one, and (``observation``) the observation its reset shows."""
+        ref = self._ref(instance, split)
+        canonical = getattr(env.unwrapped, "canonical_task", None)
+        out = [f"task:{canonical(ref)}"] if canonical is not None else []
+        if observation:
+            out.append("observation:" + env.reset(task=ref, seed=0).observation.text)
+        return out
 
     def heldout_filter(self) -> Callable[[Any], bool]:
         """Is a task (one a curriculum generates) a held-out task, by id or by the bridge's
@@ -322,15 +325,9 @@ class Runner:
 
     def _heldout_keys(self) -> set[str]:
         """What identifies a held-out task's start: its canonical form and start observation."""
-        keys: set[str] = set()
         with envh.make(self.exp.spec) as env:
-            canonical = getattr(env.unwrapped, "canonical_task", None)
-            for _, i in self.exp.heldout_ids():
-                ref = self._ref(i, self.exp.heldout.split)
-                if canonical is not None:
-                    keys.add(f"task:{canonical(ref)}")
-                keys.add("observation:" + env.reset(task=ref, seed=0).observation.text)
-        return keys
+            return {k for _, i in self.exp.heldout_ids()
+                    for k in self._start_keys(env, i, self.exp.heldout.split, observation=True)}
 
     def sources(self, arm: Any, *, plain: bool = False) -> list[dict[str, Any]]:
         """One source per training task (weight 1 each), so every arm draws the same
