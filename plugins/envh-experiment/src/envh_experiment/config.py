@@ -26,9 +26,9 @@ EXAMPLES = Path(__file__).parent / "examples"
 KINDS = ("static", "rigged", "curriculum")
 #: arm and experiment names become folder names: plain words only
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-#: training keys an arm may not override: they are the budget every arm must share
-BUDGET_KEYS = ("steps", "group_size", "groups_per_step", "max_turns", "max_response_tokens", "max_prompt_tokens",
-               "model", "seed", "output_dir", "eval", "envs")
+#: training keys the experiment sets for every run itself (from seeds, the folder, held-out
+#: tasks and arms): the file's ``train`` block may not set them
+EXPERIMENT_KEYS = ("seed", "output_dir", "eval", "envs")
 #: the only training keys an arm may set (its reward terms, e.g. a workspace arm's meta-action
 #: allowance); everything else (optimizer, loss, sampling, prompt window, PPO epochs) is shared,
 #: since it changes the budget or what the held-out evaluation plays
@@ -262,10 +262,7 @@ def check(exp: Experiment) -> None:
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})
         problems.append(f"held-out tasks repeat: {dup[:5]}")
-    for key in BUDGET_KEYS:
-        if key in ("steps", "group_size", "groups_per_step", "max_turns", "max_response_tokens",
-                   "max_prompt_tokens", "model"):
-            continue
+    for key in EXPERIMENT_KEYS:
         if key in exp.train:
             problems.append(f"train.{key} is set by the experiment itself; remove it")
     leak = sorted(set(ids) & set(exp.train_tasks.ids))

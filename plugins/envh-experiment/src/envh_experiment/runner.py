@@ -406,7 +406,7 @@ class Runner:
                 if rows is not None:
                     line += f"  held-out {sum(r['success'] for r in rows)}/{len(rows)}"
                 self.echo(line)
-                _prune(folder, keep_latest=True)
+                _prune(folder)
                 _write(folder / "elapsed.json", {"wall_s": round(before + time.perf_counter() - t0, 1)})
 
             trainer.train(progress)
@@ -428,12 +428,12 @@ def _eval_rows(folder: Path, step: int) -> list[dict[str, Any]] | None:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
-def _prune(folder: Path, *, keep_latest: bool) -> None:
+def _prune(folder: Path) -> None:
     """Drop checkpoints older than ``latest`` (a 135M model's optimizer state is ~1.6 GB)."""
     root = folder / "checkpoints"
     latest = (root / "latest").read_text().strip() if (root / "latest").exists() else None
     for child in root.glob("step-*") if root.is_dir() else ():
-        if child.name != latest or not keep_latest:
+        if child.name != latest:
             shutil.rmtree(child, ignore_errors=True)
 
 
