@@ -116,6 +116,17 @@ def test_a_held_out_task_under_another_name_is_refused(tmp_path):
     assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
+def test_reuse_needs_an_experiment_and_a_new_folder(tmp_path):
+    exp = from_data(tiny())
+    with pytest.raises(errors.EnvhError, match="holds no experiment"):
+        Runner(exp, tmp_path / "new", reuse=tmp_path).prepare()
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "experiment.json").write_text(json.dumps({"name": "tiny", "config": {}}))
+    with pytest.raises(errors.EnvhError, match="starts a new result folder"):
+        Runner(exp, tmp_path / "old", resume=True, reuse=tmp_path).prepare()
+    assert not (tmp_path / "new").exists()
+
+
 def test_every_arm_trains_and_the_report_comes_from_the_run(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run([*ENVH, "experiment", str(_write(tmp_path, tiny())), "--out", str(out)],
@@ -164,6 +175,22 @@ def test_every_arm_trains_and_the_report_comes_from_the_run(tmp_path):
     again = subprocess.run([*ENVH, "experiment", str(tmp_path / "exp.yaml"), "--out", str(out)],
                            capture_output=True, text=True, timeout=300)
     assert again.returncode != 0 and "--resume" in again.stderr + again.stdout
+    # a changed rig design runs again only what it changed: the rig and the rigged arm
+    data = tiny()
+    data["arms"][1]["rig"]["target"] = "sr:0.1-0.4"
+    second = tmp_path / "run2"
+    redo = subprocess.run([*ENVH, "experiment", str(_write(tmp_path, data)), "--out", str(second), "--reuse", str(out)],
+                          capture_output=True, text=True, timeout=1200)
+    assert redo.returncode == 0, redo.stdout[-3000:] + redo.stderr[-3000:]
+    assert "[rig] starting" in redo.stdout and "[rigged seed 0] step 2/2" in redo.stdout
+    for kept in ("static", "curriculum"):
+        assert f"[{kept} seed 0] step" not in redo.stdout
+        assert (second / "arms" / kept / "seed-0" / "eval" / "step-2.jsonl").read_bytes() == \
+            (out / "arms" / kept / "seed-0" / "eval" / "step-2.jsonl").read_bytes()
+    assert "[baseline]" not in redo.stdout.replace("[reuse] baseline", "")
+    meta = json.loads((second / "experiment.json").read_text())
+    assert sorted(meta["reused"]) == ["baseline", "curriculum/seed-0", "static/seed-0"]
+    assert "## Reused results" in (second / "report.md").read_text()
 
 
 def test_a_killed_experiment_resumes_where_it_stopped(tmp_path):

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from envh.rollout import wilson
 from envh_experiment.report import build_report, markdown_table, summary
+from experiment_files import tiny
 from scipy import stats
 
 TASKS = [("3,4,8", "size3"), ("1,5,9", "size3"), ("2,2,6", "size3"),
@@ -258,3 +259,23 @@ def test_each_condition_of_the_rule_is_needed() -> None:
     assert not meets_target({**base, "low": 0.0}, 2)  # pooled interval touches 0
     assert not meets_target({**base, "seed_lows": {"1": 0.05, "2": -0.01}}, 2)  # one seed's does
     assert not meets_target({**base, "seed_lows": {"1": 0.05}}, 2)  # a seed unpaired
+
+
+def test_run_keys_change_exactly_with_what_made_each_result():
+    from envh_experiment.config import from_data, run_keys
+
+    base = run_keys(from_data(tiny()))
+    assert set(base) == {"baseline", "rig", "static/seed-0", "rigged/seed-0", "curriculum/seed-0"}
+    rig = tiny()
+    rig["arms"][1]["rig"]["target"] = "sr:0.1-0.4"
+    changed = {k for k, v in run_keys(from_data(rig)).items() if base[k] != v}
+    assert changed == {"rig", "rigged/seed-0"}
+    lr = tiny(train={**tiny()["train"], "optim": {"lr": 2e-5}})
+    assert {k for k, v in run_keys(from_data(lr)).items() if base[k] != v} == set(base) - {"rig"}
+    held = tiny(heldout={"split": "generated", "classes": {"size3": ["3,6,7"]}})
+    assert all(base[k] != v for k, v in run_keys(from_data(held)).items())  # every result evaluates on it
+    more = run_keys(from_data(tiny(seeds=[0, 1])))
+    assert all(more[k] == v for k, v in base.items()) and "static/seed-1" in more
+    renamed = tiny()
+    renamed["description"] = "words"
+    assert run_keys(from_data(renamed)) == base

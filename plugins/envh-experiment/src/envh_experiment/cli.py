@@ -12,9 +12,13 @@ import click
 @click.argument("experiment_file", metavar="EXPERIMENT")
 @click.option("--out", default=None, help="Result folder (default: runs/experiment/NAME).")
 @click.option("--resume", is_flag=True, help="Continue a stopped run in --out (refused if the file changed).")
+@click.option("--reuse", "reuse", default=None, metavar="FOLDER",
+              help="Start a new --out, copying each finished result of FOLDER (another experiment's) that the same "
+                   "settings made: after a change to one arm, only what it changed runs again.")
 @click.option("--report-only", is_flag=True, help="Rebuild report.md and the plots from the files in --out.")
 @click.option("--check", is_flag=True, help="Check the file (held-out separation included) and exit.")
-def experiment(experiment_file: str, out: str | None, resume: bool, report_only: bool, check: bool) -> None:
+def experiment(experiment_file: str, out: str | None, resume: bool, reuse: str | None, report_only: bool,
+               check: bool) -> None:
     """Train every arm of EXPERIMENT (a YAML file or a shipped example such as
     toy24-adaptive) with every seed, evaluate on the held-out tasks, write the report.
 
@@ -25,7 +29,7 @@ def experiment(experiment_file: str, out: str | None, resume: bool, report_only:
 
     exp = load(experiment_file)
     folder = Path(out or f"runs/experiment/{exp.name}")
-    runner = Runner(exp, folder, resume=resume, echo=click.echo)
+    runner = Runner(exp, folder, resume=resume, reuse=reuse, echo=click.echo)
     if check:
         runner._check_separation()
         runner.check_settings()

@@ -158,6 +158,39 @@ def config_hash(exp: Experiment) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _digest(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _shared(exp: Experiment) -> dict[str, Any]:
+    """What every result of an experiment depends on: the benchmark and the held-out
+    evaluation (a spec file by its contents)."""
+    data = to_data(exp)
+    out = {k: data[k] for k in ("spec", "heldout", "eval_seed")}
+    if isinstance(exp.spec, str) and Path(exp.spec).is_file():
+        out["spec_file"] = hashlib.sha256(Path(exp.spec).read_bytes()).hexdigest()
+    return out
+
+
+def run_keys(exp: Experiment) -> dict[str, str]:
+    """A key per result an experiment writes (``baseline``, ``rig``, ``ARM/seed-S``): equal
+    keys in two experiments mean the result was made by the same settings, so ``--reuse``
+    may copy it instead of running it again. A run's key covers the training tasks, the
+    shared training block, its arm (kind, rig, curriculum, overrides), its seed and the
+    evaluation schedule; the rig's, the rigged arm's rig options; the baseline's, what its
+    step-0 evaluation played with."""
+    data, shared = to_data(exp), _shared(exp)
+    keys = {"baseline": _digest({**shared, "train": data["train"], "arm0": data["arms"][0]["train"]})}
+    for arm in data["arms"]:
+        if arm["kind"] == "rigged" and "rig" not in keys:
+            keys["rig"] = _digest({**shared, "train_tasks": data["train_tasks"], "rig": arm["rig"]})
+        for seed in data["seeds"]:
+            keys[f"{arm['name']}/seed-{seed}"] = _digest({
+                **shared, "train_tasks": data["train_tasks"], "train": data["train"], "arm": arm, "seed": seed,
+                "eval_every": data["eval_every"], "rig": keys.get("rig") if arm["kind"] == "rigged" else None})
+    return keys
+
+
 def load(path: str | Path) -> Experiment:
     """A YAML file, or the name of a shipped example (``toy24-adaptive``)."""
     import yaml

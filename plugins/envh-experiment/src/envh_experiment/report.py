@@ -441,6 +441,12 @@ def build_report(root: Path) -> Path:
              f"seeds: {', '.join(map(str, s['seeds'])) or 'none'}; held-out tasks: {s['heldout']['tasks']} "
              f"({per_class}).", "", f"**Verdict.** {s['verdict']}", ""]
     lines += ["## Incomplete runs", ""] + ([f"- {x}" for x in s["incomplete"]] or ["All runs finished."]) + [""]
+    reused = (_json(root / "experiment.json") or {}).get("reused") or {}
+    if reused:
+        lines += ["## Reused results", "", "Copied by `--reuse` from an earlier experiment whose settings for them "
+                  "were the same (equal run keys in experiment.json); their cost rows are that run's.", ""]
+        lines += [f"- {name}: from `{r.get('from')}` (config hash `{r.get('config_hash')}`)"
+                  for name, r in sorted(reused.items())] + [""]
     lines += ["## Final held-out success", "",
               "Each run at its largest eval step; the arm's rate is the mean over its distinct tasks of each "
               "task's mean over the seeds, with a 95 % Wilson interval over the tasks (the seeds replay the same "

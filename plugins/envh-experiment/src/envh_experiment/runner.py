@@ -32,7 +32,7 @@ import envh
 from envh import errors
 from envh.rollout import package_versions
 
-from .config import Experiment, config_hash, to_data
+from .config import Experiment, config_hash, from_data, run_keys, to_data
 
 Echo = Callable[[str], None]
 #: envh rig's line per episode: "episode 3 (observe, TASK, seed 2): OUTCOME in 5 steps · ..."
@@ -57,14 +57,18 @@ class Runner:
     """One experiment in one folder. ``resume``: continue a stopped run (refused when the
     file changed since it started); without it an existing folder is refused."""
 
-    def __init__(self, exp: Experiment, out: str | Path, *, resume: bool = False, echo: Echo = print) -> None:
+    def __init__(self, exp: Experiment, out: str | Path, *, resume: bool = False, reuse: str | Path | None = None,
+                 echo: Echo = print) -> None:
         self.exp, self.out, self.echo = exp, Path(out), echo
-        self.resume = resume
+        self.resume, self.reuse = resume, None if reuse is None else Path(reuse)
 
     # -- checks and bookkeeping -------------------------------------------------------
     def prepare(self) -> None:
         """Everything checked before anything is written (a refused run leaves nothing)."""
         meta = _read(self.out / "experiment.json")
+        if self.reuse is not None and meta is not None:
+            raise errors.EnvhError(f"--reuse starts a new result folder; {self.out} already holds one (its reused "
+                                   "results are recorded in its experiment.json)")
         if meta is not None and not self.resume:
             raise errors.EnvhError(f"{self.out} already holds experiment {meta.get('name')!r}; pass --resume to "
                                    "continue it or choose another --out")
@@ -74,7 +78,11 @@ class Runner:
                                     "new run: choose another --out")
         self._check_separation()
         self.check_settings()
+        reused = self._reusable() if self.reuse is not None else {}
         if meta is None:
+            for name, source in reused.items():  # copied before experiment.json: a kill here leaves no folder
+                shutil.copytree(source, self.out / _result_dir(name), dirs_exist_ok=True)
+                self.echo(f"[reuse] {name} from {source}")
             load = os.getloadavg()
             _write(self.out / "experiment.json", {
                 "name": self.exp.name, "config": to_data(self.exp), "config_hash": config_hash(self.exp),
@@ -84,11 +92,39 @@ class Runner:
                 "heldout_sha256": hashlib.sha256(json.dumps(self.exp.heldout_ids()).encode()).hexdigest(),
                 "arms": [a.name for a in self.exp.arms], "seeds": list(self.exp.seeds),
                 "baseline_arm": self.exp.baseline_arm, "compare": [list(p) for p in self.exp.compare],
+                "run_keys": run_keys(self.exp),
+                "reused": {name: {"from": str(source), "config_hash": (_read(self.reuse / "experiment.json") or {})
+                                  .get("config_hash")} for name, source in reused.items()},
                 "versions": package_versions(envh.get_registry())})
         if not (self.out / "heldout.json").exists():  # also after a kill between the two writes
             _write(self.out / "heldout.json", {"split": self.exp.heldout.split, "tasks": [
                 {"id": str(self._ref(i, self.exp.heldout.split)), "instance_id": i, "class": c}
                 for c, i in self.exp.heldout_ids()]})
+
+    def _reusable(self) -> dict[str, Path]:
+        """The results of ``--reuse``'s folder made by the same settings as this file's (equal
+        ``run_keys``) and finished: result name -> its folder there."""
+        assert self.reuse is not None
+        meta = _read(self.reuse / "experiment.json")
+        if meta is None:
+            raise errors.EnvhError(f"--reuse: {self.reuse} holds no experiment (no experiment.json)")
+        theirs = meta.get("run_keys")
+        if theirs is None:  # a folder written before run keys were recorded: derive them from its file
+            if isinstance(meta["config"].get("spec"), str) and Path(meta["config"]["spec"]).is_file():
+                raise errors.EnvhError(f"--reuse: {self.reuse} names a spec file whose contents then are not "
+                                       "recorded; its results cannot be matched")
+            theirs = run_keys(from_data(meta["config"]))
+        out: dict[str, Path] = {}
+        for name, key in run_keys(self.exp).items():
+            folder = self.reuse / _result_dir(name)
+            finished = {"baseline": folder / "eval" / "step-0.jsonl", "rig": folder / "summary.json"}.get(
+                name, folder / "done.json")
+            if theirs.get(name) == key and finished.exists() and \
+                    (name != "rig" or (_read(finished) or {}).get("complete")):
+                out[name] = folder
+        if not out:
+            self.echo(f"[reuse] nothing in {self.reuse} was made with this file's settings: every result runs")
+        return out
 
     def check_settings(self) -> None:
         """Every arm's training config for every seed, the rig's options and the curriculum
@@ -419,6 +455,11 @@ class Runner:
         _write(folder / "done.json", {"wall_s": round(before + time.perf_counter() - t0, 1), **totals})
         if not self.exp.keep_checkpoints:
             shutil.rmtree(folder / "checkpoints", ignore_errors=True)
+
+
+def _result_dir(name: str) -> str:
+    """Where a result named by ``run_keys`` lives in a result folder."""
+    return name if name in ("baseline", "rig") else f"arms/{name}"
 
 
 def _eval_rows(folder: Path, step: int) -> list[dict[str, Any]] | None:
