@@ -26,6 +26,7 @@ from typing import Any
 
 from . import capabilities as caps
 from .errors import ContractCodeError, EnvhError
+from .limits import MAX_CODE_BYTES
 
 ALLOWED_MODULES = frozenset({
     "re", "math", "json", "collections", "itertools", "string", "difflib", "functools",
@@ -107,22 +108,61 @@ class _Checker(ast.NodeVisitor):
             self._attr(node, attr)
         self.generic_visit(node)
 
+    # A jump out of 'finally' discards the time-limit exception. One pass finds them: each
+    # function body is a frame holding its loop depth and, per enclosing 'finally' in that
+    # frame, the loop depth where the 'finally' began. 'return'/'yield' in a frame with a
+    # 'finally' leaves it; 'break'/'continue' leaves it unless a loop began inside it (a
+    # loop's 'else' is not inside the loop). Work is linear in the code.
+    def __init__(self) -> None:
+        self.frames: list[list[int]] = [[0]]  # per function: [loop depth, *loop depth at each 'finally']
+
+    def _frame(self) -> list[int]:
+        return self.frames[-1]
+
     def visit_Try(self, node: ast.Try) -> None:
-        for stmt in node.finalbody:  # a jump out of 'finally' discards the time-limit exception
-            for sub in ast.walk(stmt):
-                if isinstance(sub, _FINALLY_JUMPS) and _jumps_out(stmt, sub):
-                    raise _fail(sub, "'return', 'break', 'continue' or 'yield' inside 'finally' "
-                                     "is not allowed")
-        self.generic_visit(node)
+        for child in (*node.body, *node.handlers, *node.orelse):
+            self.visit(child)
+        frame = self._frame()
+        frame.append(frame[0])
+        for child in node.finalbody:
+            self.visit(child)
+        frame.pop()
 
     visit_TryStar = visit_Try  # type: ignore[assignment]
+
+    def _jump(self, node: ast.AST) -> None:
+        frame = self._frame()
+        leaves = len(frame) > 1 and (not isinstance(node, (ast.Break, ast.Continue)) or frame[-1] == frame[0])
+        if leaves:
+            raise _fail(node, "'return', 'break', 'continue' or 'yield' inside 'finally' is not allowed")
+        self.generic_visit(node)
+
+    visit_Return = visit_Yield = visit_YieldFrom = visit_Break = visit_Continue = _jump  # type: ignore[assignment]
+
+    def _loop(self, node: ast.For | ast.While) -> None:
+        for name in ("target", "iter", "test"):
+            if getattr(node, name, None) is not None:
+                self.visit(getattr(node, name))
+        frame = self._frame()
+        frame[0] += 1
+        for child in node.body:
+            self.visit(child)
+        frame[0] -= 1
+        for child in node.orelse:
+            self.visit(child)
+
+    visit_For = visit_While = _loop  # type: ignore[assignment]
 
     def _def(self, node: ast.FunctionDef | ast.Lambda) -> None:
         name = getattr(node, "name", "<lambda>")
         if name.startswith("_envh") or name.startswith("__") or name in FORBIDDEN_NAMES:
             raise _fail(node, f"a function may not be named {name!r}"
                               + (": the verifier is sealed" if name == "evaluate" else ""))
-        self.generic_visit(node)
+        self.frames.append([0])
+        try:
+            self.generic_visit(node)
+        finally:
+            self.frames.pop()
 
     visit_FunctionDef = _def  # type: ignore[assignment]
     visit_Lambda = _def  # type: ignore[assignment]
@@ -216,20 +256,6 @@ class _Instrument(ast.NodeTransformer):
 
 # a 'yield' in 'finally' suspends the generator while the time-limit exception is in flight:
 # the caller gets a value as if nothing happened and simply drops the generator
-_FINALLY_JUMPS = (ast.Return, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom)
-
-
-def _jumps_out(final_stmt: ast.stmt, jump: ast.AST) -> bool:
-    """Does ``jump`` (in a finally block) leave the block, rather than a loop or function
-    nested inside the block?"""
-    for node in ast.walk(final_stmt):
-        if node is jump:
-            continue
-        inner = isinstance(node, (ast.FunctionDef, ast.Lambda)) or (
-            isinstance(node, (ast.For, ast.While)) and isinstance(jump, (ast.Break, ast.Continue)))
-        if inner and any(n is jump for n in ast.walk(node)):
-            return False
-    return True
 
 
 def _import(modules: dict[str, caps.Namespace]) -> Callable[..., Any]:
@@ -448,10 +474,14 @@ def _code_line(exc: BaseException) -> int | None:
     return line
 
 
-def parse_and_check(source: str) -> ast.Module:
+def parse_and_check(source: str, *, max_bytes: int | None = MAX_CODE_BYTES) -> ast.Module:
     """Parse and check untrusted source; raise ``ContractCodeError`` at the first problem."""
     if not isinstance(source, str):
         raise ContractCodeError(f"code must be a string, got {type(source).__name__}")
+    size = len(source.encode("utf-8", "surrogatepass"))
+    if max_bytes is not None and size > max_bytes:
+        raise ContractCodeError(f"the code is larger than {max_bytes:,} bytes ({size:,}); keep contract code "
+                                "small, and data out of it")
     try:
         tree = ast.parse(source, FILENAME)
     except SyntaxError as exc:

@@ -60,11 +60,18 @@ _BRIDGE_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 def load_spec_data(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
     """Read a spec from a mapping, a JSON/YAML file path, JSON/YAML text, or a bare
     bridge name (``"toy24"`` means ``{"bridge": "toy24"}``)."""
+    from .limits import MAX_SPEC_BYTES, check_weight, load_yaml
+
     if isinstance(source, Mapping):
+        check_weight(source, "(mapping)")
         return dict(source)
     text: str
-    path = Path(source) if isinstance(source, Path) or "\n" not in str(source) else None
+    one_line = "\n" not in str(source) and len(str(source)) < 4096  # longer is text, never a file name
+    path = Path(source) if isinstance(source, Path) or one_line else None
     if path is not None and path.exists():
+        if path.is_file() and path.stat().st_size > MAX_SPEC_BYTES:  # refused before it is read
+            raise errors.SpecError(f"Spec {path} is larger than {MAX_SPEC_BYTES:,} bytes "
+                                   f"({path.stat().st_size:,}); split it or move data out of it")
         text = path.read_text()
     elif isinstance(source, str) and source.lstrip()[:1] in "{[" or (isinstance(source, str) and "\n" in source):
         text = source
@@ -74,10 +81,10 @@ def load_spec_data(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
         raise errors.SpecError(f"Spec file {str(source)!r} does not exist.")
     import yaml
 
+    where = str(path) if path is not None and path.exists() else "(inline spec)"
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, where)
     except yaml.YAMLError as exc:
-        where = str(path) if path is not None and path.exists() else "(inline spec)"
         detail = str(exc).replace('"<unicode string>"', where).replace("<unicode string>", where)
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
