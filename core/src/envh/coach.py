@@ -61,7 +61,9 @@ def _coach_arity(tree: ast.Module) -> int:
 
 class Coach:
     """A jailed coach program. ``propose`` runs it on one window's statistics and returns
-    the checked changes; the jail process is shared with contract code (``default_jail``)."""
+    the checked changes. It runs in one of its spec's jails (``envh.jail.stack_jail``),
+    never in another spec's (a coach built outside ``envh.make`` gets a jail of its own),
+    so a hostile coach can break only its own spec's code."""
 
     def __init__(self, code: str, *, time_limit: float = 0.25, jail: Any = None) -> None:
         if type(time_limit) not in (int, float) or not 0 < time_limit <= MAX_TIME_LIMIT:
@@ -70,11 +72,11 @@ class Coach:
         check_top_level(tree, {FUNCTION})
         arity = _coach_arity(tree)
         call = f"{FUNCTION}(stats, box['memo'])" if arity == 2 else f"{FUNCTION}(stats)"
-        from .jail import default_jail
+        from .jail import stack_jail
 
         self.code, self.time_limit = code, float(time_limit)
         self.memo: dict[str, Any] = {}
-        self._jail = jail or default_jail()
+        self._jail = jail or stack_jail()
         self._program: int | None = self._jail.load(code + _WRAPPER.format(entry=ENTRY, call=call), (ENTRY,),
                                                      time_limit=self.time_limit, max_ops=MAX_OPS)
 

@@ -136,19 +136,22 @@ def make(spec: EnvSpec | Mapping[str, Any] | str | Path, *, registry: Registry |
         env: ActionableEnv = factory(**parsed.config)
     except TypeError as exc:
         raise errors.SpecError(f"Bad config for bridge {parsed.bridge!r}: {exc}") from exc
+    from .jail.stacks import building
+
     try:
-        for i, layer in enumerate(parsed.layers):
-            kind = reg.component_kind(layer.kind)
-            level = "untrusted" if "untrusted" in (trust, parsed.trust) else "trusted"
-            ctx = BuildContext(registry=reg, index=i, make=functools.partial(make, registry=reg, trust=level),
-                               trust=level)
-            try:
-                built = kind.load()(layer, env, ctx)
-            except errors.ContractCodeError as exc:
-                raise locate_code_error(exc, spec, i) from exc
-            env = record_layer(built, env)  # base bridges stay known
-            if getattr(env, "layer_id", None) in (None, layer.kind):
-                object.__setattr__(env, "layer_id", layer.id or f"{i}:{layer.kind}")
+        with building(env):  # chain legs built below share this spec's jails
+            for i, layer in enumerate(parsed.layers):
+                kind = reg.component_kind(layer.kind)
+                level = "untrusted" if "untrusted" in (trust, parsed.trust) else "trusted"
+                ctx = BuildContext(registry=reg, index=i, make=functools.partial(make, registry=reg, trust=level),
+                                   trust=level)
+                try:
+                    built = kind.load()(layer, env, ctx)
+                except errors.ContractCodeError as exc:
+                    raise locate_code_error(exc, spec, i) from exc
+                env = record_layer(built, env)  # base bridges stay known
+                if getattr(env, "layer_id", None) in (None, layer.kind):
+                    object.__setattr__(env, "layer_id", layer.id or f"{i}:{layer.kind}")
     except BaseException:
         env.close()
         raise

@@ -254,16 +254,17 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
 
 
 def _stack_jail(inner: ActionableEnv) -> Any:
-    """The jail of the contract layers below in this stack, else a new one: untrusted code
-    of one env stack (one spec) shares a process, never with another stack's code."""
+    """The jail of the contract layers below in this stack, else one of its spec's jails
+    (``envh.jail.stack_jail``): a spec's untrusted code, chain legs included, runs in at
+    most its share of jail processes, never in another spec's."""
     from ..harness import iter_layers
-    from ..jail import Jail
+    from ..jail import stack_jail
 
     for layer in iter_layers(inner):
         held = vars(layer).get("_jail") if isinstance(layer, CodeContract) else None
         if held is not None and held.idle_exit:
             return held
-    return Jail()
+    return stack_jail(inner)
 
 
 def _plain(value: Any) -> Any:

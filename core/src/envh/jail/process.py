@@ -1,23 +1,23 @@
 """The host side of the jail: a persistent helper process (one per env stack by
 default), fed hook calls over a pipe, killed when a call overruns its limits and restarted
 on the next call. Every such failure is a typed ``ContractCodeError`` for the hook that
-caused it; the run goes on.
+caused it; the run goes on. Between calls the process is stopped (``pause.Stopper``), so
+nothing runs in it but calls, each under its limits.
 
 Two limits end a call. Its CPU time, counted by the kernel from when the jail read the
 call (``ITIMER_PROF``: ``time_limit`` plus ``grace_s``), kills a hook stuck in one C call
 (a regex, ``sum(itertools.count())``) about ``time_limit + grace_s`` after it began on an
 idle machine; a busy machine slows the hook, not its CPU budget, so honest code is not
 killed for the machine's load. The wall clock (``wall()``, twice the limit plus
-``busy_s``) only backs that up for a jail that gets almost no CPU.
+``busy_s``) only backs that up for a jail that gets almost no CPU, and bounds the whole
+exchange, sending the call and reading every byte of the answer: a jail that stops
+reading or answers halfway is killed at that deadline too.
 """
 
 from __future__ import annotations
 
-import atexit
 import gc
 import os
-import select
-import signal
 import subprocess
 import sys
 import threading
@@ -27,7 +27,9 @@ from typing import Any
 
 from .. import errors
 from . import wire
-from .bwrap import bwrap_path, python_paths, sandboxed_command
+from .bwrap import NOBODY, bwrap_path, python_paths, sandboxed_command
+from .failures import broken_jail_error, code_error, death_signal, lost_program
+from .pause import Stopper
 
 #: CPU seconds a call may use beyond its time limit (see ``Jail``). What it pays for,
 #: measured on a loaded 2-core machine: encoding an answer at the 32 MB message cap takes
@@ -40,7 +42,8 @@ LOAD_S = 1.0
 BUSY_S = 2.0
 #: Jail processes one host process may run at once (~24 MB each): every env stack with
 #: untrusted code has one, and a hostile spec must not start hundreds (a chain of many
-#: legs, each with a contract). Beyond it, building another stack is a ``JailError``.
+#: legs, each with a contract; one spec gets at most ``stacks.MAX_PER_STACK``). Beyond it,
+#: building another stack is a ``JailError`` for that stack alone.
 MAX_LIVE = 32
 _live: set[int] = set()  # pids of the jail processes this process started and has not ended
 os.register_at_fork(after_in_child=_live.clear)  # a forked child has started none
@@ -63,16 +66,20 @@ class Jail:
     """A helper process that runs contract programs under hard limits.
 
     ``memory_mb`` caps its address space (RLIMIT_AS), ``cpu_total_s`` its CPU time over
-    its life (each call also gets a CPU limit of its own); it has no environment, at most
+    its life (hard limits, which code in it cannot raise; each call also gets a CPU timer
+    of its own); it has no environment, at most
     8 open files, cannot create processes or write files, and — under bubblewrap, which
-    is required when the host runs as root — sees no host process, network or file beyond
-    the Python installation it runs.
+    is required when the host runs as root — runs as an unprivileged host uid and sees no
+    host process, network or file beyond the Python installation it runs. It is stopped
+    between calls.
 
     A call may use ``time_limit + grace_s`` seconds of CPU (the grace pays for decoding
     the call and encoding the answer, and for the in-jail clock being read only every
     256 loop iterations); a load also gets ``LOAD_S`` for parsing and compiling. With
     ``idle_exit`` the process ends when its last program is unloaded (and when the
-    ``Jail`` is garbage-collected); ``default_jail()`` keeps its process.
+    ``Jail`` is garbage-collected). A program whose reload after a restart fails, or kills
+    the new process, is marked broken alone: its calls raise ``ContractCodeError`` saying
+    so, and every other program is loaded again.
     """
 
     def __init__(self, *, memory_mb: int = 512, cpu_total_s: int = 3600, grace_s: float = GRACE_S,
@@ -84,6 +91,7 @@ class Jail:
         self.last_cpu_s = 0.0  # CPU seconds the last answered call used in the jail
         self._reaper: weakref.finalize | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._stopper: Stopper | None = None
         self._programs: dict[int, dict[str, Any]] = {}
         self._next_id = 0
         self._lock = threading.RLock()
@@ -106,35 +114,40 @@ class Jail:
         binds = [*python_paths(), envh_dir]
         for site in sites:
             binds += [os.path.join(site, name) for name in ("re2", "attrs", "attr")]
-        return sandboxed_command(argv, ro_binds=binds)
+        # run by root, the jail must not be host root: RLIMIT_NPROC does not bind root
+        return sandboxed_command(argv, ro_binds=binds, host_uid=NOBODY)
 
     def _start(self) -> subprocess.Popen[bytes]:
         if len(_live) >= MAX_LIVE:
             gc.collect()  # stacks dropped without close() but held in a reference cycle
         if len(_live) >= MAX_LIVE:
             raise errors.JailError(
-                f"{len(_live)} jail processes are already running in this process (one per env stack "
-                f"with untrusted code; the limit is {MAX_LIVE}): close the env stacks you no longer use")
+                f"{len(_live)} jail processes are already running in this process (each spec with "
+                f"untrusted code runs a few; the limit is {MAX_LIVE}), so this stack gets none: close the "
+                "env stacks you no longer use")
         try:
             proc = subprocess.Popen(self._command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, env={}, close_fds=True, cwd="/")
         except OSError as exc:
             raise errors.JailError(f"could not start the jail process: {exc}") from exc
-        self._proc = proc
+        assert proc.stdin is not None
+        os.set_blocking(proc.stdin.fileno(), False)  # a jail that stops reading must not block a send
+        self._proc, self._stopper = proc, Stopper(proc.pid)
         _live.add(proc.pid)
         # a Jail nobody holds any more (an env stack dropped without close()) ends its process
-        self._reaper = weakref.finalize(self, _reap, proc, os.getpid())
+        self._reaper = weakref.finalize(self, _reap, proc, os.getpid(), self._stopper)
         return proc
 
     def _kill(self, *, failed: bool = False) -> None:
         proc, self._proc = self._proc, None
+        stopper, self._stopper = self._stopper, None
         if self._reaper is not None:
             self._reaper.detach()
             self._reaper = None
         if proc is None:
             return
         self.restarts += failed
-        _reap(proc, os.getpid())
+        _reap(proc, os.getpid(), stopper)
 
     @property
     def pid(self) -> int | None:
@@ -144,56 +157,60 @@ class Jail:
 
     def _ensure(self) -> subprocess.Popen[bytes]:
         if self._pid != os.getpid():  # a forked child must not share its parent's pipe
-            self._proc, self._reaper, self._pid = None, None, os.getpid()
+            self._proc, self._reaper, self._stopper, self._pid = None, None, None, os.getpid()
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         if self._proc is not None:
             self._kill(failed=True)
-        proc = self._start()
-        for pid, prog in list(self._programs.items()):  # a fresh jail: load every program again
+        while True:  # each pass that fails marks one more program broken: the passes end
+            proc = self._start()
+            if self._reload(proc):
+                return proc
+
+    def _reload(self, proc: subprocess.Popen[bytes]) -> bool:
+        """Load every program again into the fresh ``proc``. One whose load fails is marked
+        broken; one whose load kills ``proc`` too, and then False: the programs loaded
+        before it went with the process, so the caller starts another and loads the rest."""
+        for pid, prog in list(self._programs.items()):
             if prog.get("broken") or prog["loading"]:
                 continue
             try:
                 reply = self._exchange(proc, {**prog["load"], "id": pid}, prog["wall"], "<module>",
                                        prog["cpu"])
-            except errors.ContractCodeError as exc:  # its reload killed the jail: start another
-                reply = {"error": {"message": f"could not be loaded again after a jail restart: {exc.message}"}}
-                proc = self._proc or self._start()
+            except errors.ContractCodeError as exc:
+                prog["broken"] = lost_program(exc.message)
+                return False
             if "error" in reply:
-                prog["broken"] = reply["error"]
-        return self._proc or proc
+                err = reply["error"]
+                prog["broken"] = lost_program(err.get("message") if isinstance(err, dict) else err)
+        return True
 
     def _exchange(self, proc: subprocess.Popen[bytes], msg: dict[str, Any], wall: float, hook: str,
                   cpu: float) -> Any:
+        """Send one message and read the whole answer within ``wall`` seconds; the process
+        runs only in between (stopped before and after)."""
         assert proc.stdin is not None and proc.stdout is not None
-        out_fd = proc.stdout.fileno()
+        deadline = time.monotonic() + wall
         try:
-            wire.send(proc.stdin.fileno(), {**msg, "cpu_limit": cpu}, lenient=True)
-            deadline = time.monotonic() + wall
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([out_fd], [], [], left)[0]:
-                    self._kill(failed=True)
-                    raise errors.ContractCodeError(
-                        f"ran longer than its wall-clock limit of {wall * 1000:.0f} ms; the jail "
-                        "process was killed and restarted", hook=hook)
-                return wire.recv(out_fd, max_items=wire.MAX_ITEMS)
-        except (OSError, EOFError, ValueError, RecursionError) as exc:  # a dead or lying jail
-            sig = _death_signal(proc) if isinstance(exc, (OSError, EOFError)) else None
+            if self._stopper is not None:
+                self._stopper.cont()
+            wire.send(proc.stdin.fileno(), {**msg, "cpu_limit": cpu}, lenient=True, deadline=deadline)
+            reply = wire.recv(proc.stdout.fileno(), max_items=wire.MAX_ITEMS, deadline=deadline)
+            if self._stopper is not None:
+                self._stopper.stop()
+            return reply
+        except TimeoutError:
             self._kill(failed=True)
-            if isinstance(exc, wire.TooBig):
-                raise errors.ContractCodeError(f"{exc}; the jail process was restarted: keep memo and "
-                                               "results small", hook=hook) from None
-            if sig == signal.SIGPROF:  # the per-call CPU timer: one operation that never ended
-                raise errors.ContractCodeError(
-                    f"used its CPU time limit of {cpu * 1000:.0f} ms in an operation that cannot be "
-                    "interrupted (huge arithmetic or sorting, or encoding a huge memo or answer); "
-                    "the jail process was killed and restarted", hook=hook) from None
-            why = {signal.SIGKILL: "killed (CPU or memory limit)",
-                   signal.SIGXCPU: "killed at its CPU limit"}.get(sig, "died")  # type: ignore[call-overload]
             raise errors.ContractCodeError(
-                f"the jail process {why} while running this code ({type(exc).__name__}); it was "
-                "restarted: avoid heavy work and huge allocations in hooks", hook=hook) from None
+                f"ran longer than its wall-clock limit of {wall * 1000:.0f} ms; the jail "
+                "process was killed and restarted", hook=hook) from None
+        except errors.JailError:  # it cannot be stopped between calls: it does not run on
+            self._kill(failed=True)
+            raise
+        except (OSError, EOFError, ValueError, RecursionError) as exc:  # a dead or lying jail
+            sig = death_signal(proc) if isinstance(exc, (OSError, EOFError)) else None
+            self._kill(failed=True)
+            raise broken_jail_error(exc, sig, cpu, hook) from None
 
     def request(self, msg: dict[str, Any], *, wall: float, hook: str, cpu: float) -> Any:
         with self._lock:
@@ -213,7 +230,7 @@ class Jail:
             try:
                 reply = self.request({**load, "id": pid}, wall=wall, hook="<module>", cpu=cpu)
                 if "error" in reply:
-                    raise _code_error(reply["error"])
+                    raise code_error(reply["error"])
             except BaseException:
                 self.unload(pid)
                 raise
@@ -223,22 +240,27 @@ class Jail:
     def hooks(self, pid: int) -> tuple[str, ...]:
         return self._programs[pid]["hooks"]  # type: ignore[no-any-return]
 
+    @property
+    def program_count(self) -> int:
+        """How many programs are loaded (what ``stacks`` balances a spec's jails by)."""
+        return len(self._programs)
+
     def call(self, pid: int, hook: str, args: list[Any], state: Any, memo: dict[str, Any],
              time_limit: float) -> tuple[Any, dict[str, Any]]:
         """Call ``hook`` of program ``pid``; the decoded result and the new memo."""
         with self._lock:
             prog = self._programs[pid]
             if prog.get("broken"):
-                raise _code_error(prog["broken"])
+                raise code_error({**prog["broken"], "hook": hook})
             reply = self.request({"op": "call", "id": pid, "hook": hook, "args": args, "state": state,
-                                  "memo": memo, "cpu_s": max(1, int(time_limit * 4) + 1)},
+                                  "memo": memo},
                                  wall=self.wall(time_limit), hook=hook, cpu=self.cpu_limit(time_limit))
             if "error" in reply and prog.get("broken"):
-                raise _code_error(prog["broken"])
+                raise code_error({**prog["broken"], "hook": hook})
         used = reply.get("cpu_used")
         self.last_cpu_s = float(used) if type(used) is float else 0.0
         if "error" in reply:
-            raise _code_error(reply["error"])
+            raise code_error(reply["error"])
         memo_out = reply.get("memo")
         if type(memo_out) is not dict:
             raise errors.ContractCodeError("memo must stay a dict", hook=hook)
@@ -259,7 +281,7 @@ class Jail:
                 return
             try:
                 self._exchange(self._proc, {"op": "unload", "id": pid}, 5.0, "<unload>", 5.0)
-            except errors.ContractCodeError:
+            except (errors.ContractCodeError, errors.JailError):  # the process is gone: so is the program
                 pass
 
     def cpu_limit(self, time_limit: float) -> float:
@@ -277,47 +299,17 @@ class Jail:
             self._programs.clear()
 
 
-def _reap(proc: subprocess.Popen[bytes], owner: int) -> None:
+def _reap(proc: subprocess.Popen[bytes], owner: int, stopper: Stopper | None = None) -> None:
     """End a jail process and close its pipes (only in the process that started it: a
     forked child holds a copy of the ``Popen`` but must not kill its parent's jail)."""
     if os.getpid() != owner:
         return
     _live.discard(proc.pid)
+    if stopper is not None:
+        stopper.close()
     proc.kill()
     for pipe in (proc.stdin, proc.stdout):
         if pipe is not None:
             pipe.close()
     proc.wait()
 
-
-def _death_signal(proc: subprocess.Popen[bytes]) -> int | None:
-    """The signal that ended the jail's Python (bubblewrap exits with 128 + it), or None."""
-    try:
-        code = proc.wait(timeout=1.0)
-    except subprocess.TimeoutExpired:
-        return None
-    return -code if code < 0 else code - 128 if code > 128 else None
-
-
-def _code_error(err: Any) -> errors.ContractCodeError:
-    err = err if isinstance(err, dict) else {"message": repr(err)}
-    lineno, col, hook = err.get("lineno"), err.get("col"), err.get("hook")
-    return errors.ContractCodeError(str(err.get("message"))[:4000],
-                                    lineno=lineno if type(lineno) is int else None,
-                                    col=col if type(col) is int else None,
-                                    hook=hook if type(hook) is str else None)
-
-
-_default: Jail | None = None
-_default_lock = threading.Lock()
-
-
-def default_jail() -> Jail:
-    """A process-wide jail kept running between programs (started on first use, restarted
-    after a fork). Contract layers do not use it: each env stack has a jail of its own."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            _default = Jail(idle_exit=False)
-            atexit.register(_default.close)
-        return _default

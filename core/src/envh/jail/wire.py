@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import struct
+import time
 from types import MappingProxyType
 from typing import Any
 
@@ -41,20 +43,31 @@ def pack(message: Any, *, lenient: bool = False) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
-def send(fd: int, message: Any, *, lenient: bool = False) -> None:
+def send(fd: int, message: Any, *, lenient: bool = False, deadline: float | None = None) -> None:
     """Write one message (``pack`` then ``write``)."""
-    write(fd, pack(message, lenient=lenient))
+    write(fd, pack(message, lenient=lenient), deadline)
 
 
-def write(fd: int, data: bytes) -> None:
-    while data:
-        n = os.write(fd, data)
-        data = data[n:]
+def write(fd: int, data: bytes, deadline: float | None = None) -> None:
+    """Write all of ``data``. The host's end of the pipe is non-blocking: when it is full,
+    this waits until ``deadline`` (``time.monotonic()``) at most, then ``TimeoutError``, so
+    a jail that stops reading cannot hold the host."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:  # a non-blocking pipe, full: wait until it drains
+            _wait(fd, select.POLLOUT, deadline)
 
 
-def read_exact(fd: int, n: int) -> bytes:
+def read_exact(fd: int, n: int, deadline: float | None = None) -> bytes:
+    """``n`` bytes from ``fd``; with a ``deadline`` (``time.monotonic()``), all of them by
+    then or ``TimeoutError``: a jail that sends part of an answer and goes silent must not
+    hold the host."""
     chunks, got = [], 0
     while got < n:
+        if deadline is not None:
+            _wait(fd, select.POLLIN, deadline)
         chunk = os.read(fd, min(n - got, 1 << 20))
         if not chunk:
             raise EOFError("the jail closed its pipe")
@@ -63,17 +76,33 @@ def read_exact(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def recv(fd: int, *, max_items: int | None = None) -> Any:
-    """Read and decode one message."""
-    return json.loads(recv_body(fd, max_items=max_items))
+def _wait(fd: int, event: int, deadline: float | None) -> None:
+    """Block until ``fd`` is ready for ``event`` (or its other end closed); ``TimeoutError``
+    past ``deadline``. ``poll``, not ``select``: a host with many open files has descriptors
+    past 1024."""
+    poller = select.poll()
+    poller.register(fd, event)
+    while True:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise TimeoutError("the message was not sent or received whole before the deadline")
+        if poller.poll(None if left is None else max(1, int(left * 1000))):
+            return
 
 
-def recv_body(fd: int, *, max_items: int | None = None) -> bytes:
-    """Read one message's undecoded body (the jail decodes it under its CPU timer)."""
-    (size,) = _HEADER.unpack(read_exact(fd, _HEADER.size))
+def recv(fd: int, *, max_items: int | None = None, deadline: float | None = None) -> Any:
+    """Read and decode one message; with a ``deadline``, the whole message by then."""
+    return json.loads(recv_body(fd, max_items=max_items, deadline=deadline))
+
+
+def recv_body(fd: int, *, max_items: int | None = None, deadline: float | None = None) -> bytes:
+    """Read one message's undecoded body (the jail decodes it under its CPU timer). The
+    host passes a ``deadline`` (``time.monotonic()``) that covers the header and the body
+    together; the jail, waiting for the host's next call, passes none."""
+    (size,) = _HEADER.unpack(read_exact(fd, _HEADER.size, deadline))
     if size > MAX_MESSAGE:
         raise TooBig(f"an answer of {size:,} bytes exceeds the {MAX_MESSAGE:,} byte limit")
-    body = read_exact(fd, size)
+    body = read_exact(fd, size, deadline)
     if max_items is not None and body.count(b",") + body.count(b"[") + body.count(b"{") > max_items:
         raise TooBig(f"an answer with more than {max_items:,} JSON values (memo and results together)")
     return body

@@ -3,7 +3,11 @@ over its stdin/stdout pipe. Started by ``envh.jail.Jail`` (under bubblewrap, wit
 environment); never imported by the host.
 
 It sets its own hard resource limits before it reads the first program, after importing
-everything a program can reach (so nothing is imported, and no file opened, later).
+everything a program can reach (so nothing is imported, and no file opened, later). Every
+limit is set with hard == soft, so code that got out of the sandbox cannot raise one;
+per call, CPU time is bounded by the ``ITIMER_PROF`` timer armed for each message, and
+between calls the host keeps this process stopped (``Jail``), so nothing it left behind
+(a signal handler, a timer) runs until the next call, under that call's limits.
 """
 
 from __future__ import annotations
@@ -19,17 +23,13 @@ from typing import Any
 DECODE_S = 1.0  # CPU seconds to decode a call before its own budget is known (32 MB: ~50 ms)
 
 
-def _limit(which: int, soft: int, hard: int | None = None) -> None:
-    hard = soft if hard is None else hard
-    try:
-        resource.setrlimit(which, (soft, hard))
-    except (ValueError, OSError):  # already lower than asked: keep the lower limit
-        pass
-
-
-def _cpu_used() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+def _limit(which: int, value: int) -> None:
+    """Set ``which`` to ``value`` (or the lower limit already there), hard and soft alike:
+    a soft limit below its hard one is only advice to code that can call ``setrlimit``.
+    A limit that cannot be set ends the jail before it runs anything."""
+    _, hard = resource.getrlimit(which)
+    value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+    resource.setrlimit(which, (value, value))
 
 
 def main(memory_mb: int, cpu_total_s: int) -> None:
@@ -49,7 +49,7 @@ def main(memory_mb: int, cpu_total_s: int) -> None:
     _limit(resource.RLIMIT_NPROC, 0)
     _limit(resource.RLIMIT_NOFILE, 8)
     _limit(resource.RLIMIT_CORE, 0)
-    _limit(resource.RLIMIT_CPU, cpu_total_s, cpu_total_s + 5)
+    _limit(resource.RLIMIT_CPU, cpu_total_s)
     # each message arms a CPU timer whose signal ends the process (SIGPROF's default
     # action): the only thing that stops one C call that never returns
     signal.signal(signal.SIGPROF, signal.SIG_DFL)
@@ -91,8 +91,6 @@ def main(memory_mb: int, cpu_total_s: int) -> None:
                 state = msg["state"]
                 if state is not None:
                     state = freeze(state)
-                cpu = int(_cpu_used()) + int(msg["cpu_s"]) + 1
-                _limit(resource.RLIMIT_CPU, cpu, cpu_total_s + 5)
                 fn = fns[hook]
                 assert fn is not None, hook
                 out = sb.call_function(fn, hook, *args, state, memo)
