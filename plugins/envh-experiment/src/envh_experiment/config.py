@@ -166,9 +166,15 @@ def _shared(exp: Experiment) -> dict[str, Any]:
     """What every result of an experiment depends on: the benchmark and the held-out
     evaluation (a spec file by its contents)."""
     data = to_data(exp)
-    out = {k: data[k] for k in ("spec", "heldout", "eval_seed")}
+    # the held-out tasks in file order: the order fixes each task's evaluation seed
+    out = {k: data[k] for k in ("spec", "eval_seed")} | {"heldout": [i for _, i in exp.heldout_ids()],
+                                                          "split": exp.heldout.split}
     if isinstance(exp.spec, str) and Path(exp.spec).is_file():
         out["spec_file"] = hashlib.sha256(Path(exp.spec).read_bytes()).hexdigest()
+    model = exp.train.get("model")
+    if isinstance(model, str) and Path(model).is_dir():  # weights by what is on disk, not by the path
+        out["model_files"] = sorted((str(f.relative_to(model)), f.stat().st_size, f.stat().st_mtime_ns)
+                                    for f in Path(model).rglob("*") if f.is_file())
     return out
 
 
@@ -183,7 +189,8 @@ def run_keys(exp: Experiment) -> dict[str, str]:
     keys = {"baseline": _digest({**shared, "train": data["train"], "arm0": data["arms"][0]["train"]})}
     for arm in data["arms"]:
         if arm["kind"] == "rigged" and "rig" not in keys:
-            keys["rig"] = _digest({**shared, "train_tasks": data["train_tasks"], "rig": arm["rig"]})
+            rig_shared = {k: v for k, v in shared.items() if k != "model_files"}  # the rig plays its own policy
+            keys["rig"] = _digest({**rig_shared, "train_tasks": data["train_tasks"], "rig": arm["rig"]})
         for seed in data["seeds"]:
             keys[f"{arm['name']}/seed-{seed}"] = _digest({
                 **shared, "train_tasks": data["train_tasks"], "train": data["train"], "arm": arm, "seed": seed,

@@ -445,7 +445,10 @@ def build_report(root: Path) -> Path:
     if reused:
         lines += ["## Reused results", "", "Copied by `--reuse` from an earlier experiment whose settings for them "
                   "were the same (equal run keys in experiment.json); their cost rows are that run's.", ""]
-        lines += [f"- {name}: from `{r.get('from')}` (config hash `{r.get('config_hash')}`)"
+        lines += [f"- {name}: from `{r.get('from')}` (config hash `{r.get('config_hash')}`, settings fixed at "
+                  f"{r.get('fixed_at', '?')}, machine: {(r.get('machine') or {}).get('cpus', '?')} CPUs, "
+                  f"{(r.get('machine') or {}).get('platform', '?')}, load at start "
+                  f"{', '.join(map(str, (r.get('machine') or {}).get('load_start') or [])) or '?'})"
                   for name, r in sorted(reused.items())] + [""]
     lines += ["## Final held-out success", "",
               "Each run at its largest eval step; the arm's rate is the mean over its distinct tasks of each "

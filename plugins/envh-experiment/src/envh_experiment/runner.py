@@ -69,6 +69,10 @@ class Runner:
         if self.reuse is not None and meta is not None:
             raise errors.EnvhError(f"--reuse starts a new result folder; {self.out} already holds one (its reused "
                                    "results are recorded in its experiment.json)")
+        if meta is None and self.out.is_dir() and any(self.out.iterdir()):
+            raise errors.EnvhError(f"{self.out} is not empty but holds no experiment (a run killed while it "
+                                   "copied --reuse results, or another folder): results in it were not made by "
+                                   "this file; remove it or choose another --out")
         if meta is not None and not self.resume:
             raise errors.EnvhError(f"{self.out} already holds experiment {meta.get('name')!r}; pass --resume to "
                                    "continue it or choose another --out")
@@ -80,9 +84,14 @@ class Runner:
         self.check_settings()
         reused = self._reusable() if self.reuse is not None else {}
         if meta is None:
-            for name, source in reused.items():  # copied before experiment.json: a kill here leaves no folder
-                shutil.copytree(source, self.out / _result_dir(name), dirs_exist_ok=True)
+            for name, source in reused.items():  # before experiment.json: a kill here leaves a folder refused above
+                shutil.copytree(source, self.out / _result_dir(name), symlinks=True,
+                                ignore=shutil.ignore_patterns("checkpoints", ".lock"))
                 self.echo(f"[reuse] {name} from {source}")
+            if "rig" in reused:  # the copy is this folder's rig now (a resume checks its stored out)
+                stored = _read(self.out / "rig" / "rig.json") or {}
+                _write(self.out / "rig" / "rig.json", {**stored, "out": str(self.out / "rig")})
+            source_meta = _read(self.reuse / "experiment.json") or {} if self.reuse is not None else {}
             load = os.getloadavg()
             _write(self.out / "experiment.json", {
                 "name": self.exp.name, "config": to_data(self.exp), "config_hash": config_hash(self.exp),
@@ -93,8 +102,8 @@ class Runner:
                 "arms": [a.name for a in self.exp.arms], "seeds": list(self.exp.seeds),
                 "baseline_arm": self.exp.baseline_arm, "compare": [list(p) for p in self.exp.compare],
                 "run_keys": run_keys(self.exp),
-                "reused": {name: {"from": str(source), "config_hash": (_read(self.reuse / "experiment.json") or {})
-                                  .get("config_hash")} for name, source in reused.items()},
+                "reused": {name: {"from": str(source), **{k: source_meta.get(k) for k in (
+                    "config_hash", "machine", "fixed_at")}} for name, source in reused.items()},
                 "versions": package_versions(envh.get_registry())})
         if not (self.out / "heldout.json").exists():  # also after a kill between the two writes
             _write(self.out / "heldout.json", {"split": self.exp.heldout.split, "tasks": [
@@ -106,22 +115,35 @@ class Runner:
         ``run_keys``) and finished: result name -> its folder there."""
         assert self.reuse is not None
         meta = _read(self.reuse / "experiment.json")
-        if meta is None:
-            raise errors.EnvhError(f"--reuse: {self.reuse} holds no experiment (no experiment.json)")
+        if meta is None or not isinstance(meta.get("config"), dict):
+            raise errors.EnvhError(f"--reuse: {self.reuse} holds no experiment (no experiment.json with its config)")
         theirs = meta.get("run_keys")
-        if theirs is None:  # a folder written before run keys were recorded: derive them from its file
-            if isinstance(meta["config"].get("spec"), str) and Path(meta["config"]["spec"]).is_file():
-                raise errors.EnvhError(f"--reuse: {self.reuse} names a spec file whose contents then are not "
-                                       "recorded; its results cannot be matched")
-            theirs = run_keys(from_data(meta["config"]))
+        spec_file = isinstance(meta["config"].get("spec"), str) and Path(meta["config"]["spec"]).is_file()
+        if theirs is None and spec_file:
+            raise errors.EnvhError(f"--reuse: {self.reuse} names a spec file whose contents then are not "
+                                   "recorded; its results cannot be matched")
+        if not spec_file:  # the keys must be the ones its recorded file gives (an edited record is refused)
+            derived = run_keys(from_data(meta["config"]))
+            if theirs is not None and theirs != derived:
+                raise errors.EnvhError(f"--reuse: the run keys recorded in {self.reuse / 'experiment.json'} are not "
+                                       "those of the config recorded beside them; it was edited, nothing is reused")
+            theirs = derived
+        now = package_versions(envh.get_registry())
+        if meta.get("versions") not in (None, now):
+            changed = sorted(k for k in {*now, *meta["versions"]} if now.get(k) != meta["versions"].get(k))
+            self.echo(f"[reuse] nothing reused: {self.reuse} was made under other versions ({', '.join(changed)})")
+            return {}
         out: dict[str, Path] = {}
         for name, key in run_keys(self.exp).items():
             folder = self.reuse / _result_dir(name)
             finished = {"baseline": folder / "eval" / "step-0.jsonl", "rig": folder / "summary.json"}.get(
                 name, folder / "done.json")
-            if theirs.get(name) == key and finished.exists() and \
+            if theirs.get(name) == key and finished.exists() and not folder.is_symlink() and \
                     (name != "rig" or (_read(finished) or {}).get("complete")):
                 out[name] = folder
+        rigged = {a.name for a in self.exp.arms if a.kind == "rigged"}
+        if "rig" not in out:  # a rigged run is reused only with the pool it trained on
+            out = {k: v for k, v in out.items() if k.partition("/")[0] not in rigged}
         if not out:
             self.echo(f"[reuse] nothing in {self.reuse} was made with this file's settings: every result runs")
         return out
