@@ -11,16 +11,17 @@ the code is parsed).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
-from . import errors
+from . import errors  # nothing else: the jail's worker imports this module (no yaml there)
 
 #: Largest spec text read (a YAML/JSON file or string), in bytes.
-MAX_SPEC_BYTES = 4 * 1024 * 1024
+MAX_SPEC_BYTES = 1024 * 1024
 #: Largest spec data after alias expansion: one unit per node plus one per character of
 #: every string, key included.
-MAX_SPEC_WEIGHT = 8 * 1024 * 1024
+MAX_SPEC_WEIGHT = 2 * 1024 * 1024
 #: Largest contract or coach code, in bytes (UTF-8).
 MAX_CODE_BYTES = 64 * 1024
 
@@ -79,10 +80,9 @@ def load_yaml(text: str, where: str) -> Any:
     """``yaml.safe_load`` with the limits above: the text is capped before parsing, the
     composed document (aliases still shared, so composing is linear) is weighed before
     anything is built from it."""
-    import yaml
 
     check_size(text, MAX_SPEC_BYTES, f"Spec {where}")
-    loader = yaml.SafeLoader(text)
+    loader = _loader_class()(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -91,8 +91,35 @@ def load_yaml(text: str, where: str) -> Any:
         return loader.construct_document(node)
     except RecursionError:
         raise errors.SpecError(f"Spec {where} is nested too deeply") from None
+    except ValueError as exc:  # a scalar Python refuses to build (a 5,000-digit integer)
+        raise errors.SpecError(f"Spec {where} has a value that cannot be read: {str(exc)[:200]}") from None
     finally:
         loader.dispose()
+
+
+@functools.cache
+def _loader_class() -> Any:
+    """SafeLoader without YAML 1.1's base-60 numbers (``1:2:3``): PyYAML builds them digit by
+    digit, quadratic in their length; such a scalar stays a string, as in YAML 1.2."""
+    import re
+
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers
+                if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    Loader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(
+        r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"),
+        list("-+0123456789"))
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(
+        r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"), list("-+0123456789."))
+    return Loader
+
 
 
 def _plain_nodes(node: Any) -> Any:

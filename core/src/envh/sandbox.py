@@ -158,9 +158,19 @@ class _Checker(ast.NodeVisitor):
         if name.startswith("_envh") or name.startswith("__") or name in FORBIDDEN_NAMES:
             raise _fail(node, f"a function may not be named {name!r}"
                               + (": the verifier is sealed" if name == "evaluate" else ""))
+        # decorators and defaults run where the def stands (inside any 'finally' there); the body
+        # is a frame of its own
+        outer: list[ast.AST] = [*getattr(node, "decorator_list", ()), *node.args.defaults,
+                                *(d for d in node.args.kw_defaults if d is not None)]
+        for child in outer:
+            self.visit(child)
+        done = {id(c) for c in outer}
         self.frames.append([0])
         try:
-            self.generic_visit(node)
+            for _field, value in ast.iter_fields(node):
+                for child in value if isinstance(value, list) else [value]:
+                    if isinstance(child, ast.AST) and id(child) not in done:
+                        self.visit(child)
         finally:
             self.frames.pop()
 
@@ -197,7 +207,9 @@ class _Instrument(ast.NodeTransformer):
 
     def __init__(self, tree: ast.Module) -> None:
         loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-        self.entry_free = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name not in loaded}
+        # a decorator is handed the function itself, and may keep it where the code calls it
+        self.entry_free = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name not in loaded
+                           and not n.decorator_list}
         self.depth = 0
 
     @staticmethod
@@ -288,8 +300,13 @@ class Sandbox:
         tree = parse_and_check(source)
         if allowed_functions is not None:
             check_top_level(tree, set(allowed_functions))
-        tree = ast.fix_missing_locations(_Instrument(tree).visit(tree))
-        code = compile(tree, FILENAME, "exec")
+        try:
+            tree = ast.fix_missing_locations(_Instrument(tree).visit(tree))
+            code = compile(tree, FILENAME, "exec")
+        except SyntaxError as exc:  # a limit of the compiler (e.g. a pattern that binds too much)
+            raise ContractCodeError(f"syntax error: {exc.msg}", lineno=exc.lineno) from None
+        except (RecursionError, MemoryError):
+            raise ContractCodeError("the code is nested too deeply to compile") from None
         deadline, monotonic, limit = self._deadline, clock, time_limit
 
         def over_limit(n: int) -> bool:
@@ -484,10 +501,13 @@ def parse_and_check(source: str, *, max_bytes: int | None = MAX_CODE_BYTES) -> a
                                 "small, and data out of it")
     try:
         tree = ast.parse(source, FILENAME)
+        _Checker().visit(tree)
     except SyntaxError as exc:
         raise ContractCodeError(f"syntax error: {exc.msg}", lineno=exc.lineno,
                                 col=(exc.offset or 1) - 1) from None
-    _Checker().visit(tree)
+    except (RecursionError, MemoryError):
+        raise ContractCodeError("the code is nested too deeply; split long expressions and deep "
+                                "nesting into functions") from None
     return tree
 
 

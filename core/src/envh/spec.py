@@ -68,11 +68,18 @@ def load_spec_data(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
     text: str
     one_line = "\n" not in str(source) and len(str(source)) < 4096  # longer is text, never a file name
     path = Path(source) if isinstance(source, Path) or one_line else None
-    if path is not None and path.exists():
-        if path.is_file() and path.stat().st_size > MAX_SPEC_BYTES:  # refused before it is read
-            raise errors.SpecError(f"Spec {path} is larger than {MAX_SPEC_BYTES:,} bytes "
-                                   f"({path.stat().st_size:,}); split it or move data out of it")
-        text = path.read_text()
+    if path is not None and path.exists() and not path.is_dir():  # a folder named like a bridge is not a spec
+        if not path.is_file():  # a FIFO would block, /dev/zero never end
+            raise errors.SpecError(f"Spec {path} is not a regular file")
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_SPEC_BYTES + 1)  # refused without reading more than the limit
+        if len(raw) > MAX_SPEC_BYTES:
+            raise errors.SpecError(f"Spec {path} is larger than {MAX_SPEC_BYTES:,} bytes; split it or move "
+                                   "data out of it")
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError as exc:
+            raise errors.SpecError(f"Spec {path} is not UTF-8 text: {exc}") from None
     elif isinstance(source, str) and source.lstrip()[:1] in "{[" or (isinstance(source, str) and "\n" in source):
         text = source
     elif isinstance(source, str) and _BRIDGE_NAME.match(source):

@@ -180,8 +180,8 @@ class Jail:
             except errors.ContractCodeError as exc:
                 prog["broken"] = lost_program(exc.message)
                 return False
-            if "error" in reply:
-                err = reply["error"]
+            if "error" in reply or type(reply.get("hooks")) is not list:
+                err = reply.get("error", "the jail answered the load without its hooks")
                 prog["broken"] = lost_program(err.get("message") if isinstance(err, dict) else err)
         return True
 
@@ -196,6 +196,8 @@ class Jail:
                 self._stopper.cont()
             wire.send(proc.stdin.fileno(), {**msg, "cpu_limit": cpu}, lenient=True, deadline=deadline)
             reply = wire.recv(proc.stdout.fileno(), max_items=wire.MAX_ITEMS, deadline=deadline)
+            if type(reply) is not dict:  # the worker answers a mapping: anything else was not the worker
+                raise ValueError(f"the jail answered a {type(reply).__name__}, not a message")
             if self._stopper is not None:
                 self._stopper.stop()
             return reply
@@ -266,6 +268,9 @@ class Jail:
             raise errors.ContractCodeError("memo must stay a dict", hook=hook)
         try:
             return wire.decode(reply.get("out")), memo_out
+        except RecursionError:
+            self._kill(failed=True)  # honest code cannot nest this deep: a lying jail
+            raise errors.ContractCodeError("returned a record nested too deeply", hook=hook) from None
         except (TypeError, ValueError) as exc:
             raise errors.ContractCodeError(f"returned a malformed record: {exc}", hook=hook) from None
 

@@ -35,7 +35,7 @@ layers:
   - kind: budget
     max_steps: 12
 """
-MAX_SESSIONS = 8
+MAX_SESSIONS = 6  # x 4 jails per spec: leaves a quarter of the 32 for check() and others
 log = logging.getLogger(__name__)
 
 
@@ -156,6 +156,10 @@ class Playground:
     def new(self, spec: str, task: str) -> dict[str, Any]:
         from ..play import resolve_task
 
+        with self.lock:  # room first: the sessions' jails must leave one for the new spec
+            while len(self.envs) >= MAX_SESSIONS:
+                _, old = self.envs.popitem(last=False)
+                _close(old)
         try:
             env = self._make(spec)
         except Exception as exc:  # noqa: BLE001 - shown to the user, typed

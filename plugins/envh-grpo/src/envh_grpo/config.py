@@ -201,7 +201,9 @@ def load(path: str | Path | None, overrides: dict[str, Any] | None = None) -> Tr
             shipped = ", ".join(sorted(f.stem for f in CONFIG_DIR.glob("*.yaml")))
             raise errors.SpecError(f"Training config {str(path)!r} does not exist. Shipped configs: {shipped}")
         try:
-            data = yaml.safe_load(p.read_text()) or {}
+            from envh.limits import load_yaml  # the bounds a spec is read with: specs are inside
+
+            data = load_yaml(p.read_text(), str(p)) or {}
         except yaml.YAMLError as exc:
             raise errors.SpecError(f"Training config {p} is not valid YAML: {exc}") from exc
     for key, value in (overrides or {}).items():
