@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import envh
@@ -29,40 +29,6 @@ UPPER = "def filter_observation(observation, state, memo):\n    return observati
 
 pytestmark = pytest.mark.skipif(bwrap_path() is None and os.geteuid() == 0 and not os.environ.get("CI"),
                                 reason="bubblewrap not installed (dev/setup.d/jail.sh)")
-
-#: Put into the jail's boot script before the worker starts: the sandbox is gone, a
-#: program's source runs by plain exec (no braces: the boot script is a format string).
-PLAIN_EXEC = '''
-import envh.sandbox as _sandbox
-
-class _PlainExec:
-    """The sandbox broken: the source runs with every builtin and every module."""
-
-    def __init__(self, source, *, names, time_limit, max_ops, allowed_functions, clock):
-        self.namespace = dict(names)
-        exec(source, self.namespace)
-
-    def function(self, name):
-        return self.namespace.get(name)
-
-    def call_function(self, fn, hook, *args):
-        return fn(*args)
-
-_sandbox.Sandbox = _PlainExec
-'''
-
-
-@pytest.fixture
-def broken(monkeypatch: pytest.MonkeyPatch) -> Iterator[Jail]:
-    """A real jail whose sandbox is broken (see ``PLAIN_EXEC``)."""
-    assert "worker.main(" in process._BOOT
-    monkeypatch.setattr(process, "_BOOT", process._BOOT.replace("worker.main(", PLAIN_EXEC + "worker.main("))
-    jail = Jail()
-    try:
-        yield jail
-    finally:
-        jail.close()
-
 
 def load(jail: Jail, source: str, time_limit: float = 0.25) -> int:
     return jail.load(source, ("filter_action",), time_limit=time_limit, max_ops=10_000)

@@ -91,7 +91,7 @@ class Runner:
             if "rig" in reused:  # the copy is this folder's rig now (a resume checks its stored out)
                 stored = _read(self.out / "rig" / "rig.json") or {}
                 _write(self.out / "rig" / "rig.json", {**stored, "out": str(self.out / "rig")})
-            source_meta = _read(self.reuse / "experiment.json") or {} if self.reuse is not None else {}
+            source_meta = (_read(self.reuse / "experiment.json") or {}) if self.reuse is not None else {}
             load = os.getloadavg()
             _write(self.out / "experiment.json", {
                 "name": self.exp.name, "config": to_data(self.exp), "config_hash": config_hash(self.exp),
