@@ -6,6 +6,11 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+# Rollout workers (pool, Ray) run as nobody and the contract jail as uid 65534: both read the
+# installation under the checkout, so a checkout made by `mktemp -d` (mode 0700) must open up
+if [ "$(id -u)" = 0 ] && [ -z "$(find "$ROOT" -maxdepth 0 -perm -o+x)" ]; then
+  chmod o+rx "$ROOT"
+fi
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off
 
 # Build tools first: some plugin dependencies ship as sdists (ALFWorld's planner, jericho).
