@@ -17,16 +17,14 @@ from envh_alfworld import templates
 class HideTarget:
     """Pressure: hide the goal object in a closed receptacle; later-listed ones take a
     sweeping search longer, so they come last. Fridges and microwaves only when nothing
-    else can be closed (the agent visits them anyway for cooling and heating)."""
+    else can be closed (the agent visits them anyway for cooling and heating); never the
+    goal's target receptacles (the replay could finish the task)."""
 
     name = "alfworld.hide-target"
     direction = "pressure"
 
     def magnitudes(self, env: Any, task: Any) -> list[Any]:
-        state = env.get_env_state()
-        home = state["world"]["objects"].get(templates.target_object(state))
-        openable = set(state["world"]["openable"])
-        options = [r for r in state["room_receptacles"] if r in openable and r != home]
+        options = templates.hiding_places(env.get_env_state())
         plain = [r for r in options if not r.startswith(("fridge ", "microwave "))]
         return plain or options
 

@@ -41,6 +41,18 @@ def target_receptacles(state: dict[str, Any]) -> list[str]:
     return [r for r in state["room_receptacles"] if r.rsplit(" ", 1)[0] == kind]
 
 
+def hiding_places(state: dict[str, Any], obj: str | None = None) -> list[str]:
+    """Openable receptacles of the room, in its listing order, that can hide ``obj`` (the goal
+    object by default): not where it lies now and not of the goal's target class."""
+    obj = obj or target_object(state)
+    world = state["world"]
+    excluded = {world["objects"].get(obj), *target_receptacles(state)}
+    openable = set(world["openable"])
+    listed = [r for r in state["room_receptacles"] if r in openable]
+    listed += sorted(openable - set(listed))
+    return [r for r in listed if r not in excluded]
+
+
 def _fetch(state: dict[str, Any], obj: str, closed: set[str]) -> list[dict[str, Any]]:
     home = state["world"]["objects"].get(obj)
     if home is None:
@@ -63,19 +75,25 @@ def _place(obj: str, receptacle: str, closed: set[str]) -> list[dict[str, Any]]:
 def hide_target_in_closed_receptacle(state: dict[str, Any], receptacle: str | None = None,
                                      obj: str | None = None) -> dict[str, Any]:
     """Stage: move the goal object into a closed receptacle (a drawer or cabinet if there is
-    one), close it, and walk back; the agent must search instead of following the plan."""
+    one), close it, and walk back; the agent must search instead of following the plan.
+    Never a receptacle of the goal's target class: putting the object there can finish the
+    task during the replay (and it would no longer be hidden from the plan)."""
     obj = obj or target_object(state)
     world = state["world"]
     closed = set(world["closed"])
     home = world["objects"].get(obj)
+    options = hiding_places(state, obj)
     if receptacle is None:
-        options = [r for r in world["openable"] if r != home and not r.startswith(("fridge", "microwave"))]
-        options = options or [r for r in world["openable"] if r != home]
-        if not options:
-            raise ValueError("This room has no openable receptacle to hide the object in")
-        receptacle = sorted(options, key=lambda r: (not r.startswith(("drawer", "cabinet")), r))[0]
+        plain = [r for r in options if not r.startswith(("fridge", "microwave"))]
+        if not (plain or options):
+            raise ValueError("This room has no openable receptacle (other than the object's own place "
+                             "and the goal's target) to hide the object in")
+        receptacle = sorted(plain or options, key=lambda r: (not r.startswith(("drawer", "cabinet")), r))[0]
     if receptacle not in world["openable"]:
         raise ValueError(f"{receptacle!r} cannot be closed; openable: {world['openable']}")
+    if receptacle not in options:
+        raise ValueError(f"{receptacle!r} cannot hide {obj!r}: it is the object's place or the goal's target "
+                         f"receptacle; hiding places: {options}")
     actions = _fetch(state, obj, closed) + _place(obj, receptacle, closed)
     actions += [_do(f"close {receptacle}"), _do(f"go to {home}")]
     return {"kind": "stage", "actions": actions, "observation": "reset"}
