@@ -106,12 +106,13 @@ class EndpointError(PolicyError):
     """A model endpoint failed, not the model: a transport error (connection refused,
     timeout), an HTTP 5xx answer or a rate limit, after the policy's own retries.
 
-    ``kind`` is ``transport``, ``server`` or ``rate_limit``; ``status`` the HTTP status
+    ``kind`` is ``transport``, ``server``, ``rate_limit`` or ``deadline`` (the episode's
+    time limit ran out while the policy waited on the endpoint); ``status`` the HTTP status
     when there was one. Runners may re-run such an episode later (the endpoint may be
     back), which they never do for other policy errors.
     """
 
-    KINDS = ("transport", "server", "rate_limit")
+    KINDS = ("transport", "server", "rate_limit", "deadline")
 
     def __init__(self, message: str, *, kind: str, status: int | None = None, endpoint: str | None = None) -> None:
         self.kind, self.status, self.endpoint = kind, status, endpoint

@@ -6,6 +6,7 @@ exactly those episodes, recording the retry."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -91,3 +92,73 @@ def test_an_endpoint_killed_mid_run_then_retry_failed(tmp_path):
     assert set(retried) == {t.key for t in failed} and all(t.retry == 1 for t in retried.values())
     assert len(everything) == 13  # the failed rows stay, superseded by their retries
     assert Path(out / "run.lock").exists()
+
+
+SERVER_CHILD = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from test_endpoint import PinnedServer
+PinnedServer(int(sys.argv[1])).start()
+print("ready", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+@pytest.mark.slow
+def test_a_paused_endpoint_is_an_endpoint_failure_not_a_timeout(tmp_path):
+    """The server is frozen (SIGSTOP): connections open, nothing answers, and the episode's
+    time limit runs out while the policy waits. Those episodes are retryable endpoint
+    failures: the run stops at --max-endpoint-failures instead of playing its whole plan,
+    and once the server runs again --resume --retry failed re-plays them."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    out = tmp_path / "run"
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    args = [sys.executable, "-c", "from envh.cli import main; main()", "run", str(spec), "--out", str(out),
+            "--split", "medium", "--tasks", "10", "--policy", "openai:replay-model", "--workers", "1",
+            "--policy-option", f"base_url=http://127.0.0.1:{port}/v1", "--policy-option", "retries=0",
+            "--policy-option", "timeout=60", "--timeout", "4", "--max-endpoint-failures", "2",
+            "--max-steps", "3"]
+    code = SERVER_CHILD.format(tests=str(Path(__file__).parent))
+    server = subprocess.Popen([sys.executable, "-c", code, str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        run = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if (out / "trajectories.sqlite").exists():
+                with TrajectoryStore(out) as store:
+                    if len(store.rows()) >= 2:
+                        break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the run recorded no episode in 90 s")
+        server.send_signal(signal.SIGSTOP)  # the endpoint hangs mid-run
+        stdout, stderr = run.communicate(timeout=120)
+        server.send_signal(signal.SIGCONT)
+        assert run.returncode == 2, stderr
+        assert "2 consecutive episodes failed on the model endpoint" in stderr
+        with TrajectoryStore(out) as store:
+            rows = store.rows()
+            failed = [t for t in store.query() if t.error_class]
+        assert len(failed) == 2 and len(rows) < 10, [r["error_class"] for r in rows]
+        assert all(t.error_class == "policy_error" and t.error_type == "EndpointError" and t.retryable
+                   for t in failed), [(t.error_class, t.error) for t in failed]
+        assert all("did not answer before the episode's 4 s limit" in (t.error or "") for t in failed)
+
+        again = subprocess.run([*args, "--resume", "--retry", "failed"], env=env, capture_output=True, text=True,
+                               timeout=120)
+        assert again.returncode == 0, again.stderr
+        with TrajectoryStore(out) as store:
+            latest = store.rows()
+            retried = {t.key for t in store.query() if t.retry}
+        assert len(latest) == 10 and all(r["error_class"] is None for r in latest)
+        assert retried == {t.key for t in failed}
+    finally:
+        server.send_signal(signal.SIGCONT)
+        server.kill()
+        server.wait()
+        if server.stdout is not None:
+            server.stdout.close()

@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
 from ..types import Action, Observation, TaskRef, ToolSpec
 from .trajectory import ModelTurn
+
+ENDPOINT_MARK = "envh_waiting_on"
+
+
+@contextlib.contextmanager
+def waiting_on(endpoint: str) -> Iterator[None]:
+    """Wrap a policy's request to a model endpoint. When the episode's time limit runs out
+    inside it (a hung or paused server), the runner records an endpoint failure
+    (``EndpointError``, retryable, counted by ``--max-endpoint-failures``) instead of a
+    timeout of the episode: the endpoint failed, not the policy or the env."""
+    try:
+        yield
+    except BaseException as exc:
+        if getattr(exc, ENDPOINT_MARK, None) is None:
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(exc, ENDPOINT_MARK, endpoint)
+        raise
 
 
 @attrs.frozen(kw_only=True)

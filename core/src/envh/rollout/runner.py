@@ -44,7 +44,7 @@ import attrs
 
 from .. import errors
 from ..types import Action, EnvResponse, EvaluationResult, Observation, ToolSpec, thaw
-from .policy import PolicyStep
+from .policy import ENDPOINT_MARK, PolicyStep
 from .taps import BaseTap
 from .trajectory import EpisodeRequest, ModelTurn, StepRecord, Trajectory, jsonable, trajectory_to_json
 from .trajectory import read_back as turn_read_back
@@ -227,6 +227,13 @@ def _deadline_message(exc: BaseException, timeout_s: float | None) -> str:
         return (f"the episode ran past its {timeout_s or 0:g} s limit with its SIGALRM timer disabled, ignored or "
                 "blocked by the code running; the runner's watchdog stopped it")
     return str(exc)
+
+
+def _endpoint_deadline(endpoint: str, timeout_s: float | None) -> errors.EndpointError:
+    return errors.EndpointError(
+        f"The endpoint {endpoint} did not answer before the episode's {timeout_s or 0:g} s limit ran out "
+        "(a hung, paused or overloaded server); the episode can be re-played (--retry failed)",
+        kind="deadline", endpoint=endpoint)
 
 
 def classify(exc: BaseException) -> str:
@@ -647,7 +654,13 @@ def run_episode(request: EpisodeRequest, warm: Warm | None = None, *, registry: 
                 if not episode.done:  # a timer firing after the verdict changes nothing
                     sound_policy_wait = episode.env_sound
                     warm.drop_policy(request.policy, request.policy_options)
-                    episode.fail("timeout", _deadline_message(exc, request.timeout_s), exc)
+                    endpoint = getattr(exc, ENDPOINT_MARK, None)
+                    if endpoint is not None:  # a hung endpoint: retryable, counted toward the run's stop
+                        failure = _endpoint_deadline(str(endpoint), request.timeout_s)
+                        failure.__cause__ = exc
+                        episode.fail("policy_error", describe(failure), failure)
+                    else:
+                        episode.fail("timeout", _deadline_message(exc, request.timeout_s), exc)
                     if not sound_policy_wait:
                         warm.drop_env(request.spec_id)
                     else:  # the policy overran, the env is sound: its verdict still counts

@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from ... import errors
+from ..policy import waiting_on
 from .chat import ChatPolicy, Completion, describe
 
 
@@ -120,7 +121,9 @@ class OpenAIPolicy(ChatPolicy):
         if self._server_context is False:
             self._server_context = None
             try:
-                for entry in self._client.models.list().data:
+                with waiting_on(self.base_url or "api.openai.com"):
+                    listed = self._client.models.list().data
+                for entry in listed:
                     if entry.id == self.model:
                         value = (entry.model_extra or {}).get("max_model_len")
                         self._server_context = int(value) if isinstance(value, int) and value > 0 else None
@@ -155,7 +158,8 @@ class OpenAIPolicy(ChatPolicy):
         failures: list[str] = []
         for attempt in range(self.retries + 1):
             try:
-                response = self._client.chat.completions.create(**request)
+                with waiting_on(endpoint):
+                    response = self._client.chat.completions.create(**request)
             except self._retryable as exc:
                 failures.append(_describe_failure(exc))
                 if attempt == self.retries:
