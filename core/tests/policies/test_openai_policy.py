@@ -6,6 +6,7 @@ import json
 import time
 
 import envh
+import httpx
 import pytest
 from envh import TaskRef
 from envh.errors import PolicyError
@@ -227,3 +228,28 @@ def test_tool_call_tags_in_text_are_parsed(llm_replay_server, toy24, play):
                                      "</tool_call>"),
                           tool_reply("stop"))
     assert play(toy24, make(llm_replay_server), EASY).success
+
+
+@pytest.mark.parametrize(("message", "limit", "prompt", "fitted", "budget"), [
+    # vLLM: counting stops at the limit + 1 ("at least"), so the shortfall is unknown: halve
+    ("This model's maximum context length is 1024 tokens. However, your prompt contains at least 1025 input "
+     "tokens, which exceeds this limit even without any output tokens.", 1024, 1025, (1000, 1000), 500),
+    # vLLM with an exact count: scale by how far the count fell short
+    ("This model's maximum context length is 1024 tokens. However, your prompt contains 2000 input tokens, "
+     "which exceeds this limit even without any output tokens.", 1024, 2000, (1000, 1000), 492),
+    # OpenAI's wording: the request's size includes the reply's tokens
+    ("This model's maximum context length is 4097 tokens. However, you requested 4162 tokens (3662 in the "
+     "messages, 500 in the completion).", 4097, 4162, (4000, 3600), 3000),
+])
+def test_a_context_length_refusal_is_read_for_the_refit(message, limit, prompt, fitted, budget):
+    import openai
+    from envh.rollout.policies.openai import _context_overflow
+
+    request = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
+    exc = openai.BadRequestError(message, response=httpx.Response(400, request=request), body=None)
+    overflow = _context_overflow(exc, "http://127.0.0.1:1/v1", 16)
+    assert overflow is not None and (overflow.limit, overflow.prompt_tokens) == (limit, prompt)
+    assert overflow.budget_after(*fitted) == budget
+    other = openai.BadRequestError("temperature must be >= 0", response=httpx.Response(400, request=request),
+                                   body=None)
+    assert _context_overflow(other, "http://127.0.0.1:1/v1", 16) is None

@@ -199,3 +199,56 @@ def test_token_export_of_vllm_turns(server, tmp_path):
         assert trained == produced  # exactly the tokens vLLM sampled, nothing retokenised
     n = export.write_tokens([t], tmp_path / "tokens.jsonl")
     assert n == len(rows) and Path(tmp_path / "tokens.jsonl").stat().st_size > 0
+
+
+def play_corridor(policy: Any, env: Any, turns: int) -> list[tuple[Any, dict[str, int]]]:
+    obs = env.reset(task=None, seed=0).observation
+    tools = env.tools()
+    policy.start(task=None, tools=tools, observation=obs, seed=0)
+    out = []
+    for _ in range(turns):
+        step = policy.act(obs, tools)
+        out.append((step.turn, step.usage))
+        obs = env.step(Action(tool="act", args={"command": "go on"})).observation
+    return out
+
+
+def test_without_a_tokenizer_the_server_counts_the_prompt(server):
+    """No ``tokenizer=``: the prompt is counted by the server itself (vLLM's ``/tokenize``),
+    so the fitted size is the size the server then reports, not a chars/3 guess."""
+    from envh.rollout.policies.openai import OpenAIPolicy
+
+    policy = OpenAIPolicy("smollm2", **options(server, tool_format="text", max_tokens=16, temperature=0.0))
+    with Corridor() as env:
+        turns = play_corridor(policy, env, 6)
+    policy.close()
+    for turn, usage in turns:
+        ctx = turn.context
+        assert ctx["counted_with"].startswith("server:") and ctx["counted_with"].endswith("/tokenize")
+        assert ctx["prompt_tokens"] == usage["prompt_tokens"] <= MAX_MODEL_LEN - 16 - 8 and ctx["fits"]
+    assert turns[-1][0].context["dropped"] > 0
+
+
+class Digits(Corridor):
+    """Observations of digits, which the chars/3 estimate undercounts about twofold."""
+
+    def _view(self, head: str) -> Observation:
+        digits = "".join(str((self.room * 7919 + n * 104729) % 10) for n in range(600))
+        return Observation(text=f"{head}\nRoom {self.room}. Code {digits}", data={})
+
+
+def test_an_overflow_the_estimate_missed_is_fitted_again_and_retried(server):
+    """``count="estimate"`` undercounts digits: the server answers 400 (longer than its
+    context); the policy fits the request to the limit the server stated and retries once,
+    instead of failing the episode with a policy error."""
+    from envh.rollout.policies.openai import OpenAIPolicy
+
+    policy = OpenAIPolicy("smollm2", **options(server, tool_format="text", max_tokens=16, temperature=0.0,
+                                               count="estimate", retries=0))
+    with Digits() as env:
+        turns = play_corridor(policy, env, 5)
+    policy.close()
+    refits = [turn.context["refit"] for turn, _usage in turns if "refit" in turn.context]
+    assert refits, [turn.context for turn, _u in turns]
+    assert all(r["budget"] < r["budget_before"] and "maximum context length" in r["reason"] for r in refits)
+    assert all(usage["prompt_tokens"] <= MAX_MODEL_LEN - 16 for _turn, usage in turns)

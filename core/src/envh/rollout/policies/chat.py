@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 
+from ... import errors
 from ...types import Action, Observation, TaskRef, ToolSpec
 from ..policy import PolicyStep
 from ..trajectory import ModelTurn
@@ -56,6 +57,29 @@ class Completion:
     completion_token_ids: list[int] | None = None
     logprobs: list[float] | None = None
     written: str | None = None
+
+
+class ContextOverflow(errors.PolicyError):
+    """The server refused a request as longer than the model's context (an HTTP 400): the
+    prompt's token count was an estimate, or the server counts differently. The policy
+    fits the request again to what the server reported and retries once."""
+
+    def __init__(self, message: str, *, limit: int | None = None, prompt_tokens: int | None = None,
+                 reserve: int = 0) -> None:
+        self.limit, self.prompt_tokens, self.reserve = limit, prompt_tokens, reserve
+        super().__init__(message)
+
+    def budget_after(self, budget: int | None, counted: int | None) -> int:
+        """A prompt budget that fits: the server's context less the reply's reserve, and
+        scaled by how far our count fell short of the server's when both are known."""
+        candidates = [] if budget is None else [int(budget * 0.75)]
+        if self.limit is not None:
+            candidates.append(self.limit - self.reserve - 8)
+        exact = self.prompt_tokens is not None and self.prompt_tokens != (self.limit or 0) + 1
+        if budget is not None and counted and self.prompt_tokens and self.prompt_tokens > counted:
+            # vLLM stops counting at its limit + 1 ("at least N"): then the shortfall is unknown
+            candidates.append(int(budget * counted / self.prompt_tokens) - 8 if exact else budget // 2)
+        return max(16, min(candidates) if candidates else 16)
 
 
 def describe(kind: str, arg: str | None, **options: Any) -> str:
@@ -130,6 +154,7 @@ class ChatPolicy:
         self.policy_id = self.kind
         self.base_seed = 0
         self._format = "text"
+        self._refit_budget: int | None = None  # after a context-length refusal: the budget that fitted
         self._reset_episode(None, None)
 
     def _reset_episode(self, task: TaskRef | None, seed: int | None) -> None:
@@ -155,14 +180,31 @@ class ChatPolicy:
         lead = self._lead(observation)
         schemas = prompts.to_openai_tools(tools)
         native = schemas if fmt == "native" else None
-        messages, fitted = context.fit(
-            {"role": "system", "content": system}, self._turns, lead, max_turns=self.max_turns,
-            keep_first=self.keep_first, budget=self._prompt_budget(),
-            count=lambda msgs: self._count_tokens(msgs, native), counted_with=self._counted_with())
-        if "counted_with" in fitted:  # a tokenizer may have given up while counting
-            fitted["counted_with"] = self._counted_with()
+        def fitted_request(budget: int | None, refit: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+            counter, named = (self._refit_count, self._refit_counted_with) if refit else \
+                (self._count_tokens, self._counted_with)
+            messages, fitted = context.fit(
+                {"role": "system", "content": system}, self._turns, lead, max_turns=self.max_turns,
+                keep_first=self.keep_first, budget=budget, count=lambda msgs: counter(msgs, native),
+                counted_with=named())
+            if "counted_with" in fitted:  # a tokenizer may have given up while counting
+                fitted["counted_with"] = named()
+            return messages, fitted
+
+        budget = self._prompt_budget()
+        if self._refit_budget is not None:  # an earlier request of this policy overflowed at a larger one
+            budget = self._refit_budget if budget is None else min(budget, self._refit_budget)
+        messages, fitted = fitted_request(budget)
         prefill = "<action>" if fmt == "text" and not self.think else ""
-        completion, repaired = sanitized(self._complete(messages, native, prefill))
+        try:
+            answer = self._complete(messages, native, prefill)
+        except ContextOverflow as exc:  # the count was off: fit again to what the server says, once
+            smaller = exc.budget_after(budget, fitted.get("prompt_tokens"))
+            messages, fitted = fitted_request(smaller, refit=True)
+            fitted["refit"] = {"reason": str(exc)[:300], "budget_before": budget, "budget": smaller}
+            self._refit_budget = smaller
+            answer = self._complete(messages, native, prefill)
+        completion, repaired = sanitized(answer)
         prefill = prefill if completion.primed else ""
         step, parsed, corrections = self._interpret(completion, tools, observation, prefill)
         corrections = repaired + corrections
@@ -191,6 +233,14 @@ class ChatPolicy:
 
     def _counted_with(self) -> str:
         return "estimate:chars/3"
+
+    def _refit_count(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
+        """The count used to fit a request again after the server refused it as too long
+        (subclasses ask the server itself when it can count)."""
+        return self._count_tokens(messages, tools)
+
+    def _refit_counted_with(self) -> str:
+        return self._counted_with()
 
     def _prompt_budget(self) -> int | None:
         """Tokens the prompt may use; ``None``: no limit beyond ``max_turns``."""

@@ -17,12 +17,13 @@ from __future__ import annotations
 import math
 import os
 import random
+import re
 import time
 from typing import Any
 
 from ... import errors
 from ..policy import waiting_on
-from .chat import ChatPolicy, Completion, describe
+from .chat import ChatPolicy, Completion, ContextOverflow, describe
 
 
 class OpenAIPolicy(ChatPolicy):
@@ -38,7 +39,10 @@ class OpenAIPolicy(ChatPolicy):
         (seed, task, episode seed, turn); ``None`` sends none.
     :param token_ids: ask a vLLM server for token ids and logprobs (recorded per turn).
     :param tokenizer: a local tokenizer (HF folder, ``.gguf`` or embedded name such as
-        ``smollm2``) to count prompt tokens exactly; otherwise they are estimated.
+        ``smollm2``) to count prompt tokens exactly. Without one (``count="auto"``) a vLLM
+        server counts them (its ``/tokenize``); other servers' prompts are estimated at 3
+        characters a token (``count="estimate"`` always estimates). A request the server
+        still refuses as too long is fitted again to the context it reports and retried once.
     :param max_context: the model's context in tokens; default: the ``max_model_len`` a
         vLLM server reports, else no limit. The prompt gets it less ``max_tokens``.
     :param timeout: seconds per request.
@@ -56,7 +60,7 @@ class OpenAIPolicy(ChatPolicy):
                  max_tokens: int | None = 512, seed: int | None = 0, token_ids: bool = False,
                  tokenizer: str | None = None, max_context: int | None = None, timeout: float = 60.0,
                  retries: int = 3, backoff_s: float = 1.0, max_backoff_s: float = 30.0,
-                 extra_body: dict[str, Any] | None = None, **chat: Any) -> None:
+                 extra_body: dict[str, Any] | None = None, count: str = "auto", **chat: Any) -> None:
         super().__init__(max_context=max_context, **chat)
         import openai  # lazily: importing envh must stay cheap
 
@@ -86,12 +90,19 @@ class OpenAIPolicy(ChatPolicy):
         self._tokenizer: Any = None
         self._template_failed: str | None = None
         self._server_context: int | None | bool = False  # False: not asked yet
+        if count not in ("auto", "estimate"):
+            raise ValueError(f"count must be 'auto' or 'estimate', got {count!r}")
+        self.count = count
+        self._tokenize_url: str | None | bool = None  # None: not asked yet; False: the server has none
         self.policy_id = describe("openai", self.model, base_url=base_url, format=self.tool_format,
                                   temperature=temperature, seed=seed)
 
     # -- context -------------------------------------------------------------------------
     def _count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
-        if self.tokenizer_name and self._tokenizer is None:
+        if not self.tokenizer_name:
+            served = self._server_count(messages, tools) if self.count == "auto" else None
+            return super()._count_tokens(messages, tools) if served is None else served
+        if self._tokenizer is None:
             from .localmodels import load_tokenizer
 
             self._tokenizer = load_tokenizer(self.tokenizer_name)
@@ -105,7 +116,42 @@ class OpenAIPolicy(ChatPolicy):
             self._template_failed = f"{type(exc).__name__}: {str(exc)[:200]}"
             return super()._count_tokens(messages, tools)
 
+    def _server_count(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int | None:
+        """The prompt's tokens as the server counts them, through vLLM's ``/tokenize`` (the
+        request's own chat template and tools); ``None`` when the server has no such
+        endpoint (asked once: then the estimate is used for the rest of the run)."""
+        if self._tokenize_url is False or not self.base_url:
+            return None
+        import httpx
+
+        url = self.base_url.rstrip("/").removesuffix("/v1") + "/tokenize"
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "add_generation_prompt": True}
+        if tools:
+            body["tools"] = tools
+        try:
+            with waiting_on(self.base_url):
+                answer = httpx.post(url, json=body, timeout=self.timeout,
+                                    headers={"Authorization": f"Bearer {self._client.api_key}"})
+            count = answer.json().get("count") if answer.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            count = None
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            if self._tokenize_url is None:  # never answered: this server has no /tokenize
+                self._tokenize_url = False
+            return None
+        self._tokenize_url = url
+        return count
+
+    def _refit_count(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
+        served = self._server_count(messages, tools)
+        return self._count_tokens(messages, tools) if served is None else served
+
+    def _refit_counted_with(self) -> str:
+        return f"server:{self._tokenize_url}" if isinstance(self._tokenize_url, str) else self._counted_with()
+
     def _counted_with(self) -> str:
+        if not self.tokenizer_name and self.count == "auto":
+            return f"server:{self._tokenize_url}" if isinstance(self._tokenize_url, str) else super()._counted_with()
         if self._template_failed:
             return f"estimate:chars/3 (tokenizer:{self.tokenizer_name} failed: {self._template_failed})"
         return f"tokenizer:{self.tokenizer_name}" if self.tokenizer_name else super()._counted_with()
@@ -170,6 +216,13 @@ class OpenAIPolicy(ChatPolicy):
                         kind=_failure_kind(exc), status=getattr(exc, "status_code", None), endpoint=endpoint) from exc
                 delay = min(self.backoff_s * 2 ** attempt, self.max_backoff_s)
                 time.sleep(delay * (1 + 0.1 * random.random()))
+            except self._openai.BadRequestError as exc:
+                overflow = _context_overflow(exc, endpoint, self.max_tokens)
+                if overflow is not None:
+                    raise overflow from exc
+                raise errors.PolicyError(
+                    f"The endpoint {endpoint} refused the request for model "
+                    f"{self.model}: {_describe_failure(exc)}") from exc
             except self._openai.APIError as exc:
                 raise errors.PolicyError(
                     f"The endpoint {endpoint} refused the request for model "
@@ -185,6 +238,23 @@ class OpenAIPolicy(ChatPolicy):
 def _describe_failure(exc: Exception) -> str:
     status = getattr(exc, "status_code", None)
     return f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "") + f": {str(exc)[:200]}"
+
+
+_CONTEXT = re.compile(r"maximum context length is (\d+) tokens", re.I)
+_PROMPT_TOKENS = re.compile(r"(?:contains (?:at least )?|requested |\()(\d+) (?:input )?tokens?", re.I)
+
+
+def _context_overflow(exc: Exception, endpoint: str, max_tokens: int | None) -> ContextOverflow | None:
+    """A 400 that says the prompt is longer than the model's context (vLLM's and OpenAI's
+    wording), with the limit and the prompt's size when the message states them."""
+    text = str(getattr(exc, "message", "") or exc)
+    limit = _CONTEXT.search(text)
+    if limit is None and "context length" not in text.lower():
+        return None
+    sized = _PROMPT_TOKENS.search(text[limit.end():] if limit else text)
+    return ContextOverflow(f"The endpoint {endpoint} refused the prompt as too long: {text[:300]}",
+                           limit=int(limit.group(1)) if limit else None,
+                           prompt_tokens=int(sized.group(1)) if sized else None, reserve=int(max_tokens or 0))
 
 
 def _failure_kind(exc: Exception) -> str:
