@@ -232,11 +232,11 @@ def test_sibling_question_tables_and_hard_links_are_never_served(tmp_path):
 
 
 def test_env_grades_strictly_by_default_and_reports_the_benchmark_score(qa_env):
-    """A guess list within the length cap: the benchmark's rules pass it, the episode's
-    reward does not; score_benchmark still says what the benchmark would give."""
-    qa_env.reset(task=T1, seed=0)
-    gold = GOLD["UID0001"]
-    resp = step(qa_env, "answer", text=f"<FINAL_ANSWER>{gold} or 1,000 or 3,000</FINAL_ANSWER>")
+    """A fragment of the gold word ('arc' for 'March'): the benchmark's rules pass it, the
+    episode's reward does not; score_benchmark still says what the benchmark would give."""
+    task = TaskRef(suite="officeqa", split="test", instance_id="UID0002")
+    qa_env.reset(task=task, seed=0)
+    resp = step(qa_env, "answer", text="<FINAL_ANSWER>arc 1977</FINAL_ANSWER>")
     assert resp.terminated and resp.reward == 0.0
     m = qa_env.evaluate().metrics
     assert m["score_benchmark"] == 1.0 and m["score_tol_0"] == 0.0 and m["strict_answers"] is True

@@ -232,7 +232,9 @@ def test_native_reference_solution_on_every_case(env):
 
 
 def test_gold_never_leaks(env):
-    secrets = ["'Summary'!B1:B2", "Data!E2:E5", "56.15", "8.25", "22.275", "9.24", "2024-02-14", "45336"]
+    # answer_position is no secret: the benchmark's prompts give it, and so does the first
+    # observation by default (show_answer_position); the golden values stay hidden
+    secrets = ["56.15", "8.25", "22.275", "9.24", "2024-02-14", "45336"]
     seen = []
     for task in (T3, T1):
         seen.append(env.reset(task=task, seed=0).observation.text)

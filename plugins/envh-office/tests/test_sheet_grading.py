@@ -1,6 +1,7 @@
 """SpreadsheetBench's comparison after real LibreOffice recalculation: formula values,
-2-decimal rounding, date normalisation, fill and font colours, multi-sheet positions;
-a broken recalculation is an infrastructure error."""
+2-decimal rounding, date normalisation, no colour checks (the benchmark's are commented
+out), multi-sheet positions; a broken recalculation is an infrastructure error naming the
+dataset file."""
 
 from __future__ import annotations
 
@@ -71,8 +72,8 @@ def test_formula_values_exist_only_after_recalculation(books):
 @pytest.mark.parametrize(("name", "passed", "reason"), [
     ("gold", True, ""),
     ("input", False, "value differs at Summary!B1"),
-    ("wrong_fill", False, "fill or font colour differs at Summary!B1"),
-    ("wrong_font", False, "fill or font colour differs at Data!E3"),
+    ("wrong_fill", True, ""),   # evaluation.py@6e07492: compare_fill_color is commented out
+    ("wrong_font", True, ""),   # and so is compare_font_color
     ("serial_date", True, ""),
     ("wrong_date", False, "value differs at Summary!B2"),
     ("rounded", True, ""),
@@ -84,11 +85,14 @@ def test_benchmark_comparison(books, name, passed, reason):
     assert (verdict.passed, verdict.reason) == (passed, reason)
 
 
-def test_first_sheet_default_and_answer_sheet(books):
-    # no sheet in the position: the golden workbook's first sheet (Data)
+def test_first_sheet_default(books):
+    # no sheet in the position: the golden workbook's first sheet (Data), as upstream
     assert compare_workbooks(books["calc"]["gold"], books["calc"]["wrong_fill"], "E2:E5").passed
-    assert not compare_workbooks(books["calc"]["gold"], books["calc"]["wrong_font"], "E2:E5").passed
-    assert not compare_workbooks(books["calc"]["gold"], books["calc"]["input"], "B1:B2", answer_sheet="Summary").passed
+    assert not compare_workbooks(books["calc"]["gold"], books["calc"]["input"], "E2:E5").passed
+    assert not compare_workbooks(books["calc"]["gold"], books["calc"]["input"], "'Summary'!B1:B2").passed
+    # unbalanced quotes are stripped, as upstream strips them
+    assert not compare_workbooks(books["calc"]["gold"], books["calc"]["input"], "'Summary!B1:B2'").passed
+    assert compare_workbooks(books["calc"]["gold"], books["calc"]["gold"], "Summary'!B1:B2'").passed
 
 
 def test_value_normalisation_rules():
@@ -168,8 +172,10 @@ def test_recalculation_failures_are_infra_errors(books, tmp_path, monkeypatch):
     monkeypatch.undo()
     broken = tmp_path / "broken.xlsx"
     broken.write_bytes(b"PK\x03\x04 this is no workbook")
-    with pytest.raises(errors.InfraError, match="failed"):
+    with pytest.raises(errors.InfraError, match="failed") as caught:
         recalc.recalculate([str(broken)])
+    assert str(broken) in str(caught.value)  # the dataset's file, not the office's working copy
+    assert recalc.content_key(str(broken)) not in str(caught.value)
     assert not list(Path(recalc.cache_dir()).glob(".*.tmp"))
 
 
@@ -188,9 +194,9 @@ def test_warm_office_stops_with_its_helpers(books):
     assert left == []
 
 
-def test_theme_and_indexed_colours_are_compared(tmp_path):
-    """openpyxl's ``rgb`` of a theme or indexed colour is one fixed error string, so every
-    theme colour read as every other: a cell filled with the wrong theme colour passed."""
+def test_colours_are_not_compared(tmp_path):
+    """evaluation.py@6e07492 commented its fill and font colour checks out: a cell with the
+    right value and any colour passes there, so it passes here."""
     from openpyxl.styles.colors import Color
 
     def book(name, fill, font):
@@ -203,9 +209,9 @@ def test_theme_and_indexed_colours_are_compared(tmp_path):
 
     gold = book("gold.xlsx", Color(theme=4), Color(indexed=10))
     assert compare_workbooks(gold, book("same.xlsx", Color(theme=4), Color(indexed=10)), "A1").passed
-    assert not compare_workbooks(gold, book("fill.xlsx", Color(theme=5), Color(indexed=10)), "A1").passed
-    assert not compare_workbooks(gold, book("tint.xlsx", Color(theme=4, tint=0.4), Color(indexed=10)), "A1").passed
-    assert not compare_workbooks(gold, book("font.xlsx", Color(theme=4), Color(indexed=12)), "A1").passed
+    assert compare_workbooks(gold, book("fill.xlsx", Color(theme=5), Color(indexed=10)), "A1").passed
+    assert compare_workbooks(gold, book("tint.xlsx", Color(theme=4, tint=0.4), Color(indexed=10)), "A1").passed
+    assert compare_workbooks(gold, book("font.xlsx", "FFFF0000", Color(indexed=12)), "A1").passed
 
 
 def test_content_key_frames_each_part(tmp_path):

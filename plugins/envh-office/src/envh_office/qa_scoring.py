@@ -1,18 +1,14 @@
 """OfficeQA's verdict: the benchmark's answer-matching rules, plus EM and token F1.
 
-``score_answer(gold, predicted, tolerance)`` follows the semantics of the benchmark's
-``reward.py``: the answer inside ``<FINAL_ANSWER>`` tags if present; numbers are read
-with their surrounding text (commas dropped, Unicode minus normalised, ``%`` kept), and
-compared as the *base* number written (``543 million`` and ``543`` agree; ``543000000``
-does not); a single gold number needs one predicted number within ``tolerance``
-(relative; 0 = exact), a list of gold numbers needs every one matched; year-like numbers
-in the prediction are ignored unless the gold answer is a year or has text; when the gold
-answer has words besides numbers and units ("March 1977") those words must overlap too;
-a gold answer without numbers is a case-insensitive text match (parentheticals dropped).
+``score_answer(gold, predicted, tolerance)`` is the benchmark's own ``score_answer``
+(``qa_reward``, a port of ``reward.py`` at its main branch): the last ``<FINAL_ANSWER>``
+is graded, it must be a direct answer of the gold answer's shape, numbers are read with
+thousands commas only removed and compared as the *base* number written (``543 million``
+and ``543`` agree; ``543000000`` does not), within ``tolerance`` (relative; 0 = exact).
 
-``strict=True`` closes the ways a wrong answer passes those rules: text must appear as
-whole words ('no' is not in 'not known'; 'March' is not in 'arc'), an answer that names
-both 'yes' and 'no' is hedged, a number whose scale word differs from the gold's
+``strict=True`` grades with the benchmark first, then closes the ways a wrong answer
+still passes its rules: text must appear as whole words ('no' is not in 'not known';
+'March' is not in 'arc'), an answer that names both 'yes' and 'no' is hedged, a number whose scale word differs from the gold's
 ('543 billion' for '543 million') does not match, and an answer carrying numbers that
 fit no gold number (besides years and the same value rescaled by a scale word) is a
 guess list ('12 to 13', '1 2 3 ... 100'), not an answer. ``strict=False`` is the
@@ -30,8 +26,9 @@ import string
 
 import attrs
 
+from . import qa_reward
+
 _NUMBER = re.compile(r"-?\d+\.?\d*%?")
-_FINAL = re.compile(r"<FINAL_ANSWER>\s*(.*?)\s*</FINAL_ANSWER>", re.DOTALL | re.IGNORECASE)
 _UNIT_WORDS = ("trillions", "trillion", "billions", "billion", "millions", "million", "thousands",
                "thousand", "hundreds", "hundred", "percentage", "percent")
 _UNITS = ((re.compile(r"\btrillions?\b"), "trillion"),
@@ -55,15 +52,15 @@ def _normalise(text: str) -> str:
 
 
 def final_answer(text: str) -> str:
-    """The content of ``<FINAL_ANSWER>...</FINAL_ANSWER>`` ('' when the tags are empty),
-    else the whole text."""
-    found = _FINAL.search(text or "")
-    return found.group(1).strip() if found else (text or "")
+    """The content of the last ``<FINAL_ANSWER>...</FINAL_ANSWER>`` ('' when those tags
+    are empty), else the whole text — the benchmark grades the last one."""
+    return qa_reward.final_answer(text)
 
 
 def numbers_with_context(text: str) -> list[tuple[float, str]]:
-    """Each number in ``text`` with the lower-cased text around it (for unit words)."""
-    flat = _normalise(text).replace(",", "")
+    """Each number in ``text`` with the lower-cased text around it (for unit words); read
+    as the benchmark reads them (only thousands commas removed: ``23,82`` is 23 and 82)."""
+    flat = qa_reward.number_text(text)
     out = []
     for m in _NUMBER.finditer(flat):
         raw = m.group().rstrip("%")
@@ -116,7 +113,7 @@ _UNIT_ABBR = {"bn": "billion", "b": "billion", "mn": "million", "m": "million", 
 
 def numbers_with_units(text: str) -> list[tuple[float, str | None]]:
     """Each number in ``text`` with the scale word written right after it, if any."""
-    flat = _normalise(text).replace(",", "")
+    flat = qa_reward.number_text(text)
     out = []
     for m in _NUMBER.finditer(flat):
         raw = m.group().rstrip("%")
@@ -161,13 +158,20 @@ def _close(gold: float, pred: float, tolerance: float) -> bool:
 
 
 def match(gold: str, predicted: str, tolerance: float = 0.0, strict: bool = False) -> Match:
-    """Compare a prediction (``<FINAL_ANSWER>`` honoured) with the gold answer
-    (``strict``: see the module's docstring)."""
+    """Compare a prediction (the last ``<FINAL_ANSWER>`` graded) with the gold answer: the
+    benchmark's verdict, and with ``strict`` also envh's tighter rules (module docstring)."""
     if not 0 <= tolerance <= 1:
         raise ValueError(f"tolerance must be within [0, 1], got {tolerance}")
     if not gold or not gold.strip():
         raise ValueError("the gold answer is empty")
-    predicted = final_answer(predicted or "")
+    bench = qa_reward.grade(gold, predicted or "", tolerance)
+    if not strict or not bench.correct:
+        return Match(correct=bench.correct, rationale=bench.rationale)
+    return _tightened(gold, final_answer(predicted or ""), tolerance)
+
+
+def _tightened(gold: str, predicted: str, tolerance: float, strict: bool = True) -> Match:
+    """envh's tighter rules, applied to an answer the benchmark accepts."""
     if not predicted.strip():
         return Match(correct=False, rationale="empty answer")
     gold_nums, pred_nums = numbers_with_context(gold), numbers_with_context(predicted)

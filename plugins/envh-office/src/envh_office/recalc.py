@@ -170,14 +170,26 @@ def _convert(todo: dict[str, str], cache: Path, timeout: float) -> None:
         out.mkdir()
         for key, path in todo.items():
             shutil.copyfile(path, src / f"{key}.xlsx")
-        if _uno_available() and os.environ.get("ENVH_OFFICE_RECALC") != "cold":
-            _convert_warm(exe, [(str(src / f"{k}.xlsx"), str(out / f"{k}.xlsx")) for k in todo], timeout)
-        else:
-            _convert_cold(exe, src, out, len(todo), timeout)
+        try:
+            if _uno_available() and os.environ.get("ENVH_OFFICE_RECALC") != "cold":
+                _convert_warm(exe, [(str(src / f"{k}.xlsx"), str(out / f"{k}.xlsx")) for k in todo], timeout)
+            else:
+                _convert_cold(exe, src, out, len(todo), timeout)
+        except errors.InfraError as exc:
+            raise errors.InfraError(_named(str(exc), todo, work)) from exc
         for key in todo:
             tmp = cache / f".{key}.{os.getpid()}.tmp"
             shutil.copyfile(out / f"{key}.xlsx", tmp)
             os.replace(tmp, cache / f"{key}.xlsx")
+
+
+def _named(message: str, todo: dict[str, str], work: str) -> str:
+    """``message`` with the office's working copies replaced by the files they copy."""
+    for key, path in todo.items():
+        for copy in (f"{work}/in/{key}.xlsx", f"{work}/out/{key}.xlsx", f"{key}.xlsx"):
+            message = message.replace(copy, path)
+    files = ", ".join(todo.values()) if len(todo) <= 5 else f"{', '.join(list(todo.values())[:5])}, ..."
+    return f"{message} [workbook(s): {files}]"
 
 
 def healthy(timeout: float = 120.0) -> bool:

@@ -83,7 +83,7 @@ class SpreadsheetBenchEnv(SheetVerdict, Bridge):
     def __init__(self, data: str | None = None, *, split: str = "test", docker_url: str | None = None,
                  image: str = sandbox.IMAGE, cpus: float = 1.0, memory: str = "1g", pids: int = 128,
                  python_timeout: float = 60.0, output_limit: int = 16_000, reward_on_submit: bool = True,
-                 recalc_timeout: float = 60.0) -> None:
+                 recalc_timeout: float = 60.0, show_answer_position: bool = True) -> None:
         data = data or os.environ.get("SPREADSHEETBENCH_DATA")
         if not data:
             raise errors.SpecError("The spreadsheetbench bridge needs config 'data' (or SPREADSHEETBENCH_DATA): "
@@ -93,6 +93,9 @@ class SpreadsheetBenchEnv(SheetVerdict, Bridge):
         self.limits = sandbox.Limits(cpus=cpus, memory=memory, pids=pids)
         self.python_timeout, self.output_limit = python_timeout, output_limit
         self.reward_on_submit, self.recalc_timeout = reward_on_submit, recalc_timeout
+        # the benchmark's own prompts give answer_position; False hides it (a harder task
+        # than the benchmark's: say so next to any score reported with it)
+        self.show_answer_position = show_answer_position
         self.task: SheetTask | None = None
         self.state: SheetState | None = None
         self.workdir: str | None = None
@@ -113,14 +116,31 @@ class SpreadsheetBenchEnv(SheetVerdict, Bridge):
     def list_tasks(self, split: str | None = None) -> list[TaskRef]:
         if split is not None and split != self.split:
             return []
-        return [TaskRef(suite="spreadsheetbench", split=self.split, instance_id=t) for t in sorted(self.tasks)]
+        return [TaskRef(suite="spreadsheetbench", split=self.split, instance_id=t)
+                for t in sorted(self.tasks) if not self.tasks[t].not_gradable]
+
+    def check_task(self, task: TaskRef) -> None:
+        """A task set aside (its ``answer_position`` is one the benchmark's evaluator cannot
+        grade) is refused with that reason; otherwise the core's check."""
+        found = self.tasks.get(task.instance_id)
+        if found is not None and found.not_gradable and task.split == self.split:
+            self._task(task)
+        super().check_task(task)
 
     def _task(self, task: TaskRef | None) -> SheetTask:
         if task is None:
-            return self.tasks[min(self.tasks)]
+            gradable = [t for t in sorted(self.tasks) if not self.tasks[t].not_gradable]
+            if not gradable:
+                raise errors.SpecError("No SpreadsheetBench task here can be graded by the benchmark's evaluator "
+                                       "(`envh office check` lists why).")
+            return self.tasks[gradable[0]]
         if task.instance_id not in self.tasks:
             raise errors.UnknownNameError("SpreadsheetBench task", task.instance_id, list(self.tasks))
-        return self.tasks[task.instance_id]
+        found = self.tasks[task.instance_id]
+        if found.not_gradable:
+            raise errors.SpecError(f"SpreadsheetBench task {found.id} is not offered: the benchmark's evaluator "
+                                   f"scores it 0 whatever the solution ({found.not_gradable}).")
+        return found
 
     @property
     def work(self) -> str:
@@ -131,6 +151,7 @@ class SpreadsheetBenchEnv(SheetVerdict, Bridge):
     def _reset(self, task: TaskRef | None, seed: int | None, options: dict[str, Any]) -> ResetResult:
         self._release()
         t = self.task = self._task(task)
+        self._check_dataset_file(t.cases[0].input, f"test case {t.cases[0].index}'s input")
         self.workdir = tempfile.mkdtemp(prefix="envh-office-ep-")
         shutil.copyfile(t.cases[0].input, self.work)
         try:
@@ -142,11 +163,19 @@ class SpreadsheetBenchEnv(SheetVerdict, Bridge):
         self.ops, self._values, self._verdicts, self._replays = [], None, {}, {}
         listing = ", ".join(f"{s['name']} ({s['dimensions']})" for s in sheets)
         text = (f"Instruction: {t.instruction}\n\nInstruction type: {t.instruction_type or 'unspecified'}\n"
-                f"The workbook's sheets: {listing}.\nEdit it with the tools (run_python, or write_range and the "
-                "other native tools), then call submit.")
+                f"{self._position_line(t)}The workbook's sheets: {listing}.\nEdit it with the tools (run_python, or "
+                "write_range and the other native tools), then call submit.")
         self._last = Observation(text=text, data={"task_id": t.id, "sheets": [s["name"] for s in sheets]})
         return ResetResult(observation=self._last, info={"task": f"spreadsheetbench/{t.id}",
                                                          "test_cases": len(t.cases)})
+
+    def _position_line(self, t: SheetTask) -> str:
+        """The benchmark prompt's answer_position and its gloss (empty when hidden)."""
+        if not self.show_answer_position:
+            return ""
+        return (f"Answer position: {t.answer_position} (for Cell-Level Manipulation, the cells to fill; for "
+                "Sheet-Level Manipulation, the maximum range you need to modify. Only modify or fill in values "
+                "within it.)\n")
 
     def _live(self) -> SheetState:
         if self.state is None or self.workdir is None:

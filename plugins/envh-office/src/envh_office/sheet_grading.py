@@ -1,12 +1,14 @@
 """SpreadsheetBench's verdict: its cell-level comparison at ``answer_position``.
 
-Both workbooks are opened with cached values (``data_only``) after LibreOffice
-recalculation. Per cell, as the benchmark's ``evaluation.py`` does: numbers (and strings
+Ported from github.com/RUCKBReasoning/SpreadsheetBench ``evaluation/evaluation.py`` at
+commit 6e07492b07599d4a3fdb1f96374d688c4fcf880c. Both workbooks are opened with cached
+values (``data_only``) after LibreOffice recalculation. Per cell: numbers (and strings
 that parse as numbers) are rounded to 2 decimals, times become ``HH:MM``, datetimes
 become whole Excel serial days; ``None`` and ``""`` are equal; otherwise values must have
-the same type and be equal; fill colours (foreground and background) and font colours
-must agree on their RGB part (alpha ignored; no colour reads as ``00000000``). A missing
-sheet fails. A test case passes when every range passes.
+the same type and be equal. Colours are not compared: the benchmark commented its fill
+and font checks out. ``answer_position`` is read as the benchmark reads it
+(``sheet_position``: split at commas, quotes stripped, no sheet = the golden workbook's
+first sheet). A missing sheet fails. A test case passes when every part passes.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Any
 
 import attrs
 
-from .ranges import CellRange, RangeError, parse_answer_position
+from . import sheet_position
+from .sheet_position import Part
 
 _EXCEL_EPOCH = datetime.datetime(1899, 12, 30)
 
@@ -70,33 +73,36 @@ def colours_equal(gold_cell: Any, got_cell: Any) -> bool:
             and _rgb(gold_cell.font.color) == _rgb(got_cell.font.color))
 
 
-def compare_range(gold_wb: Any, got_wb: Any, rng: CellRange) -> CaseVerdict:
-    sheet = rng.sheet if rng.sheet is not None else gold_wb.sheetnames[0]
+def compare_part(gold_wb: Any, got_wb: Any, part: Part) -> CaseVerdict:
+    """The benchmark's ``cell_level_compare``: values only (its colour checks are commented
+    out upstream); a sheet missing from the output fails, and ``ws[name]`` is indexed as
+    the benchmark indexes it (an error there fails the case, as its bare ``except`` does)."""
+    sheet = part.sheet if part.sheet is not None else gold_wb.sheetnames[0]
     if sheet not in got_wb.sheetnames:
         return CaseVerdict(passed=False, reason=f"worksheet {sheet!r} not found")
-    if sheet not in gold_wb.sheetnames:
-        return CaseVerdict(passed=False, reason=f"worksheet {sheet!r} not in the golden workbook")
-    gold_ws, got_ws = gold_wb[sheet], got_wb[sheet]
-    for row, col in rng.cells():
-        g, p = gold_ws.cell(row=row, column=col), got_ws.cell(row=row, column=col)
-        if not values_equal(g.value, p.value):
-            return CaseVerdict(passed=False, reason=f"value differs at {sheet}!{g.coordinate}")
-        if not colours_equal(g, p):
-            return CaseVerdict(passed=False, reason=f"fill or font colour differs at {sheet}!{g.coordinate}")
+    try:
+        gold_ws, got_ws = gold_wb[sheet], got_wb[sheet]
+        for name in part.names:
+            g, p = gold_ws[name], got_ws[name]
+            if not values_equal(g.value, p.value):
+                return CaseVerdict(passed=False, reason=f"value differs at {sheet}!{g.coordinate}")
+    except (KeyError, ValueError, IndexError, AttributeError, TypeError) as exc:
+        return CaseVerdict(passed=False, reason=f"the benchmark's evaluator fails here: {type(exc).__name__}: "
+                                                f"{str(exc)[:200]}")
     return CaseVerdict(passed=True, reason="")
 
 
-def compare_workbooks(gold_path: str, got_path: str, answer_position: str,
-                      answer_sheet: str | None = None) -> CaseVerdict:
-    """Compare two recalculated workbooks at ``answer_position`` (benchmark semantics)."""
+def compare_workbooks(gold_path: str, got_path: str, answer_position: str) -> CaseVerdict:
+    """Compare two recalculated workbooks at ``answer_position`` as ``evaluation.py`` does.
+
+    A golden workbook that does not open raises ``ValueError`` (the dataset's fault); an
+    output that does not open fails its case."""
     import openpyxl
 
     try:
-        ranges = parse_answer_position(answer_position)
-    except RangeError as exc:
-        return CaseVerdict(passed=False, reason=f"bad answer_position: {exc}")
-    if answer_sheet:
-        ranges = [r if r.sheet is not None else attrs.evolve(r, sheet=answer_sheet) for r in ranges]
+        found = sheet_position.parts(answer_position)
+    except sheet_position.PositionError as exc:
+        return CaseVerdict(passed=False, reason=f"answer_position the benchmark cannot grade: {exc}")
     try:
         gold = openpyxl.load_workbook(gold_path, data_only=True)
     except Exception as exc:  # noqa: BLE001 - the golden file is data; report, do not crash
@@ -104,10 +110,11 @@ def compare_workbooks(gold_path: str, got_path: str, answer_position: str,
     try:
         got = openpyxl.load_workbook(got_path, data_only=True)
     except Exception as exc:  # noqa: BLE001 - a broken output fails its case, as in the benchmark
+        gold.close()
         return CaseVerdict(passed=False, reason=f"output workbook cannot be opened: {type(exc).__name__}")
     try:
-        for rng in ranges:
-            verdict = compare_range(gold, got, rng)
+        for part in found:
+            verdict = compare_part(gold, got, part)
             if not verdict.passed:
                 return verdict
     finally:

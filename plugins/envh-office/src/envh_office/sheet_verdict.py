@@ -18,6 +18,8 @@ from envh import EvaluationResult, errors
 from . import recalc, sandbox, sheet_grading, workbook
 from .workbook import WorkbookError
 
+_SOUND: set[tuple[str, int, int]] = set()  # dataset workbooks already seen to open (path, mtime, size)
+
 
 class SheetVerdict:
     """Grading for ``SpreadsheetBenchEnv``: Pass@1 is ``success``, Mean Score is ``score``."""
@@ -53,6 +55,25 @@ class SheetVerdict:
                         self._bad_recalc[recalc.content_key(path)] = one
         return [done[p] if p in done else self._bad_recalc[k] for p, k in zip(paths, keys)]
 
+    def _check_dataset_file(self, path: str, what: str) -> None:
+        """A dataset workbook that is missing or does not open is the dataset's fault, never
+        the policy's: ``EnvError`` naming the file."""
+        assert self.task is not None
+        try:
+            st = os.stat(path)
+            stamp = (path, st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = None
+        if stamp in _SOUND:
+            return
+        try:
+            workbook.load(path).close()
+            if stamp is not None:
+                _SOUND.add(stamp)
+        except WorkbookError as exc:
+            raise errors.EnvError(f"SpreadsheetBench task {self.task.id}: {what} {path} is unusable: {exc} "
+                                  "Restore the dataset file (`envh office check` lists such files).") from exc
+
     # -- verifier -------------------------------------------------------------------------
     def _replay(self, index: int) -> bytes | str:
         """Test case ``index``'s output: the recorded solution applied to its input
@@ -62,6 +83,7 @@ class SheetVerdict:
         if key in self._replays:
             return self._replays[key]
         case = self.task.cases[index]
+        self._check_dataset_file(case.input, f"test case {case.index}'s input")
         with tempfile.TemporaryDirectory(prefix="envh-office-replay-") as tmp:
             path = os.path.join(tmp, "workbook.xlsx")
             shutil.copyfile(case.input, path)
@@ -126,6 +148,8 @@ class SheetVerdict:
                     reasons[i] = f"output cannot be opened: {exc}"
                     outputs.append(None)
             # golden files first: a failure there is the infrastructure's, never the policy's
+            for case in task.cases:
+                self._check_dataset_file(case.answer, f"test case {case.index}'s golden workbook")
             gold = recalc.recalculate([c.answer for c in task.cases], timeout=self.recalc_timeout)
             made = iter(self._recalc_outputs([o for o in outputs if o is not None]))
             got: list[str | None] = []
@@ -141,8 +165,7 @@ class SheetVerdict:
                     results.append(0)
                     continue
                 try:
-                    verdict = sheet_grading.compare_workbooks(gold[i], got[i], task.answer_position,
-                                                              task.answer_sheet)
+                    verdict = sheet_grading.compare_workbooks(gold[i], got[i], task.answer_position)
                 except ValueError as exc:
                     raise errors.EnvError(f"Task {task.id}, test case {case.index}: {exc}") from exc
                 results.append(int(verdict.passed))

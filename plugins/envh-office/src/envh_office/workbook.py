@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 import stat
 import tempfile
 import zipfile
@@ -58,21 +59,32 @@ def check_file(path: str) -> None:
         raise WorkbookError("The workbook is corrupt: it has no xl/workbook.xml part.")
 
 
+# a cell's start tag: '<', an optional namespace prefix, 'c', then XML whitespace, '/' or '>'
+_CELL_TAG = re.compile(rb"<(?:[^\s<>/:!?]+:)?c[ \t\r\n/>]")
+_TAIL_LIMIT = 1 << 16
+
+
 def count_cells(path: str, cap: int = MAX_CELLS) -> int:
-    """Cells in the worksheets (``<c`` elements), streamed; stops counting past ``cap``."""
+    """Cell start tags in every part of the workbook (``<c ``, ``<c>``, ``<c\n``, ``<c/>``,
+    ``<x:c r="A1">``: any prefix, any whitespace), streamed; stops past ``cap``. Tags in
+    comments count too: over-counting only refuses sooner."""
     total = 0
     with zipfile.ZipFile(path) as z:
-        for name in z.namelist():
-            if not (name.startswith("xl/worksheets/") and name.endswith(".xml")):
-                continue
+        for name in z.namelist():  # every part: a worksheet may live under any name the rels give
             tail = b""
             with z.open(name) as f:
                 for chunk in iter(lambda: f.read(1 << 20), b""):
                     data = tail + chunk
-                    total += data.count(b"<c ") + data.count(b"<c>")
-                    tail = data[-2:]
+                    cut = data.rfind(b"<")  # a tag cut by the chunk boundary waits for the next chunk
+                    if cut < 0 or len(data) - cut > _TAIL_LIMIT:
+                        cut = len(data)
+                    total += len(_CELL_TAG.findall(data, 0, cut))
+                    tail = data[cut:]
                     if total > cap:
                         return total
+                total += len(_CELL_TAG.findall(tail + b" "))
+                if total > cap:
+                    return total
     return total
 
 
