@@ -193,11 +193,34 @@ def test_a_patch_that_prints_its_own_results_does_not_resolve(instances_path, do
     """No fix, only a conftest.py that prints a PASSED line for the failing test after
     pytest's summary and makes pytest exit 0: swebench's parser reads the forged line last
     and the exit status agrees, so upstream grading resolves it. The log also holds the
-    real FAILED line, so envh finds it contradicts itself."""
+    real FAILED line; the forged one comes after pytest's final summary line, where pytest
+    prints nothing about a test, so envh refuses it."""
     verdict = _grade(instances_path, docker_client, _new_file_patch("conftest.py", FORGING_CONFTEST))
     assert not verdict.success
     m = verdict.metrics
     assert m["test_exit_code"] == 0, "the forgery reached the recorded exit status"
     assert m["FAIL_TO_PASS"]["success"] == ["tests/test_stats.py::test_median_even"], "swebench was fooled"
     assert m["error"] == "contradictory_test_results"
-    assert m["contradictions"] == {"tests_failed_and_passed": ["tests/test_stats.py::test_median_even"]}
+    assert m["contradictions"] == {"results_after_runner_end": ["tests/test_stats.py::test_median_even"]}
+    assert m["swebench_resolved"] is True, "upstream's verdict is kept, the reward refused"
+
+
+def test_a_patch_that_deletes_the_test_log_is_unresolved_not_an_infra_error(instances_path, docker_client):
+    """The patch's code runs as root in the evaluation container: a log it removed raised
+    InfraError, which replays the episode. It is the patch's failure (unresolved, as
+    run_instance records an evaluation error)."""
+    remover = _new_file_patch("conftest.py", "import os\n\nos.remove('/tmp/envh_test_output.txt')\n")
+    verdict = _grade(instances_path, docker_client, remover)
+    assert not verdict.success and verdict.metrics["error"] == "no_test_output"
+    assert verdict.metrics["patch_applied"] is True
+
+
+def test_a_test_log_over_the_bound_is_unresolved_not_a_crash(instances_path, docker_client, mathx_row, monkeypatch):
+    """The tests write the log, so a log over LOG_MAX_BYTES is the patch's doing: it
+    raised FileTooLargeError out of grade(). Now it is unresolved, with the size."""
+    from envh_swebench import grading
+
+    monkeypatch.setattr(grading, "LOG_MAX_BYTES", 1000)
+    verdict = _grade(instances_path, docker_client, mathx_row["patch"])
+    assert not verdict.success and verdict.metrics["error"] == "test_log_too_large"
+    assert verdict.metrics["log_bytes"] > 1000

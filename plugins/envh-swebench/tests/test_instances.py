@@ -130,7 +130,8 @@ def test_eval_script_shape(row):
     start = lines.index(": '>>>>> Start Test Output'")
     assert lines[start + 1] == "python3 -m pytest -rA -p no:cacheprovider tests/test_stats.py"
     assert lines[start + 2] == ": '>>>>> End Test Output'"
-    assert Instance.from_row({**row, "eval_script": "echo given"}).eval_script() == "echo given"
+    given = ": '>>>>> Start Test Output'\necho given\n: '>>>>> End Test Output'\n"
+    assert Instance.from_row({**row, "eval_script": given}).eval_script() == given
 
 
 @pytest.mark.parametrize(("command", "expected"), [

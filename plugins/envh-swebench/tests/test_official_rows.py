@@ -3,8 +3,7 @@
 Three repositories with different harness specs: Django (``tests/runtests.py``, Django's
 log format, locale exports), requests (pytest ``-rA`` summary lines with parametrised ids)
 and sympy (``bin/test``, its own format, environment exported before the tests); plus a
-SWE-bench Multilingual row (gin, ``go test -v``) whose row names no parser, so swebench's
-own repo table supplies ``parse_log_gotest``. Each
+SWE-bench Multilingual row (gin, ``go test -v``, ``parse_log_gotest``). Each
 row carries the fields of the current SWE-bench datasets; the logs are what
 ``run_instance`` writes to test_output.txt for the gold patch and for a failing one.
 No Docker: the verdict comes from the row and the log alone.
@@ -37,7 +36,7 @@ def test_spec_is_swebench_own(instances, iid):
     from swebench.harness.utils import make_test_spec
 
     inst = instances[iid]
-    ours, theirs = make_spec(inst), make_test_spec({"log_parser": PARSERS[iid], **ROWS[iid]})
+    ours, theirs = make_spec(inst), make_test_spec(ROWS[iid])
     assert inst.grading == "dataset" and inst.log_parser == PARSERS[iid]
     assert ours.eval_script == theirs.eval_script and ours.log_parser == theirs.log_parser
     assert (ours.FAIL_TO_PASS, ours.PASS_TO_PASS, ours.eval_type) == \
@@ -100,11 +99,27 @@ def test_row_without_eval_script_is_refused_with_the_reason():
         load_instances([bare])
 
 
-def test_parser_from_swebench_repo_table_when_the_row_names_none():
-    row = {k: v for k, v in ROWS["django__django-11099"].items() if k != "log_parser"}
-    assert Instance.from_row(row).log_parser == "parse_log_django"
-    with pytest.raises(errors.SpecError, match="no log_parser"):
-        Instance.from_row({**row, "repo": "someone/unknown"})
+@pytest.mark.parametrize("field", ["log_parser", "eval_type", "version"])
+def test_a_row_without_what_make_test_spec_reads_is_refused(field):
+    """swebench's make_test_spec raises KeyError on such a row; it was graded with a
+    parser from the repo table, eval_type pass_and_fail and version ''. Now it is refused
+    at load, naming the row and the field."""
+    from swebench.harness.utils import make_test_spec
+
+    row = {k: v for k, v in ROWS["django__django-11099"].items() if k != field}
+    with pytest.raises(KeyError, match=field):
+        make_test_spec(row)
+    with pytest.raises(errors.SpecError, match=rf"row 0 \('django__django-11099'\) has an eval_script but no {field}"):
+        load_instances([row])
+
+
+def test_an_eval_script_without_the_output_markers_is_refused():
+    """swebench grades only what lies between the markers: without them every log is
+    unresolved (get_logs_eval returns no result), so the row is refused at load."""
+    row = ROWS["psf__requests-5414"]
+    bare = {**row, "eval_script": row["eval_script"].replace(": '>>>>> End Test Output'", ": done")}
+    with pytest.raises(errors.SpecError, match="does not print '>>>>> End Test Output'"):
+        load_instances([bare])
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -122,6 +137,23 @@ def test_row_for_swebench_matches_its_own_fields(instances):
     row = swebench_row(instances["psf__requests-5414"])
     assert row["eval_script"] == ROWS["psf__requests-5414"]["eval_script"]
     assert row["log_parser"] == "parse_log_pytest_options"
+
+
+def upstream_resolved(row, log, tmp=None):
+    """swebench 5.0.2's own verdict on ``log``: ``make_test_spec`` of the raw row and
+    ``get_eval_report``, no envh code in between."""
+    import tempfile
+
+    from swebench.harness.grading import get_eval_report
+    from swebench.harness.utils import make_test_spec
+
+    spec = make_test_spec(row)
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
+        f.write(log)
+        f.flush()
+        report = get_eval_report(spec, {"instance_id": row["instance_id"], "model_name_or_path": "x",
+                                        "model_patch": row["patch"]}, f.name, include_tests_status=True)
+    return report[row["instance_id"]]["resolved"]
 
 
 # What patched code can print while the tests run, in each row's own result format.
@@ -153,8 +185,8 @@ def test_results_the_patched_code_prints_do_not_resolve(instances, iid, forgery)
     found = result.metrics["contradictions"]
     if forgery != "pass lines":
         assert found["exit_codes"] == [0, 1]
-    if iid in ("django__django-11099", "sympy__sympy-21171"):  # what the last-line parsers were fooled by
-        assert found["tests_failed_and_passed"] == sorted(inst.fail_to_pass)
+    assert found["results_after_runner_end"] == sorted(inst.fail_to_pass)  # printed after the runner's summary
+    assert result.metrics["swebench_resolved"] is upstream_resolved(ROWS[iid], log)
 
 
 def test_an_honest_log_has_no_contradictions(instances):
@@ -179,4 +211,6 @@ def test_a_result_line_the_code_under_test_broke_still_contradicts_a_forged_pass
     result = report_from_log(inst, inst.patch, log)
     assert not result.success and result.metrics["error"] == "contradictory_test_results"
     reported = [t for t in inst.fail_to_pass if f"FAIL: {t}\n" in log]  # the recorded log keeps one report
-    assert reported and result.metrics["contradictions"]["tests_failed_and_passed"] == reported
+    found = result.metrics["contradictions"]
+    assert found["results_after_runner_end"] == sorted(inst.fail_to_pass)
+    assert reported and found["reported_failed_and_passed"] == reported

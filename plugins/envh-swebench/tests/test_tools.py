@@ -110,3 +110,26 @@ def test_evaluate_before_submit_grades_the_tree_without_touching_it(make_env, fi
     assert verdict.success and verdict.metrics["submitted"] is False
     assert bash(env, "git status --porcelain").observation.text == before == " M mathx/stats.py\n"
     assert not env.get_env_state()["submitted"]
+
+
+def test_submit_counts_the_files_of_the_diff_not_every_file_touched(make_env, fix_action):
+    """A file edited and then restored is touched, but not in the diff: submit said
+    "touching 2 file(s)" for a one-file diff."""
+    env = make_env()
+    env.reset()
+    edit(env, command="create", path="scratch.py", file_text="print('trying')\n")
+    bash(env, "rm scratch.py")
+    env.step(fix_action)
+    assert sorted(env.get_env_state()["files_touched"]) == ["mathx/stats.py", "scratch.py"]
+    done = env.step(Action(tool="submit"))
+    assert "touching 1 file(s)" in done.observation.text, done.observation.text
+
+
+def test_submit_text_counts_diff_headers():
+    from envh_swebench.bridge import submit_text
+
+    two = ("diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x\n+y\n"
+           'diff --git "a/b c.py" "b/b c.py"\nnew file mode 100644\n--- /dev/null\n+++ "b/b c.py"\n'
+           "@@ -0,0 +1 @@\n+diff --git a/not b/a-header\n")
+    assert submit_text(two) == f"Submitted a diff of {len(two)} characters touching 2 file(s)."
+    assert submit_text("").endswith("touching 0 file(s).")

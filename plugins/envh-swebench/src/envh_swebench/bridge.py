@@ -30,7 +30,7 @@ from envh import (
 from . import runtime
 from .containers import FileTooLargeError, SnapshotTooLargeError
 from .editor import TOOL_PARAMETERS, Editor, EditorError
-from .instances import Instance, load_instances
+from .instances import Instance, diff_file_count, load_instances
 from .state import (
     STATE_SCHEMA,
     EpisodeState,
@@ -44,6 +44,12 @@ from .state import (
 
 DIFF_PATH = "/tmp/envh_submission.diff"
 MAX_DIFF_BYTES = 64 * 2**20
+
+
+def submit_text(patch: str) -> str:
+    """What submit says: the diff's size and how many files it changes (a file edited and
+    then restored is touched but not in the diff)."""
+    return f"Submitted a diff of {len(patch)} characters touching {diff_file_count(patch)} file(s)."
 
 
 class DiffTooLargeError(errors.EnvhError):
@@ -374,7 +380,7 @@ class SWEBenchEnv(Bridge):
             state.record("submit", output=str(exc), error=str(exc))
             return self._respond(self.error_response(str(exc), kind="disk_limit"))
         state.submitted, state.patch_chars = True, len(self.patch)
-        text = f"Submitted a diff of {len(self.patch)} characters touching {len(state.files_touched)} file(s)."
+        text = submit_text(self.patch)
         state.record("submit", output=text)
         reward = self.evaluate().score if self.reward_on_submit else 0.0
         return self._respond(EnvResponse(observation=Observation(text=text, data={"patch": self.patch}),

@@ -113,18 +113,23 @@ class Editor:
             return self.insert(path, args["insert_line"], str(args["new_str"])), path
         return self.undo(path), path
 
-    def _read(self, path: str) -> tuple[str, int]:
+    def _read_bytes(self, path: str, too_large: str = "use bash (head, sed -n, grep) on it") -> tuple[bytes, int]:
+        """Contents and mode of a regular file of at most MAX_FILE_BYTES: the size is
+        checked before anything is read, so a large (or sparse) file costs no memory."""
         try:
-            data, mode = self.box.read_file(path, max_bytes=MAX_FILE_BYTES)
+            return self.box.read_file(path, max_bytes=MAX_FILE_BYTES)
         except FileTooLargeError as exc:
             raise EditorError(f"The file {path} holds {exc.size} bytes, more than the editor handles "
-                              f"({MAX_FILE_BYTES}); use bash (head, sed -n, grep) on it.") from None
+                              f"({MAX_FILE_BYTES}); {too_large}.") from None
         except FileNotFoundError:
             raise EditorError(f"The path {path} does not exist. Please provide a valid path.") from None
         except IsADirectoryError:
             raise EditorError(f"The path {path} is a directory; this command needs a file.") from None
         except NotRegularFileError:
             raise EditorError(f"The path {path} is not a regular file (a FIFO, device or link).") from None
+
+    def _read(self, path: str) -> tuple[str, int]:
+        data, mode = self._read_bytes(path)
         try:
             return data.decode("utf-8"), mode
         except UnicodeDecodeError:
@@ -249,11 +254,18 @@ class Editor:
         stack = self.history.get(path)
         if not stack:
             raise EditorError(f"No edit history found for {path}.")
-        before = stack.pop()
+        before = stack[-1]
         if before is None:
+            stack.pop()
             self.box.run(f"rm -f {shlex.quote(path)}", timeout=30, limit=2000)
             return f"Last edit to {path} undone: the file created by it was removed."
-        current, mode = self.box.read_file(path)
+        # What is there now (kept to put back if the write fails), read as any file the
+        # editor reads: bash may since have removed it, put a directory there or grown it.
+        # A failed undo leaves the history as it was.
+        current, mode = self._read_bytes(path, too_large=(
+            f"the edit was not undone; restore the file with bash (e.g. `git checkout -- {path}`) "
+            "or make it smaller first"))
+        stack.pop()
         try:
             self.box.write_file(path, before.encode("utf-8"), mode)
         except NoSpaceError:  # as in _write: the file stays as it was, the edit stays undoable

@@ -13,16 +13,17 @@ never used, so nothing the policy left behind can leak in.
 
 from __future__ import annotations
 
-import re
 import shlex
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import attrs
+import docker
 from envh import EvaluationResult, errors
 
-from .containers import Limits, Sandbox
+from . import logwitness
+from .containers import FileTooLargeError, Limits, Sandbox
 from .instances import Instance, created_files
 
 PATCH_PATH = "/tmp/patch.diff"  # swebench.harness.constants.CONTAINER_PATCH_FILE
@@ -70,54 +71,21 @@ def _apply(box: Sandbox, patch: str, apply_cmds: list[str]) -> tuple[bool, str]:
     return check["exit_code"] == 0, out
 
 
-_FAILURE_HEADER = re.compile(r"^(FAIL|ERROR): (.+)$")
-
-
 def contradictions(inst: Instance, log: str) -> dict[str, Any]:
-    """Signs that code under test printed its own results: the log records the test
-    command's exit status more than once with different values, or a graded test is
-    reported failing on one line and passing on another (swebench's parsers keep the
-    last line, so a forged ``<test> ... ok`` after the real ``FAIL`` wins). An honest run
-    prints each once. Empty when there are none.
-
-    Code that rewrites the repository's own test runner so the real result is never
-    printed is not caught: nothing in the log tells it apart."""
-    from swebench.harness.grading import TEST_EXIT_CODE_RE
-    from swebench.harness.log_parsers import PARSER_REGISTRY
-
-    found: dict[str, Any] = {}
-    codes = sorted({int(m) for m in TEST_EXIT_CODE_RE.findall(log)})
-    if len(codes) > 1:
-        found["exit_codes"] = codes
-    parser, spec = PARSER_REGISTRY[inst.log_parser], make_spec(inst)
+    """Signs that code under test printed result lines of its own (see ``logwitness``):
+    empty for an honest log. A patch that rewrites the repository's own test runner so
+    the real result is never printed is not caught: nothing in the log tells it apart."""
     graded = set(inst.fail_to_pass) | set(inst.pass_to_pass)
-    seen: dict[str, set[str]] = {}
-    for line in log.splitlines():  # line by line: every status a test was given, not the last
-        if not line.strip():
-            continue
-        try:
-            statuses = parser(line, spec)
-        except Exception:  # noqa: BLE001 - a parser given one line out of context
-            continue
-        for test, status in statuses.items():
-            if test in graded:
-                seen.setdefault(test, set()).add(str(status))
-        # unittest's report of a failure, written by the runner after the test: a result
-        # line split or prefixed by what the code under test printed is not parsed above
-        header = _FAILURE_HEADER.match(line)
-        if header and header.group(2).strip() in graded:
-            seen.setdefault(header.group(2).strip(), set()).add("FAILED")
-    both = sorted(t for t, s in seen.items() if s & {"FAILED", "ERROR"} and s & {"PASSED", "XFAIL"})
-    if both:
-        found["tests_failed_and_passed"] = both
-    return found
+    return logwitness.forgery_signs(log, parser_name=inst.log_parser, spec=make_spec(inst), graded=graded)
 
 
 def report_from_log(inst: Instance, patch: str | None, log: str, *,
                     metrics: dict[str, Any] | None = None) -> EvaluationResult:
     """Grade a recorded test log (what ``run_instance`` writes to test_output.txt) with
-    swebench's TestSpec, log parser and report code. A log that contradicts itself (see
-    ``contradictions``) is not resolved, whatever the last line about each test says."""
+    swebench's TestSpec, log parser and report code: the verdict is swebench's, with one
+    refusal beyond it. A log with result lines the test runner cannot have printed
+    (``contradictions``) is unresolved whatever swebench says, and swebench's verdict is
+    kept in ``metrics["swebench_resolved"]``."""
     constants, grading, _, _ = _swebench()
     spec = make_spec(inst)
     prediction = {"instance_id": inst.instance_id, "model_name_or_path": "envh", "model_patch": patch}
@@ -128,10 +96,12 @@ def report_from_log(inst: Instance, patch: str | None, log: str, *,
         log_path.write_text(log)
         report = grading.get_eval_report(spec, prediction, str(log_path), include_tests_status=True)
     entry = report[inst.instance_id]
-    if entry.get("infra_failure"):
-        raise errors.InfraError(
-            f"Evaluating {inst.instance_id} hit an environment failure "
-            f"({entry.get('infra_failure_reason')}), not a verdict on the patch.")
+    if entry.get("infra_failure_reason"):
+        # Advisory, as upstream: the log is unresolved either way. The patch under test ran
+        # in that container, so "Cannot allocate memory", a line "Killed" or a missing
+        # display may be its own doing; it is never an InfraError (which would replay it).
+        out.update(infra_failure=bool(entry.get("infra_failure")),
+                   infra_failure_reason=entry["infra_failure_reason"])
     status = entry.get("tests_status") or {}
     f2p, p2p = status.get(constants.FAIL_TO_PASS, {}), status.get(constants.PASS_TO_PASS, {})
     resolved = bool(entry.get("resolved"))
@@ -145,8 +115,10 @@ def report_from_log(inst: Instance, patch: str | None, log: str, *,
         test_exit_code=grading.parse_test_exit_code(log))
     forged = contradictions(inst, log)
     if forged:
+        out.update(resolved=False, swebench_resolved=resolved, error="contradictory_test_results",
+                   contradictions=forged,
+                   refused="the log holds test results the test runner cannot have printed")
         resolved = False
-        out.update(resolved=False, error="contradictory_test_results", contradictions=forged)
     return EvaluationResult(success=resolved, score=1.0 if resolved else 0.0, metrics=out)
 
 
@@ -155,6 +127,16 @@ def _unresolved(inst: Instance, patch: str | None, metrics: dict[str, Any]) -> E
         "instance_id": inst.instance_id, "patch_chars": len(patch or ""), "resolved": False,
         "patch_exists": patch is not None, "patch_successfully_applied": False,
         "log_parser": inst.log_parser, "eval_type": inst.eval_type, **metrics})
+
+
+def _stopped(box: Sandbox) -> bool:
+    """The container stopped or was OOM-killed; False when its state cannot be read (a
+    daemon fault: the caller's InfraError stands)."""
+    try:
+        state = box.status()
+    except (OSError, docker.errors.DockerException):
+        return False
+    return state.get("Status") != "running" or bool(state.get("OOMKilled"))
 
 
 def grade(client: Any, inst: Instance, patch: str | None, *, limits: Limits,
@@ -186,15 +168,29 @@ def grade(client: Any, inst: Instance, patch: str | None, *, limits: Limits,
                                timeout=120, limit=20000)
                 metrics["test_files_replaced"] = gone["output"].split()
         box.write_file("/eval.sh", spec.eval_script.encode(), mode=0o755)
-        res = box.run(f"/bin/bash /eval.sh > {LOG_PATH} 2>&1", timeout=timeout, limit=4000)
+        # Who is at fault is decided by when it happened. Up to here no code of the patch
+        # has run (git apply and rm only), so a container that is not running now, or a
+        # daemon that fails, is the environment's: InfraError, and the episode is replayed.
+        # From here on the patch's code runs as root in this container: a container that
+        # stops (killed, out of memory) or a log it deletes is the patch's failure, as in
+        # run_instance (an error, unresolved), never a replay.
+        if box.status().get("Status") != "running":
+            raise box.infra_error("the evaluation container stopped before the tests ran")
+        try:
+            res = box.run(f"/bin/bash /eval.sh > {LOG_PATH} 2>&1", timeout=timeout, limit=4000)
+        except errors.InfraError:
+            if not _stopped(box):
+                raise
+            return _unresolved(inst, patch, {**metrics, "error": "eval_container_stopped"})
         metrics["tests_timed_out"] = res["timed_out"]
-        state = box.status()
-        if state.get("OOMKilled") or state.get("Status") != "running":
-            raise box.infra_error("the evaluation container stopped while the tests ran")
+        if _stopped(box):
+            return _unresolved(inst, patch, {**metrics, "error": "eval_container_stopped"})
         try:
             raw, _ = box.read_file(LOG_PATH, max_bytes=LOG_MAX_BYTES)
+        except FileTooLargeError as exc:  # the tests printed it: never shortened, never a replay
+            return _unresolved(inst, patch, {**metrics, "error": "test_log_too_large", "log_bytes": exc.size})
         except FileNotFoundError:
-            raise box.infra_error("the eval script left no output file") from None
+            return _unresolved(inst, patch, {**metrics, "error": "no_test_output"})
         log = raw.decode("utf-8", "replace")  # as exec_run_with_timeout decodes
     finally:
         box.close()

@@ -62,6 +62,11 @@ def patched_files(test_patch: str) -> list[str]:
     return list(seen)
 
 
+def diff_file_count(patch: str) -> int:
+    """Files a ``git diff`` changes: one ``diff --git`` header each (quoted names too)."""
+    return len(re.findall(r"^diff --git ", patch, re.M))
+
+
 def created_files(test_patch: str) -> list[str]:
     """Paths the test patch creates (``new file mode``): the eval script's ``git checkout``
     of the test files cannot reset those to the base commit, since they are not in it."""
@@ -119,21 +124,11 @@ def _as_list(value: Any, where: str, field: str) -> list[str]:
     return list(value)
 
 
-def _parser_names() -> tuple[dict[str, Any], dict[str, str]]:
-    """swebench's parser registry, and repo -> parser name from its per-language tables."""
-    from swebench.harness import log_parsers
+def _parser_names() -> dict[str, Any]:
+    """swebench's parser registry (name -> parser)."""
     from swebench.harness.log_parsers import PARSER_REGISTRY
 
-    by_func = {id(f): name for name, f in PARSER_REGISTRY.items()}
-    by_repo: dict[str, str] = {}
-    for mod_name in ("python", "javascript", "c", "go", "java", "php", "ruby", "rust"):
-        mod = getattr(log_parsers, mod_name, None)
-        for attr, table in vars(mod).items() if mod else ():
-            if attr.startswith("MAP_REPO_TO_PARSER") and isinstance(table, dict):
-                for repo, func in table.items():
-                    if id(func) in by_func:
-                        by_repo.setdefault(repo, by_func[id(func)])
-    return dict(PARSER_REGISTRY), by_repo
+    return dict(PARSER_REGISTRY)
 
 
 @attrs.frozen(kw_only=True)
@@ -184,18 +179,15 @@ class Instance:
                     key == "version" and isinstance(value, (int, float)) and not isinstance(value, bool)):
                 raise errors.SpecError(f"{where}: field {key} must be a string, got "
                                        f"{type(value).__name__} {value!r:.80}")
-        registry, by_repo = _parser_names()
+        registry = _parser_names()
         constants = _constants()
         eval_script = row.get("eval_script")
         if eval_script is not None and not isinstance(eval_script, str):
             raise errors.SpecError(f"{where}: field eval_script must be a string")
         if eval_script and eval_script.strip():
             grading = "dataset"
-            parser = row.get("log_parser") or by_repo.get(row["repo"])
-            if not parser:
-                raise errors.SpecError(
-                    f"{where} has an eval_script but no log_parser, and swebench knows no parser "
-                    f"for repo {row['repo']!r}: set log_parser to one of swebench's PARSER_REGISTRY.")
+            _dataset_row_checks(row, eval_script, where)
+            parser = row["log_parser"]
         elif row.get("test_cmd"):
             grading, parser = "test_cmd", row.get("log_parser") or "parse_log_pytest"
         else:
@@ -257,6 +249,22 @@ class Instance:
             return ""
         return "; ".join(f"{line} >/dev/null 2>&1" if "activate" in line else line
                          for line in self.activation) + "; "
+
+
+def _dataset_row_checks(row: Mapping[str, Any], eval_script: str, where: str) -> None:
+    """A row graded by its own eval_script needs what swebench's ``make_test_spec`` reads
+    (it raises KeyError without them) and the markers ``get_logs_eval`` slices the log at
+    (without them every log grades unresolved): refused here, never filled with defaults."""
+    for key in ("log_parser", "eval_type", "version"):
+        if row.get(key) in (None, ""):
+            raise errors.SpecError(
+                f"{where} has an eval_script but no {key}: swebench's make_test_spec needs it to grade "
+                f"the row (it raises KeyError). Take the row from a current SWE-bench dataset, or set {key}.")
+    missing = [m for m in (START, END) if m not in eval_script]
+    if missing:
+        raise errors.SpecError(
+            f"{where}: its eval_script does not print {' or '.join(repr(m) for m in missing)}; swebench "
+            "grades only the test output between those markers, so every patch would grade unresolved.")
 
 
 def _constants() -> Any:
