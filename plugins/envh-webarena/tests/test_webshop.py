@@ -4,6 +4,8 @@ miss scores in between, text and browser modes agree, splits follow the index ra
 from __future__ import annotations
 
 import re
+import urllib.error
+import urllib.request
 
 import pytest
 from envh import Action, TaskRef, errors
@@ -137,7 +139,50 @@ def test_reward_parts_follow_webshop_rules(text_env) -> None:
     assert full["reward"] == 1.0 and full["r_type"] == 1.0
     over_budget = reward.score(shirt, goal, 1000.0, {"color": "navy blue", "size": "large"})
     assert over_budget["reward"] == pytest.approx(4 / 5) and not over_budget["r_price"]
-    # size matches exactly only: "large" is not "x-large"
-    assert reward.option_matches(shirt, ["x-large"], {"size": "large"}) == 0
+    # sizes match fuzzily, as in WebShop's released goal.py: "large" matches "x-large", not "small"
+    assert reward.option_matches(["x-large"], {"size": "large"}) == 1
+    assert reward.option_matches(["small"], {"size": "large"}) == 0
     tea = products["B0GREENT05"]
     assert reward.type_reward(tea, goal)["r_type"] < 1.0  # tea is not a shirt
+
+
+def test_browser_done_pages_show_no_score_for_what_was_not_bought(browser_env) -> None:
+    """A done page shows a score only as the episode's purchase: typed by ``goto`` under any
+    host name for the shop, it is either the purchase (the browser sent the episode's cookie:
+    recorded, the episode ends with that verdict) or shows no score and records nothing (no
+    cookie under that name, or another session's page)."""
+    from urllib.parse import quote
+
+    task, goal = goal_for(browser_env, "B0TSHIRT01")
+    other, _ = goal_for(browser_env, "B0SHOES003")
+    info = browser_env.reset(task=task).info
+    assert info["grading"]["type_score"] and "master" in info["grading"]["release"]
+    port = browser_env._server().port
+    best = quote('{"color": "navy blue", "size": "large"}', safe="")
+    refused = [f"http://{h}:{port}/done/fixed_{task.instance_id}/B0TSHIRT01/{best}"
+               for h in ["localhost", "LOCALHOST", "localhost.", "[::1]", "0.0.0.0"]]
+    refused.append(f"http://127.0.0.1:{port}/done/fixed_{other.instance_id}/B0TSHIRT01/{best}")  # another session
+    for url in refused:
+        resp = browser_env.step(Action(tool="goto", args={"url": url}))
+        assert not resp.terminated and resp.reward == 0.0, url
+        assert "Your score" not in resp.observation.text and "1.0000" not in resp.observation.text, url
+        assert not browser_env.evaluate().metrics["purchased"], url
+    own = f"http://127.0.0.1:{port}/done/fixed_{task.instance_id}/B0TSHIRT01/{best}"
+    try:  # a POST (followed to a GET, without the browser's cookie) is no way around it
+        body = urllib.request.urlopen(urllib.request.Request(own, data=b"x=1", method="POST"), timeout=10)
+        page = body.read().decode()
+    except urllib.error.HTTPError as exc:
+        page = exc.read().decode()
+    assert "No purchase" in page and "Your score" not in page
+    # the same address written otherwise is the episode's own shop: a typed done URL is a purchase
+    for host in ["127.1", "127.0.0.1."]:
+        browser_env.reset(task=task)
+        resp = browser_env.step(Action(tool="goto", args={"url": f"http://{host}:{port}/done/fixed_{task.instance_id}"
+                                                                 f"/B0TSHIRT01/{best}"}))
+        shown = "Your score" in resp.observation.text
+        assert shown == resp.terminated == browser_env.evaluate().metrics["purchased"], host
+        assert resp.reward == browser_env.evaluate().score == (1.0 if shown else 0.0), host
+    browser_env.reset(task=task)
+    browser_buy(browser_env, task, goal, ["white", "large"])  # a purchase by Buy Now
+    verdict = browser_env.evaluate()
+    assert verdict.metrics["options"] == {"color": "white", "size": "large"} and not verdict.success

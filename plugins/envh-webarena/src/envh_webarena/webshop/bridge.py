@@ -72,6 +72,13 @@ def shared_site(data: str, human_goals: bool, num_products: int | None) -> tuple
         return _SITES[key]
 
 
+def grading_info() -> dict[str, str]:
+    """What the reward is graded as (in every episode's reset info): the WebShop release
+    and commit whose ``goal.py`` it follows, and where the type score's nouns come from
+    (a fallback, not WebShop's own type score, when spaCy's model is not installed)."""
+    return {"release": reward.UPSTREAM, "type_score": reward.type_score_source()}
+
+
 def make_webshop(mode: str = "text", **config: Any) -> Bridge:
     """The bridge factory: ``mode`` text (default) or browser; other keys go to the mode's class."""
     if mode == "text":
@@ -190,7 +197,7 @@ class WebshopTextEnv(_Goals, Bridge):
         self.route = Route(kind="start", session=f"fixed_{index}")
         self.steps, self.last_error, self.truncated = 0, "", False
         self._obs = self._observation()
-        return ResetResult(observation=self._obs, info={"task": str(self.task)})
+        return ResetResult(observation=self._obs, info={"task": str(self.task), "grading": grading_info()})
 
     def _step(self, action: Action) -> EnvResponse:
         assert self.route is not None
@@ -357,13 +364,14 @@ def _goal_option_clicks(product: dict[str, Any], goal: dict[str, Any]) -> list[s
     wanted = goal.get("goal_options") or []
     named = {str(k).lower(): str(v).lower() for k, v in wanted.items()} if isinstance(wanted, dict) else {}
     listed = [str(w).lower() for w in (wanted.values() if isinstance(wanted, dict) else wanted)]
+    goal_wanted = reward.goal_option_values(goal)
     chosen: dict[str, str] = {}
     for name, values in product["options"].items():
         if named.get(name) in values:
             chosen[name] = named[name]
             continue
         exact = next((v for v in values if v in listed), None)
-        gains = [(reward.option_matches(product, listed, {name: v}), -k) for k, v in enumerate(values)]
+        gains = [(reward.option_matches(goal_wanted, {name: v}), -k) for k, v in enumerate(values)]
         best = max(gains, default=(0, 0))
         if exact is not None or best[0] > 0:
             chosen[name] = exact if exact is not None else values[-best[1]]
@@ -399,6 +407,7 @@ class WebshopBrowserEnv(_Goals, BrowserBridge):
         self._forget_purchases()  # the last episode's records are read
         self._purchase_key = (f"fixed_{index}", secrets.token_hex(8))
         url = self._server().url
+        self.site.open_episode(self._purchase_key[1], self._purchase_key[0])
         self.session.context.add_cookies([{"name": EPISODE_COOKIE, "value": self._purchase_key[1], "url": url}])
         self.session.page.goto(f"{url}/fixed_{index}", wait_until="load")
         return str(self.site.catalogue.goals[index]["instruction_text"])
@@ -406,11 +415,16 @@ class WebshopBrowserEnv(_Goals, BrowserBridge):
     def _default_task(self) -> TaskRef:
         return self._goal_index(None)[0]
 
+    def _reset(self, task: TaskRef | None, seed: int | None, options: dict[str, Any]) -> ResetResult:
+        result = super()._reset(task, seed, options)
+        return attrs.evolve(result, info={**result.info, "grading": grading_info()})
+
     def _forget_purchases(self) -> None:
-        """Drop every record of this episode's cookie (done pages of other sessions too)."""
+        """End this episode's cookie: its done pages are no longer scored, its purchase record dropped."""
         if self._purchase_key is None:
             return
         cookie = self._purchase_key[1]
+        self.site.close_episode(cookie)
         for key in [k for k in list(self.site.purchases) if k[1] == cookie]:
             self.site.purchases.pop(key, None)
 

@@ -1,72 +1,125 @@
 """WebShop's reward: how well a purchase matches a goal, in [0, 1]; success is a score of 1.
 
-The rules are the benchmark's (``web_agent_site/engine/goal.py``):
+The rules are those of the released WebShop (``princeton-nlp/WebShop``, branch ``master``,
+``web_agent_site/engine/goal.py`` at commit ``d149d0d7a5219c1ea4e60c80f2364a15eb324d7b``,
+with ``normalize.py``'s colour list and the ``thefuzz==0.19.0`` its requirements pin):
 
 * **type** r_type: 1 when the product's query or category (two shared ``›`` levels) or
   title (> 20 % of the goal's title nouns) matches; 0.5 when none does; 0.1 when under
   10 % of the title nouns match; 0 when none do;
 * **attributes**: a goal attribute counts when a product attribute fuzzy-matches it
   (token-set ratio > 85) or it appears in the title, features or description;
-* **options**: each chosen option counts when it matches a goal option (exactly for
-  ``size``, fuzzily otherwise, colours normalised) or appears in the product's text;
+* **options**: a goal option counts when some chosen option fuzzy-matches it (token-set
+  ratio > 85, colours normalised first) — the product's text plays no part, and sizes
+  match fuzzily too ("large" matches "x-large"), as in ``master``'s ``get_option_reward``;
 * **price**: 1 when the price is within the goal's cap;
 
 score = r_type × (attributes + options + price) / (#goal attributes + #goal options + 1).
 
-Title nouns come from spaCy when ``en_core_web_lg`` or ``en_core_web_sm`` is installed (as
-in WebShop); without a spaCy model, the content words of the title (alphabetic, not stop
-words) stand in for them. Fuzzy matching is rapidfuzz's ``token_set_ratio`` with
-thefuzz's preprocessing (lower-case, non-alphanumerics to spaces), which is what WebShop's
-thefuzz calls.
+Title nouns come from spaCy's ``en_core_web_sm`` (the model WebShop's ``setup.sh`` installs)
+when it is installed; without it, the content words of the title (alphabetic, not stop
+words) stand in for them, and :func:`type_score_source` says so (the score then is not
+WebShop's own wherever the two noun lists differ). Fuzzy matching is thefuzz 0.19.0's
+``token_set_ratio`` as WebShop runs it: its own preprocessing and the standard library's
+``difflib.SequenceMatcher`` (WebShop's requirements do not install python-Levenshtein).
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-EXACT_MATCH_OPTIONS = ("size",)
+# web_agent_site/engine/normalize.py's COLOR_SET, in its order (the first hit wins)
 COLORS = (
-    "alabaster", "apricot", "aqua", "ash", "azure", "beige", "black", "blue", "blush", "bronze", "brown",
-    "burgundy", "camel", "camo", "caramel", "champagne", "charcoal", "chocolate", "coffee", "copper", "coral",
-    "cream", "denim", "espresso", "fuchsia", "gold", "gray", "green", "grey", "indigo", "ivory", "khaki",
-    "lavender", "lemon", "lilac", "lime", "magenta", "maroon", "mauve", "mint", "mocha", "multicolor",
-    "mustard", "natural", "navy", "nude", "olive", "orange", "peach", "pink", "plum", "purple", "red", "rose",
-    "rust", "sand", "silver", "slate", "tan", "taupe", "teal", "turquoise", "violet", "white", "wine", "yellow",
+    "alabaster", "apricot", "aqua", "ash", "asphalt", "azure", "banana", "beige", "black", "blue", "blush",
+    "bordeaux", "bronze", "brown", "burgundy", "camel", "camo", "caramel", "champagne", "charcoal", "cheetah",
+    "chestnut", "chocolate", "christmas", "coffee", "cognac", "copper", "coral", "cranberry", "cream", "crystal",
+    "dark", "denim", "eggplant", "elephant", "espresso", "fuchsia", "gold", "granite", "grape", "graphite",
+    "grass", "gray", "green", "grey", "heather", "indigo", "ivory", "ivy", "khaki", "lavender", "lemon",
+    "leopard", "light", "lilac", "lime", "magenta", "maroon", "mauve", "merlot", "midnight", "mint", "mocha",
+    "multicolor", "mushroom", "mustard", "natural", "navy", "nude", "olive", "orange", "peach", "pewter", "pink",
+    "plum", "purple", "rainbow", "red", "rose", "royal", "rust", "sand", "sapphire", "seashell", "silver",
+    "skull", "slate", "steel", "stone", "stonewash", "sunflower", "tan", "taupe", "teal", "tiger", "turquoise",
+    "violet", "walnut", "wheat", "white", "wine", "yellow",
 )
+UPSTREAM = "princeton-nlp/WebShop master@d149d0d7a5219c1ea4e60c80f2364a15eb324d7b"
+SPACY_MODEL = "en_core_web_sm"
 _STOP = frozenset("""a an and are as at be by for from has have in is it its of on or that the to with
 without your you our this these those pack set pcs piece pieces inch inches oz ounce x""".split())
+# thefuzz 0.19.0's utils.asciidammit drops the characters 128-255 (only those)
+_LATIN1 = {c: None for c in range(128, 256)}
+_NON_WORD = re.compile(r"(?ui)\W")
+
+OptionValue = str | tuple[str, str]  # a chosen or goal option: a value, or (name, value) for a synthetic goal
 
 
-def normalize_color(text: str) -> str:
-    """The first known colour word inside ``text``, else ``text`` (WebShop's normalisation)."""
+def normalize_color(value: OptionValue) -> OptionValue:
+    """The first colour of WebShop's list found in ``value`` (a substring of a string, an
+    item of a tuple), else ``value`` unchanged (``normalize.py:normalize_color``)."""
     for color in COLORS:
-        if color in text:
+        if color in value:
             return color
-    return text
+    return value
 
 
-def fuzzy(a: str, b: str) -> float:
-    from rapidfuzz import fuzz, utils
+def _full_process(value: object) -> str:
+    """thefuzz 0.19.0's ``utils.full_process(s, force_ascii=True)`` (non-strings through ``str``)."""
+    text = value.translate(_LATIN1) if isinstance(value, str) else str(value).translate(_LATIN1)
+    return _NON_WORD.sub(" ", text).lower().strip()
 
-    return float(fuzz.token_set_ratio(a, b, processor=utils.default_process))
+
+def _ratio(a: str, b: str) -> int:
+    """thefuzz 0.19.0's ``fuzz.ratio`` on processed strings (equal → 100, empty → 0)."""
+    if a == b:
+        return 100
+    if not a or not b:
+        return 0
+    return int(round(100 * difflib.SequenceMatcher(None, a, b).ratio()))
+
+
+def token_set_ratio(a: object, b: object) -> int:
+    """thefuzz 0.19.0's ``fuzz.token_set_ratio(a, b)`` (what WebShop's goal.py calls)."""
+    p1, p2 = _full_process(a), _full_process(b)
+    if not p1 or not p2:
+        return 0
+    t1, t2 = set(p1.split()), set(p2.split())
+    sect = " ".join(sorted(t1 & t2))
+    one = (sect + " " + " ".join(sorted(t1 - t2))).strip()
+    two = (sect + " " + " ".join(sorted(t2 - t1))).strip()
+    return max(_ratio(sect, one), _ratio(sect, two), _ratio(one, two))
+
+
+def fuzzy(a: object, b: object) -> float:
+    return float(token_set_ratio(a, b))
+
+
+@functools.cache
+def _spacy_nlp() -> Callable[[str], Any] | None:
+    try:
+        import spacy
+
+        return spacy.load(SPACY_MODEL)  # type: ignore[no-any-return]
+    except (ImportError, OSError):
+        return None
+
+
+def type_score_source() -> str:
+    """Where the type score's title nouns come from: ``spacy:en_core_web_sm`` (as WebShop),
+    or a sentence saying a fallback stands in and the type score is not WebShop's own."""
+    if _spacy_nlp() is not None:
+        return f"spacy:{SPACY_MODEL}"
+    return (f"fallback: spaCy's {SPACY_MODEL} is not installed, so the title's content words stand in for "
+            "its nouns; the type score (r_type) is not WebShop's own where the two differ")
 
 
 @functools.cache
 def noun_extractor() -> Callable[[str], list[str]]:
-    try:
-        import spacy
-
-        for model in ("en_core_web_lg", "en_core_web_sm"):
-            try:
-                nlp = spacy.load(model)
-            except OSError:
-                continue
-            return lambda text: [t.text.lower() for t in nlp(text) if t.pos_ in ("PNOUN", "NOUN", "PROPN")]
-    except ImportError:
-        pass
+    nlp = _spacy_nlp()
+    if nlp is not None:
+        return lambda text: [t.text.lower() for t in nlp(text) if t.pos_ in ("PNOUN", "NOUN", "PROPN")]
     return lambda text: [w for w in re.findall(r"[a-z]+", text.lower()) if len(w) > 1 and w not in _STOP]
 
 
@@ -93,41 +146,50 @@ def _in_text(value: str, product: dict[str, Any]) -> bool:
 
 
 def attribute_matches(product: dict[str, Any], goal: dict[str, Any]) -> int:
+    """Goal attributes matched (``get_attribute_reward``): fuzzily by a product attribute, or
+    found in the title, features or description."""
     count = 0
     for wanted in goal["attributes"]:
-        if any(fuzzy(have, wanted) > 85 for have in product["Attributes"]) or _in_text(wanted, product):
+        if any(token_set_ratio(have, wanted) > 85 for have in product["Attributes"]) or _in_text(wanted, product):
             count += 1
     return count
 
 
-def option_matches(product: dict[str, Any], goal_options: list[str], chosen: dict[str, str]) -> int:
-    wanted = [normalize_color(o) for o in goal_options]
+def goal_option_values(goal: dict[str, Any]) -> list[OptionValue]:
+    """The goal's options as ``get_reward`` passes them: a human goal's list as is, a
+    synthetic goal's ``{name: value}`` as ``(name, value)`` pairs (the name then takes part
+    in the fuzzy match, as it does in WebShop)."""
+    options = goal["goal_options"]
+    if isinstance(options, dict):
+        return [(str(k), str(v)) for k, v in options.items()]
+    return list(options)
+
+
+def option_matches(goal_options: Sequence[OptionValue], chosen: dict[str, str]) -> int:
+    """Goal options matched by a chosen option (``get_option_reward``): each goal option
+    counts once when some chosen value fuzzy-matches it (> 85) after colour normalisation."""
+    bought = [normalize_color(v) for v in chosen.values()]
     count = 0
-    for name, value in chosen.items():
-        value = normalize_color(value)
-        if name.lower() in EXACT_MATCH_OPTIONS:
-            matched = value in wanted
-        else:
-            matched = any(fuzzy(w, value) > 85 for w in wanted)
-        if matched or _in_text(value, product):
+    for wanted in (normalize_color(o) for o in goal_options):
+        if any(token_set_ratio(have, wanted) > 85 for have in bought):
             count += 1
     return count
 
 
 def score(product: dict[str, Any], goal: dict[str, Any], price: float, chosen: dict[str, str]) -> dict[str, Any]:
     """The reward of buying ``product`` at ``price`` with options ``chosen`` for ``goal``,
-    with its parts (``r_type``, ``r_att``, ``r_option``, ``r_price``)."""
-    goal_options = list(goal["goal_options"].values()) if isinstance(goal["goal_options"], dict) \
-        else list(goal["goal_options"])
+    with its parts (``r_type``, ``r_att``, ``r_option``, ``r_price``) and ``type_score``
+    (:func:`type_score_source`)."""
+    goal_options = goal_option_values(goal)
     kind = type_reward(product, goal)
+    # WebShop: None when the cap is not positive (never so in its goals, whose caps are a
+    # price step or 1e6); None would fail its sum, here it counts as a miss
     r_price = price <= goal["price_upper"] if goal["price_upper"] > 0 else False
     n_att = attribute_matches(product, goal)
-    n_opt = option_matches(product, goal_options, chosen)
+    n_opt = option_matches(goal_options, chosen)
     denominator = len(goal["attributes"]) + len(goal_options) + 1
-    # WebShop counts chosen options matched through the product's text too, so the raw
-    # ratio can pass 1 when more options are chosen than the goal names: capped at 1.
-    total = min(1.0, (n_att + n_opt + float(r_price)) / denominator * kind["r_type"])
+    total = (n_att + n_opt + float(r_price)) / denominator * kind["r_type"]
     return {"reward": total, "r_type": kind["r_type"], "r_att": n_att / max(1, len(goal["attributes"])),
             "r_option": (n_opt / len(goal_options)) if goal_options else None, "r_price": bool(r_price),
             "query_match": kind["query_match"], "category_match": kind["category_match"],
-            "title_score": kind["title_score"]}
+            "title_score": kind["title_score"], "type_score": type_score_source()}

@@ -109,11 +109,30 @@ class WebshopSite:
         # show the page; the cookie (one per browser context) keeps apart episodes of the
         # same goal played at once
         self.purchases: dict[tuple[str, str], Route] = {}
+        # the episode cookies of the browser episodes under way -> their session: a done page
+        # is scored (and recorded) only for the session its cookie opened, so no other
+        # request (another host name for the server, another session, no cookie) can show
+        # the score of an option that was not bought
+        self.episodes: dict[str, str] = {}
         corpus = [" ".join([p["Title"], p["Description"], " ".join(p["BulletPoints"]),
                             " ".join(v for vs in p["options"].values() for v in vs)]).lower()
                   for p in catalogue.products.values()]
         self._retriever = bm25s.BM25()
         self._retriever.index(bm25s.tokenize(corpus, stopwords="en", show_progress=False), show_progress=False)
+
+    def open_episode(self, cookie: str, session: str) -> None:
+        self.episodes[cookie] = session
+
+    def close_episode(self, cookie: str) -> None:
+        self.episodes.pop(cookie, None)
+
+    def buy(self, route: Route, cookie: str) -> Route | None:
+        """The purchase a done request from the episode ``cookie`` stands for: the first done
+        route of the cookie's own session (recorded on the first request), or None when the
+        cookie opened no episode or another session."""
+        if not cookie or self.episodes.get(cookie) != route.session:
+            return None
+        return self.purchases.setdefault((route.session, cookie), route)
 
     def goal_of(self, session: str) -> dict[str, Any] | None:
         m = _SESSION.match(session)
@@ -278,12 +297,19 @@ def handler_for(site: WebshopSite) -> type[BaseHTTPRequestHandler]:
                     jar.load(self.headers.get("Cookie") or "")
                 except CookieError:
                     pass
-                episode = jar[EPISODE_COOKIE].value if EPISODE_COOKIE in jar else ""
-                site.purchases.setdefault((r.session, episode), r)
+                bought = site.buy(r, jar[EPISODE_COOKIE].value if EPISODE_COOKIE in jar else "")
+                if bought is None:
+                    self._send(403, _doc("No purchase", "<h1>No purchase</h1><p>This browser has no shopping "
+                                         "episode for this session here: nothing was bought or scored.</p>"))
+                    return
+                r = bought
             self._send(*site.render(r))
 
         def do_POST(self) -> None:  # noqa: N802 - stdlib name
             r = parse_route(self.path)
+            if r is not None and r.kind != "start":  # only the search box posts: the page as a GET
+                self._send(303, "", location=route_url(r))
+                return
             size = min(int(self.headers.get("Content-Length") or 0), 100_000)
             form = parse_qs(self.rfile.read(size).decode("utf-8", "replace"))
             query = " ".join((form.get("search_query") or [""])[0].lower().split())[:500]
