@@ -14,7 +14,7 @@ from envh.rollout.runner import run_episode
 from envh.rollout.store import TrajectoryStore
 from envh.rollout.trajectory import EpisodeRequest, ModelTurn
 from envh.testing_llm import LLMReplayServer, tool_reply
-from envh.types import Action, Observation, ResetResult, ToolSpec
+from envh.types import Action, EnvResponse, Observation, ResetResult, ToolSpec
 
 from .test_cli import SPEC, run_args
 from .test_cli import envh as envh_cli
@@ -187,3 +187,99 @@ def test_an_inline_run_ends_though_a_policy_left_a_thread_running(tmp_path, cli_
     assert proc.returncode == 0 and "1 thread(s) running (lingering)" in proc.stderr, proc.stderr
     with TrajectoryStore(tmp_path / "run" / "trajectories.sqlite") as store:
         assert [t.error_class for t in store.query()] == [None]
+
+
+class _Numpy(hostile.HostileBridge):
+    """numpy numbers where bridges commonly return them, and NaN/inf in observation data."""
+
+    name = "numpyish"
+
+    def _reset(self, task, seed, options):
+        import numpy as np
+
+        self.n, self.stopped = 0, False
+        return ResetResult(observation=Observation(text="poke me", data={"x": float("nan"), "y": [np.inf, 1.0]}))
+
+    def _step(self, action):
+        import numpy as np
+
+        self.stopped = action.tool == "stop"
+        return EnvResponse(observation=Observation(text="done", data={"z": -np.inf}), reward=np.float32(0.5),
+                           terminated=self.stopped)
+
+    def evaluate(self):
+        import numpy as np
+
+        return envh.EvaluationResult(success=self.stopped, score=np.float32(0.25))
+
+
+class _StopPolicy:
+    policy_id = "stopper"
+
+    def __init__(self, arg=None, **_options):
+        pass
+
+    def start(self, *, task, tools, observation, seed=None):
+        pass
+
+    def act(self, observation, tools):
+        return PolicyStep(action=Action(tool="stop"), raw="stop")
+
+    def close(self):
+        pass
+
+
+class _NumpyPlugin:
+    @envh.hookimpl
+    def envh_bridges(self):
+        return [envh.BridgeInfo(name="numpyish", factory=_Numpy)]
+
+    @envh.hookimpl
+    def envh_policies(self):
+        return [envh.PolicyInfo(name="stopper", factory=_StopPolicy)]
+
+
+def test_numpy_rewards_are_numbers_and_non_finite_data_is_strict_json(tmp_path):
+    """An ``np.float32`` reward or score is a finite number like any other (it was refused as
+    an env error), stored as a plain number; NaN and infinities in observation data are
+    stored as strings, so the store and every export are strict JSON."""
+    import json
+
+    reg = envh.make_plugin_manager(entry_points=False, plugins=[hostile, _NumpyPlugin()])
+    envh.plugins.set_registry(reg)
+    try:
+        spec = {"bridge": "numpyish", "layers": []}
+        played = run_episode(EpisodeRequest(key="np", spec=envh.spec_to_data(envh.parse_spec(spec, reg), reg),
+                                            spec_id=envh.spec_id(spec, reg), policy="stopper", max_steps=3))
+    finally:
+        envh.plugins.set_registry(None)
+    assert played.error_class is None, played.error
+    assert played.steps[0].reward == 0.5 and type(played.steps[0].reward) is float
+    assert played.verdict is not None and played.verdict.score == 0.25 and type(played.verdict.score) is float
+    assert played.initial_observation.data == {"x": "NaN", "y": ["Infinity", 1.0]}
+    assert played.steps[0].observation.data == {"z": "-Infinity"}
+    with TrajectoryStore(tmp_path) as store:
+        store.create_run("r", {"config": {}})
+        store.append(played)
+        (back,) = store.query()
+    assert back.verdict.score == 0.25
+    import pyarrow.parquet as pq
+
+    def strict(text):
+        return json.loads(text, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+
+    assert export.export([played], "parquet", tmp_path / "t.parquet") == 1
+    (row,) = pq.read_table(tmp_path / "t.parquet").to_pylist()
+    assert strict(row["trajectory"])["initial_observation"]["data"] == {"x": "NaN", "y": ["Infinity", 1.0]}
+    assert export.export([played], "messages", tmp_path / "m.jsonl") == 1
+    for line in (tmp_path / "m.jsonl").read_text().splitlines():
+        strict(line)
+
+
+def test_a_fit_with_no_exchange_drops_none():
+    from envh.rollout.policies import context
+
+    messages, record = context.fit({"role": "system", "content": "s" * 900}, [], [{"role": "user", "content": "u"}],
+                                   max_turns=None, keep_first=True, budget=10, count=lambda m: 400,
+                                   counted_with="test")
+    assert record["dropped"] == 0 and record["exchanges"] == 0 and not record["fits"]

@@ -28,6 +28,7 @@ import ctypes
 import faulthandler
 import json
 import math
+import numbers
 import os
 import re
 import signal
@@ -329,10 +330,27 @@ def _encodable(obs: Observation) -> Observation:
     policy is shown, and the trajectory records, the replaced text."""
     try:
         obs.text.encode("utf-8")
-        json.dumps(thaw(obs.data), ensure_ascii=False, default=repr).encode("utf-8")
+        json.dumps(thaw(obs.data), ensure_ascii=False, default=repr, allow_nan=False).encode("utf-8")
         return obs
     except UnicodeEncodeError:
-        return attrs.evolve(obs, text=_SURROGATE.sub("\ufffd", obs.text), data=_without_surrogates(thaw(obs.data)))
+        obs = attrs.evolve(obs, text=_SURROGATE.sub("\ufffd", obs.text), data=_without_surrogates(thaw(obs.data)))
+        return _encodable(obs)
+    except ValueError:  # NaN or an infinity: strict JSON (the store, Parquet, other readers) has none
+        return attrs.evolve(obs, data=_finite(thaw(obs.data)))
+
+
+def _finite(value: Any, depth: int = 0) -> Any:
+    """``value`` with non-finite floats spelled as the strings ``"NaN"``, ``"Infinity"`` and
+    ``"-Infinity"``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if depth > 200:
+        return value
+    if isinstance(value, Mapping):
+        return {k: _finite(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v, depth + 1) for v in value]
+    return value
 
 
 def checked_response(resp: Any) -> EnvResponse:
@@ -340,7 +358,7 @@ def checked_response(resp: Any) -> EnvResponse:
     if not isinstance(resp, EnvResponse):
         raise errors.EnvError(f"step() returned {type(resp).__name__}, not an EnvResponse")
     reward = resp.reward
-    if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
+    if isinstance(reward, bool) or not isinstance(reward, numbers.Real) or not math.isfinite(reward):
         raise errors.EnvError(f"step() returned reward={reward!r:.80}; a reward is a finite number")
     for name in ("terminated", "truncated"):
         if not isinstance(getattr(resp, name), bool):
@@ -377,8 +395,10 @@ def checked_verdict(verdict: Any, where: str = "evaluate()") -> EvaluationResult
     if not isinstance(verdict.success, bool):
         raise errors.EnvError(f"{where} returned success={verdict.success!r:.80}; expected True or False")
     score = verdict.score
-    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+    if isinstance(score, bool) or not isinstance(score, numbers.Real) or not math.isfinite(score):
         raise errors.EnvError(f"{where} returned score={score!r:.80}; a score is a finite number")
+    if type(score) not in (int, float):  # numpy and other Real types: stored as plain numbers
+        verdict = attrs.evolve(verdict, score=float(score))
     return verdict
 
 

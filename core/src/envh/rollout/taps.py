@@ -16,6 +16,7 @@ visible in the trajectory.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -137,10 +138,10 @@ class BaseTap:
     def base_reward(rewards: list[Any]) -> float:
         total = 0.0
         for reward in rewards:
-            if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
+            if isinstance(reward, bool) or not isinstance(reward, numbers.Real) or not math.isfinite(reward):
                 raise errors.EnvError(f"the base env's step() returned reward={reward!r:.80}; a reward is a "
                                       "finite number")
-            total += reward
+            total += float(reward)
         return total
 
     def verdict(self, env: Any, check: Callable[..., EvaluationResult]) -> tuple[EvaluationResult, Any]:

@@ -69,7 +69,7 @@ def fit(system: dict[str, Any], turns: Turns, lead: list[dict[str, Any]], *, max
         record.update(dropped=low)
         return messages, record
     high = len(turns)
-    if count(build(system, turns, lead, low, keep_first)) > budget:
+    if high > low and count(build(system, turns, lead, low, keep_first)) > budget:
         lo, hi = low + 1, high  # the smallest drop that fits, or ``high`` (everything dropped)
         while lo < hi:
             mid = (lo + hi) // 2
