@@ -198,3 +198,58 @@ def test_flight_form_loaded_ahead_is_the_episodes_form() -> None:
         assert other.data["goal"] != cold.data["goal"]
     finally:
         env.close()
+
+
+def test_unicode_test_shows_its_labels_in_utf8(env) -> None:
+    """The task server declares UTF-8: unicode-test's labels read as written, and the one
+    the goal names can be clicked."""
+    first = env.reset(task=T("unicode-test"), seed=3).observation
+    target = quoted(first.data["goal"])[0]
+    assert target == "确定" and "button '确定'" in first.text
+    assert "ç¡®" not in first.text and "Ã" not in first.text
+    resp = env.step(A("click", bid=bid_of(first.text, "button", target)))
+    assert resp.terminated and env.evaluate().success
+
+
+def test_drag_box_is_solved_with_drag_and_drop(env) -> None:
+    """BrowserGym's drag_and_drop(from_bid, to_bid): the small box onto the large one."""
+    for seed in (0, 5):
+        first = env.reset(task=T("drag-box"), seed=seed).observation
+        resp = env.step(A("drag_and_drop", from_bid=bid_of(first.text, "StaticText", "s"),
+                          to_bid=bid_of(first.text, "StaticText", "L")))
+        assert not resp.info.get("error"), resp.info
+        resp = env.step(A("click", bid=bid_of(resp.observation.text, "button", "Submit")))
+        assert resp.terminated and env.evaluate().success, seed
+
+
+def test_drag_box_is_solved_with_mouse_coordinates(env) -> None:
+    """BrowserGym's coordinate actions (viewport pixels, as a screenshot shows them)."""
+    first = env.reset(task=T("drag-box"), seed=3).observation
+    small, large = env.session.page.evaluate("""() => ['#draggableSmall', '#draggableLarge'].map(s => {
+        const r = document.querySelector(s).getBoundingClientRect();
+        return [r.x + r.width / 2, r.y + r.height / 2]; })""")
+    for tool, args in [("mouse_down", {"x": small[0], "y": small[1]}),
+                       ("mouse_move", {"x": (small[0] + large[0]) / 2, "y": (small[1] + large[1]) / 2}),
+                       ("mouse_move", {"x": large[0], "y": large[1]}),
+                       ("mouse_up", {"x": large[0], "y": large[1]})]:
+        assert not env.step(A(tool, **args)).info.get("error")
+    resp = env.step(A("click", bid=bid_of(first.text, "button", "Submit")))
+    assert resp.terminated and env.evaluate().success
+
+
+@pytest.mark.parametrize("threshold", [1.0, 0.8])
+def test_success_is_miniwobs_own_binary_reward(threshold: float) -> None:
+    """Success equals ``miniwob.reward.get_thresholded_reward`` (``get_binary_reward`` at 1)
+    of the installed package on the task's raw reward, partial credit included."""
+    from envh_webarena.miniwob import MiniwobEnv
+    from miniwob.reward import get_binary_reward, get_thresholded_reward
+
+    env = MiniwobEnv(tasks=["click-button"], success_threshold=threshold)
+    for done in (True, False):
+        for raw in (1.0, 0.99, 0.8, 0.33, 0.1, 0.0, -0.5, -1.0):
+            env.status = {"done": done, "raw": raw, "reward": raw, "reason": None}
+            meta = {"done": done, "raw_reward": raw, "env_reward": raw}
+            official = get_thresholded_reward(meta, threshold=threshold)
+            assert env.evaluate().success == (official == 1.0), (done, raw)
+            if threshold == 1.0:
+                assert official == get_binary_reward(meta)

@@ -1,6 +1,7 @@
 """url_match: WebArena's "GOLD in PRED" rule with the path matched by segments, not as a
-substring. The upstream rule is copied below (WebArena's evaluators.URLEvaluator) and the
-two must agree on every case but the substring holes."""
+substring. The upstream rule is copied below (web-arena-x/webarena,
+evaluation_harness/evaluators.py, URLEvaluator, at 1a628d69fc8a9c3b78c66fb3ba1c04fef00ec0a4)
+and the two must agree on every case but the substring holes, where ours is 0."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def upstream(reference_url: str, page_url: str) -> float:
     """WebArena's URLEvaluator (evaluation_harness/evaluators.py), verbatim in substance."""
     def parse_url(url: str) -> tuple[str, dict[str, list[str]]]:
         parsed = urllib.parse.urlparse(url)
-        return parsed.netloc + parsed.path, urllib.parse.parse_qs(parsed.query)
+        return (parsed.netloc + parsed.path).rstrip("/"), urllib.parse.parse_qs(parsed.query)
 
     pred = page_url.rstrip("/")
     refs = [u.rstrip("/") for u in reference_url.split(" |OR| ")]
@@ -72,8 +73,36 @@ def test_url_match_closes_the_substring_holes(ref: str, page: str) -> None:
     assert ours(ref, page) == 0.0
 
 
-def test_url_match_compares_hosts_case_blind_and_paths_decoded() -> None:
-    assert ours("http://Shop.Test:80/café/x", "http://shop.test/caf%C3%A9/x/") == 1.0
-    assert ours("http://shop.test/a%2Fb", "http://shop.test/a/b") == 0.0  # an encoded '/' is data
-    assert ours("http://shop.test/f/books", "http://shop.test/f//books") == 0.0  # as upstream
-    assert ours("http://shop.test/", "http://shop.test") == 1.0
+# WebArena compares netloc and path as raw text: no case folding, no default port dropped, no
+# percent-decoding (each of these pages scores 0 there, so 0 here)
+RAW_TEXT = [  # (reference, page, upstream score)
+    ("http://Shop.Test/x", "http://shop.test/x", 0.0),
+    ("http://shop.test/x", "http://SHOP.test/x", 0.0),
+    ("http://shop.test:80/x", "http://shop.test/x", 0.0),
+    ("https://shop.test:443/x", "https://shop.test/x", 0.0),
+    ("http://shop.test/x", "http://shop.test:80/x", 0.0),
+    ("http://shop.test/café/x", "http://shop.test/caf%C3%A9/x/", 0.0),
+    ("http://shop.test/caf%C3%A9", "http://shop.test/café", 0.0),
+    ("http://shop.test/a%20b", "http://shop.test/a b", 0.0),
+    ("http://shop.test/a%2Fb", "http://shop.test/a/b", 0.0),
+    ("http://shop.test/f/books", "http://shop.test/f//books", 0.0),
+    ("http://shop.test/Books", "http://shop.test/books", 0.0),
+    ("http://shop.test/", "http://shop.test", 1.0),
+    ("http://shop.test/x/", "http://shop.test/x?a=1/", 1.0),
+    ("http://shop.test/caf%C3%A9", "http://shop.test/caf%C3%A9/", 1.0),
+    ("http://shop.test/s?q=caf%C3%A9", "http://shop.test/s?q=café", 1.0),  # parse_qs decodes the query
+    ("http://shop.test/s?q=a+b", "http://shop.test/s?q=a%20b", 1.0),
+]
+
+
+@pytest.mark.parametrize(("ref", "page", "score"), RAW_TEXT)
+def test_url_match_compares_netloc_and_path_as_webarena_does(ref: str, page: str, score: float) -> None:
+    assert upstream(ref, page) == score
+    assert ours(ref, page) == score
+
+
+def test_url_match_never_accepts_what_webarena_rejects() -> None:
+    urls = sorted({u for case in AGREE + HOLES + RAW_TEXT for u in case[:2]})
+    for ref in urls:
+        for page in urls:
+            assert ours(ref, page) <= upstream(ref, page), (ref, page)

@@ -18,6 +18,8 @@ from envh_webarena.runtime import is_browser_gone
 from envh_webarena.session import BrowserSession
 
 _BID = {"type": "string", "maxLength": 32, "description": "the element's bid, the [number] in the tree"}
+_COORD = {"type": "number", "minimum": 0, "maximum": 10000, "description": "CSS pixels from the viewport's top left"}
+_BUTTON = {"type": "string", "enum": ["left", "middle", "right"], "description": "mouse button (default left)"}
 
 
 def _tool(name: str, description: str, props: dict[str, Any] | None = None,
@@ -47,6 +49,20 @@ BROWSER_TOOLS: tuple[ToolSpec, ...] = (
         "delta_y": {"type": "number", "minimum": -100000, "maximum": 100000}}, ("delta_x", "delta_y")),
     _tool("goto", "Open a URL in the current tab.", {"url": {
         "type": "string", "maxLength": 2048, "description": "an http(s) URL"}}, ("url",)),
+    _tool("drag_and_drop", "Press the mouse on one element, move it onto another and release it.",
+          {"from_bid": _BID, "to_bid": _BID}, ("from_bid", "to_bid")),
+    _tool("mouse_move", "Move the mouse to a point of the viewport (CSS pixels, as in a screenshot).",
+          {"x": _COORD, "y": _COORD}, ("x", "y")),
+    _tool("mouse_down", "Move the mouse to a point and press a button there.",
+          {"x": _COORD, "y": _COORD, "button": _BUTTON}, ("x", "y")),
+    _tool("mouse_up", "Move the mouse to a point and release a button there.",
+          {"x": _COORD, "y": _COORD, "button": _BUTTON}, ("x", "y")),
+    _tool("mouse_click", "Move the mouse to a point and click.",
+          {"x": _COORD, "y": _COORD, "button": _BUTTON}, ("x", "y")),
+    _tool("mouse_dblclick", "Move the mouse to a point and double-click.",
+          {"x": _COORD, "y": _COORD, "button": _BUTTON}, ("x", "y")),
+    _tool("mouse_drag_and_drop", "Press the mouse at one point, move it to another and release it.",
+          {"from_x": _COORD, "from_y": _COORD, "to_x": _COORD, "to_y": _COORD}, ("from_x", "from_y", "to_x", "to_y")),
     _tool("go_back", "Go back in the tab's history."),
     _tool("go_forward", "Go forward in the tab's history."),
     _tool("new_tab", "Open a new, empty tab and focus it."),
@@ -151,6 +167,10 @@ def _dispatch(session: BrowserSession, tool: str, args: dict[str, Any]) -> dict[
         session.page.mouse.wheel(_clamp(args["delta_x"], 100_000), _clamp(args["delta_y"], 100_000))
     elif tool == "goto":
         session.page.goto(check_url(args["url"], devtools_port=session.port))
+    elif tool == "drag_and_drop":
+        _drag(session, _center(session, args["from_bid"]), _center(session, args["to_bid"]))
+    elif tool.startswith("mouse_"):
+        _mouse(session, tool, args)
     elif tool == "go_back":  # a page restored from the back-forward cache fires no load event:
         session.page.go_back(wait_until="commit")  # wait for the commit, then settle
     elif tool == "go_forward":
@@ -170,6 +190,53 @@ def _dispatch(session: BrowserSession, tool: str, args: dict[str, Any]) -> dict[
     else:  # the bridge validated the tool name against its tools; this is a bug
         raise errors.EnvError(f"Browser action {tool!r} has no implementation.")
     return {}
+
+
+def _center(session: BrowserSession, bid: str) -> tuple[float, float]:
+    """The centre of an element in viewport pixels, scrolled into view first."""
+    loc = _locate(session, bid)
+    loc.scroll_into_view_if_needed()
+    box = loc.bounding_box()
+    if not box or box["width"] <= 0 or box["height"] <= 0:
+        raise ActionError(f"The element with bid {bid!r} is not visible: it cannot be dragged or dropped on.")
+    return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+
+
+def _drag(session: BrowserSession, start: tuple[float, float], end: tuple[float, float]) -> None:
+    """Press at ``start``, move to ``end`` (in steps: drag libraries follow mousemove
+    events, and an element dragged under the pointer must not stop the move), release."""
+    mouse = session.page.mouse
+    mouse.move(*start)
+    mouse.down()
+    mouse.move(*end, steps=10)
+    mouse.up()
+
+
+def _mouse(session: BrowserSession, tool: str, args: dict[str, Any]) -> None:
+    """BrowserGym's coordinate actions (``mouse_move``, ``mouse_down``... at x, y)."""
+    mouse = session.page.mouse
+    if tool == "mouse_drag_and_drop":
+        _drag(session, (_coord(args["from_x"]), _coord(args["from_y"])), (_coord(args["to_x"]), _coord(args["to_y"])))
+        return
+    x, y, button = _coord(args["x"]), _coord(args["y"]), args.get("button", "left")
+    if tool == "mouse_move":
+        mouse.move(x, y)
+    elif tool == "mouse_down":
+        mouse.move(x, y)
+        mouse.down(button=button)
+    elif tool == "mouse_up":
+        mouse.move(x, y)
+        mouse.up(button=button)
+    elif tool == "mouse_click":
+        mouse.click(x, y, button=button)
+    elif tool == "mouse_dblclick":
+        mouse.dblclick(x, y, button=button)
+    else:  # the bridge validated the tool name against its tools; this is a bug
+        raise errors.EnvError(f"Browser action {tool!r} has no implementation.")
+
+
+def _coord(value: Any) -> float:
+    return max(0.0, _clamp(value, 10_000))
 
 
 def _clamp(value: Any, bound: float) -> float:

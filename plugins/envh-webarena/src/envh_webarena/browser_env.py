@@ -4,7 +4,10 @@ A reset opens a fresh context on the worker's shared browser (``runtime.shared_r
 and lets the subclass load its task; a step runs one BrowserGym action and answers with the
 page as it is afterwards. A policy mistake is an observation whose ``info["error"]`` says
 what was wrong (and the page is unchanged); a dead browser or a crashed page raises
-``envh.errors.InfraError`` and the next reset relaunches the browser.
+``envh.errors.InfraError`` and the next reset relaunches the browser. A step that hangs
+(the page spins in JavaScript, loops on dialogs, or is too big to read within
+``hang_timeout_s``) ends the episode as the policy's failure: the policy brought that page
+about, so replaying the episode would only replay the hang.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from envh import (
 )
 
 from envh_webarena import actions
-from envh_webarena.runtime import shared_runtime
+from envh_webarena.runtime import PageHang, shared_runtime
 from envh_webarena.session import BrowserSession
 
 STATE_PROPERTIES: dict[str, Any] = {
@@ -82,6 +85,7 @@ class BrowserBridge(Bridge):
         self.done = self.truncated = False
         self._page: dict[str, Any] = {"url": "", "title": "", "tabs": [], "axtree": "", "bids": []}
         self._obs = Observation(text="", data={})
+        self.failure: dict[str, str] | None = None  # why the page ended the episode (a hang)
 
     # -- subclass hooks ----------------------------------------------------------------
     def tools(self) -> list[ToolSpec]:
@@ -126,6 +130,10 @@ class BrowserBridge(Bridge):
 
     def _extra_state(self) -> dict[str, Any]:
         return {}
+
+    def _failure_reward(self) -> float:
+        """The step reward of an episode the page ended (a hang): the benchmark's failure."""
+        return 0.0
 
     # -- episode -----------------------------------------------------------------------
     def _reset(self, task: TaskRef | None, seed: int | None, options: dict[str, Any]) -> ResetResult:
@@ -175,11 +183,20 @@ class BrowserBridge(Bridge):
                 # observed first: reading the page waits for a navigation the action started
                 # and outlasted its timeout, so the verdict below sees the page it led to
                 self._obs = self._observe_now()
+                refused = self.session.take_refused_downloads()
+                if refused and not self.last_error:
+                    self.last_error = (f"The page started a download ({', '.join(refused)[:300]}); downloads "
+                                       "are refused here: read what you need on the page instead.")
+                    info["error"] = {"type": "download_refused", "message": self.last_error}
+                    self._obs = self._render(self._page)
                 reward, terminated = self._after_action(action.tool, outcome)
                 self.done = terminated
                 if not terminated and not self._replaying and self.max_steps is not None \
                         and self.steps >= self.max_steps:
                     self.truncated, info["truncated_by"] = True, f"step budget of {self.max_steps} used"
+        except PageHang as exc:
+            self._close_session()
+            return self._end_by_page(action.tool, exc)
         except errors.InfraError:
             self._close_session()
             raise
@@ -191,10 +208,27 @@ class BrowserBridge(Bridge):
         return EnvResponse(observation=self._obs, reward=reward, terminated=terminated,
                            truncated=self.truncated, info=info)
 
+    def _end_by_page(self, tool: str, exc: PageHang) -> EnvResponse:
+        """The page hung during the policy's action: the episode ends as a failure."""
+        self.done = True
+        self.last_error = (f"The page stopped responding during {tool} (nothing answered within "
+                           f"{self.hang_timeout_s:g} s); the episode ends as a failure.")
+        self.failure = {"reason": "page_hang", "message": str(exc)[:500]}
+        text = "\n".join([f"Goal: {self.goal[:2000]}", f"URL: {self._page['url']}",
+                          f"Last action error: {self.last_error}"])
+        self._obs = Observation(text=text, data={"goal": self.goal, "url": self._page["url"], "title": "",
+                                                 "tabs": [], "axtree": "", "bids": [], "last_error": self.last_error})
+        return EnvResponse(observation=self._obs, reward=self._failure_reward(), terminated=True, truncated=False,
+                           info={"error": {"type": "page_hang", "message": self.last_error},
+                                 "terminated_by": "page_hang"})
+
     def _observe_now(self) -> Observation:
         assert self.session is not None
         self._page = self.session.snapshot(max_chars=self.max_chars)
-        p = self._page
+        return self._render(self._page)
+
+    def _render(self, p: dict[str, Any]) -> Observation:
+        assert self.session is not None
         lines = [f"Goal: {self.goal[:2000]}", f"URL: {p['url']}", f"Title: {p['title']}"]
         if len(p["tabs"]) > 1:  # at most 10 listed: a page may open windows in a loop
             shown = p["tabs"][:10]

@@ -10,7 +10,15 @@ from typing import Any
 
 
 class QuietStaticHandler(SimpleHTTPRequestHandler):
-    """Static files without a log line per request."""
+    """Static files without a log line per request; text files are declared UTF-8 (the
+    MiniWoB pages name no charset, and a browser reads them as windows-1252 otherwise:
+    unicode-test's 确定 would show as ç¡®å®š)."""
+
+    def guess_type(self, path: Any) -> str:
+        kind = super().guess_type(path)
+        if kind.startswith("text/") or kind in ("application/javascript", "application/json"):
+            return f"{kind}; charset=utf-8"
+        return kind
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass

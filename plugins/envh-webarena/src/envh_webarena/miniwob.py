@@ -261,9 +261,14 @@ class MiniwobEnv(BrowserBridge):
     def evaluate(self) -> EvaluationResult:
         raw = float(self.status["raw"]) if self.status["done"] else 0.0
         success = bool(self.status["done"]) and raw >= self.success_threshold
-        return EvaluationResult(success=success, score=max(0.0, raw), metrics={
-            "task": self.task.instance_id if self.task else None, "done": bool(self.status["done"]),
-            "raw_reward": raw, "steps": self.steps})
+        metrics: dict[str, Any] = {"task": self.task.instance_id if self.task else None,
+                                   "done": bool(self.status["done"]), "raw_reward": raw, "steps": self.steps}
+        if self.failure is not None:  # the page the policy reached hung: MiniWoB's failure
+            metrics["failed_by"] = dict(self.failure)
+        return EvaluationResult(success=success, score=max(0.0, raw), metrics=metrics)
+
+    def _failure_reward(self) -> float:
+        return -1.0  # what MiniWoB gives an episode that fails (its time-out included)
 
     def _extra_state(self) -> dict[str, Any]:
         return {"task_done": bool(self.status["done"]), "raw_reward": float(self.status["raw"])}

@@ -58,6 +58,12 @@ def chromium_path() -> str:
     return path
 
 
+class PageHang(errors.InfraError):
+    """A call into the browser outlasted its watchdog, which killed the browser: raised as
+    an ``InfraError`` everywhere but in a policy's step, where the page the policy brought
+    about is what hung (``BrowserBridge`` ends that episode as the policy's failure)."""
+
+
 def is_browser_gone(exc: BaseException) -> bool:
     """Whether a Playwright error means the browser, context or page died (not a policy mistake)."""
     text = str(exc)
@@ -195,6 +201,9 @@ class BrowserRuntime:
         options = dict(options)
         # a service worker outlives its page and serves from its own cache: no episode gets one
         options.setdefault("service_workers", "block")
+        # nothing a page downloads is kept (no disk or memory a page can fill): a download
+        # is refused and the policy told so (``BrowserSession.take_refused_downloads``)
+        options.setdefault("accept_downloads", False)
         if self.block_external:
             bypass = ",".join([*LOOPBACK, *self.extra_hosts])
             options.setdefault("proxy", {"server": DEAD_PROXY, "bypass": bypass})
@@ -341,13 +350,13 @@ class BrowserRuntime:
             yield
         except Exception as exc:
             if fired.is_set():
-                raise errors.InfraError(f"{what} did not finish within {seconds:g} s; the browser "
-                                        f"(pid {proc.pid if proc else None}) was killed and restarts next episode") from exc
+                raise PageHang(f"{what} did not finish within {seconds:g} s; the browser "
+                               f"(pid {proc.pid if proc else None}) was killed and restarts next episode") from exc
             raise
         finally:
             timer.cancel()
         if fired.is_set():
-            raise errors.InfraError(f"{what} did not finish within {seconds:g} s; the browser was killed")
+            raise PageHang(f"{what} did not finish within {seconds:g} s; the browser was killed")
 
     def _stop_browser(self) -> None:
         spare, self._spare = self._spare, None

@@ -33,6 +33,7 @@ class BrowserSession:
         self.probing = False  # the verifier's own pages are not the policy's tabs
         self.pages: list[Any] = []
         self.active = 0
+        self._refused_downloads: list[str] = []
         # per page: its Playwright CDP session and a DevTools connection of our own (rawcdp.py)
         self._cdp: dict[int, tuple[Any, Any]] = {}
         self.context.on("page", self._on_page)
@@ -44,11 +45,22 @@ class BrowserSession:
         if page in self.pages or self.probing:
             return
         page.on("crash", self._on_crash)
+        page.on("download", self._on_download)
         self.pages.append(page)
         self.active = len(self.pages) - 1  # a tab the page opened gets the focus, as in BrowserGym
 
     def _on_crash(self, page: Any) -> None:
         self.crashed = True
+
+    def _on_download(self, download: Any) -> None:
+        if len(self._refused_downloads) < 20:
+            self._refused_downloads.append(str(download.suggested_filename)[:200])
+
+    def take_refused_downloads(self) -> list[str]:
+        """The files pages tried to download since the last call (the context refuses
+        downloads: ``accept_downloads`` is off)."""
+        out, self._refused_downloads = self._refused_downloads, []
+        return out
 
     @property
     def page(self) -> Any:

@@ -127,6 +127,9 @@ class WebArenaEnv(BrowserBridge):
         return self.messages[-1] if self.messages else ""
 
     def evaluate(self) -> EvaluationResult:
+        if self.failure is not None and self.config:  # the page the policy reached hung
+            return EvaluationResult(success=False, score=0.0, metrics={
+                "task_id": str(self.config["task_id"]), "failed_by": dict(self.failure), "steps": self.steps})
         if self.session is None or not self.config:
             return EvaluationResult(success=False, score=0.0, metrics={"evaluated": False})
         if self._verdict is not None and self._verdict[0] == self.steps:
@@ -136,7 +139,8 @@ class WebArenaEnv(BrowserBridge):
         session = self.session
         session.probing = True
         try:
-            with session.watchdog(self.hang_timeout_s + self.judge.timeout * 3, "webarena evaluate"):
+            settle = evaluators.SETTLE_S * len(self.config["eval"].get("program_html") or [])
+            with session.watchdog(self.hang_timeout_s + self.judge.timeout * 3 + settle, "webarena evaluate"):
                 score, details = evaluators.evaluate(self.config, answer=self.final_answer(),
                                                      context=session.context, page=session.page, judge=self.judge)
         finally:

@@ -2,16 +2,22 @@
 
 * **string_match** on the final answer: ``exact_match`` (after WebArena's cleaning: strip,
   drop one pair of surrounding quotes, lower-case), ``must_include`` (each phrase is a
-  substring; a one-character phrase alone must be a whole token, WebArena's guard against
-  '0' matching '10') and ``fuzzy_match`` (the LLM judge; ``N/A`` tasks check the
-  unachievable reason with ``string_note``).
-* **url_match** (``url_note`` "GOLD in PRED"): some reference's host is the page's and its
-  path segments begin the page's path, and every reference query parameter has one of its
-  values in the page's query (WebArena matches host+path as a substring; see ``url_match``).
-* **program_html**: for each target, open its URL (``last``: the agent's page as it is;
-  ``func:``: an allowed helper), read the locator (empty: the page's HTML; a
-  ``document.…`` expression run in the page after its ``prep_actions``; ``func:``: an
-  allowed helper) and require ``exact_match`` or ``must_include`` (``|OR|`` alternatives).
+  substring; a one-character phrase alone must be one of ``nltk.word_tokenize``'s tokens,
+  WebArena's guard against '0' matching '10': ``tokenize.py``) and ``fuzzy_match`` (the
+  LLM judge; ``N/A`` tasks check the unachievable reason with ``string_note``).
+* **url_match** (``url_note`` "GOLD in PRED"): some reference's netloc is the page's and
+  its path segments begin the page's path, and every reference query parameter has one of
+  its values in the page's query (WebArena matches netloc+path as a substring; see
+  ``url_match``).
+* **program_html**: for each target, open its URL (``last``: the page as it is; ``func:``:
+  an allowed helper) and wait ``SETTLE_S`` as WebArena does, read the locator (empty: the
+  page's HTML; a ``document.…`` expression run in the page after its ``prep_actions``;
+  ``func:``: an allowed helper) and require ``exact_match`` or ``must_include``
+  (``|OR|`` alternatives).
+
+Official code: web-arena-x/webarena ``evaluation_harness/evaluators.py`` at 1a628d69fc8a;
+the pairs it was checked on are in ``tests/test_webarena_fidelity.py`` and
+``tests/test_url_match.py``.
 
 The score is the product over the configured evaluators, as in WebArena. WebArena
 ``eval()``s the ``func:`` strings; here they are parsed and only the helpers in
@@ -22,15 +28,15 @@ from __future__ import annotations
 
 import collections
 import html
-import re
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, urlparse
 
 from envh import errors
 
 from envh_webarena.runtime import is_browser_gone
 from envh_webarena.webarena import helpers
 from envh_webarena.webarena.judge import JudgeConfig, fuzzy_match, unachievable_match
+from envh_webarena.webarena.tokenize import word_tokenize
 
 
 def clean_answer(answer: str) -> str:
@@ -44,15 +50,12 @@ def exact_match(ref: str, pred: str) -> float:
     return float(clean_answer(pred) == clean_answer(ref))
 
 
-def _tokens(text: str) -> list[str]:
-    # word_tokenize's split for what this guard needs: words, numbers and punctuation apart
-    return re.findall(r"\w+|[^\w\s]", text)
-
-
 def must_include(ref: str, pred: str, *, tokenize: bool = False) -> float:
+    """WebArena's rule: a substring, but a one-character reference that is a task's only
+    ``must_include`` phrase must be one of NLTK's word tokens ("3" is not in "3.5", "-3")."""
     ref, pred = clean_answer(ref), clean_answer(pred)
-    if tokenize and len(ref) == 1 and len(_tokens(ref)) == 1:
-        return float(ref in _tokens(pred))
+    if tokenize and len(ref) == 1 and len(word_tokenize(ref)) == 1:
+        return float(ref in word_tokenize(pred))
     return float(ref in pred)
 
 
@@ -83,85 +86,113 @@ def string_match(task: dict[str, Any], answer: str, judge: JudgeConfig) -> tuple
     return score, parts
 
 
-def _split_url(url: str) -> tuple[str, list[str], dict[str, list[str]]]:
-    """Host (lower case, default port dropped), decoded path segments, query parameters."""
-    parts = urlsplit(url.strip())
-    host = parts.netloc.lower().rsplit("@", 1)[-1]
-    for default in (":80", ":443"):
-        host = host.removesuffix(default)
-    segments = [unquote(s) for s in parts.path.rstrip("/").split("/")]  # '/a//b' is not '/a/b'
-    return host, segments, parse_qs(parts.query)
+def _parse_url(url: str) -> tuple[str, list[str], dict[str, list[str]]]:
+    """WebArena's ``parse_url`` of a ``clean_url``-ed URL, the path as segments: the netloc
+    as written (case, port and user kept), the raw path without its trailing '/', the
+    query parsed by ``parse_qs`` (which percent-decodes values, as there)."""
+    parts = urlparse(url.rstrip("/"))
+    return parts.netloc, parts.path.rstrip("/").split("/"), parse_qs(parts.query)
 
 
 def url_match(task: dict[str, Any], page_url: str) -> float:
     """WebArena's "GOLD in PRED" rule, with the reference's host+path matched by parts.
 
-    WebArena tests ``ref_host_path in pred_host_path`` on strings, so ``/order_id/5`` also
-    matches ``/order_id/55`` and a reference can match inside another host's path. Here the
-    host must be the same and the reference's path segments must begin the page's path:
-    the same page, or one under it (``/order_id/5/key/ab12/``, Magento's admin keys), not
-    ``/order_id/55``. The query rule is WebArena's (every reference parameter has one of the
-    references' values among the page's), and, as there, the scheme and fragment are ignored.
+    WebArena tests ``ref_netloc_path in pred_netloc_path`` on the raw strings, so
+    ``/order_id/5`` also matches ``/order_id/55`` and a reference can match inside another
+    host's path. Here the netloc must be the same text and the reference's raw path
+    segments must begin the page's: the same page, or one under it
+    (``/order_id/5/key/ab12/``, Magento's admin keys), not ``/order_id/55``. Whatever this
+    accepts WebArena accepts: no case folding, default port or percent-decoding that
+    WebArena does not do. The query rule is WebArena's (every reference parameter has one
+    of the references' values among the page's), and, as there, scheme and fragment are
+    ignored.
     """
     rule = task["eval"].get("url_note", "GOLD in PRED")
     if rule != "GOLD in PRED":
         raise errors.SpecError(f"task {task['task_id']}: unknown url_note {rule!r}")
-    pred_host, pred_path, pred_query = _split_url(page_url)
+    pred_netloc, pred_path, pred_query = _parse_url(page_url)
     ref_paths, ref_queries = [], collections.defaultdict(set)
     for ref in task["eval"]["reference_url"].split(" |OR| "):
-        host, path, query = _split_url(ref)
-        ref_paths.append((host, path))
+        netloc, path, query = _parse_url(ref)
+        ref_paths.append((netloc, path))
         for k, vs in query.items():
             ref_queries[k].update(vs)
-    base_score = float(any(host == pred_host and pred_path[:len(path)] == path for host, path in ref_paths))
+    base_score = float(any(netloc == pred_netloc and pred_path[:len(path)] == path for netloc, path in ref_paths))
     query_score = 1.0
     for k, values in ref_queries.items():
         query_score *= float(any(v in pred_query.get(k, []) for v in values))
     return base_score * query_score
 
 
+SETTLE_S = 3.0  # WebArena's HTMLContentEvaluator sleeps 3 s after each goto, before reading
+
+
 def program_html(task: dict[str, Any], context: Any, page: Any) -> tuple[float, list[dict[str, Any]]]:
-    """Check each target of ``eval.program_html`` in the episode's browser context."""
+    """Check each target of ``eval.program_html`` in the episode's browser context.
+
+    As WebArena's ``HTMLContentEvaluator``: a target with a URL opens it (``goto``, then
+    ``SETTLE_S`` for the page's scripts to fill it in) and later targets' ``last`` and
+    ``__last_url__`` mean the page the previous target opened. The pages are opened in new
+    tabs of the episode's context, so the agent's own page stays as it was left.
+    """
+    score, report, current = 1.0, [], page
+    try:
+        for target in task["eval"]["program_html"]:
+            probe, entry = _open_target(task, target, context, current)
+            if probe is not current and probe is not None:
+                if current is not page:
+                    current.close()
+                current = probe
+            if entry is None:
+                entry = _check_target(task, target, current)
+            report.append(entry)
+            score *= entry["score"]
+    finally:
+        if current is not page:
+            current.close()
+    return score, report
+
+
+def _open_target(task: dict[str, Any], target: dict[str, Any], context: Any,
+                 current: Any) -> tuple[Any, dict[str, Any] | None]:
+    """The page a target reads (``current`` for ``last``), or ``None`` and a failed entry
+    when the page the agent's last URL names does not load."""
     from playwright.sync_api import Error
 
-    score, report = 1.0, []
-    for target in task["eval"]["program_html"]:
-        url = str(target.get("url", "last"))
-        # a page named after the agent's own last URL: if it does not load, the agent went
-        # somewhere wrong (a failed target), not the site being down (an InfraError)
-        from_agent = url.startswith("func:") and helpers.LAST_URL in url
-        if url.startswith("func:"):
-            url = str(helpers.call(url.removeprefix("func:"), last_url=page.url, page=page))
-        locator = str(target.get("locator", ""))
-        probe = page if url == "last" else context.new_page()
-        try:
-            if probe is not page:
-                try:
-                    probe.goto(url, wait_until="load", timeout=30_000)
-                except Error as exc:
-                    if not from_agent or is_browser_gone(exc):
-                        raise errors.InfraError(f"program_html could not open {url}: {exc}") from exc
-                    score = 0.0
-                    report.append({"url": url, "locator": locator, "score": 0.0,
-                                   "error": f"the page the agent's last URL names did not load: {exc}"[:500]})
-                    continue
-            selected = _select(probe, locator, target)
-        finally:
-            if probe is not page:
-                probe.close()
-        selected = html.unescape(selected)
-        required = target.get("required_contents") or {}
-        if "exact_match" in required:
-            s = exact_match(str(required["exact_match"]), selected)
-        elif "must_include" in required:
-            s = 1.0
-            for content in required["must_include"]:
-                s *= float(any(must_include(alt, selected) for alt in str(content).split(" |OR| ")))
-        else:
-            raise errors.SpecError(f"task {task['task_id']}: required_contents needs exact_match or must_include")
-        report.append({"url": url, "locator": locator[:200], "score": s, "found": selected[:300]})
-        score *= s
-    return score, report
+    url = str(target.get("url", "last"))
+    # a page named after the agent's own last URL: if it does not load, the agent went
+    # somewhere wrong (a failed target), not the site being down (an InfraError)
+    from_agent = url.startswith("func:") and helpers.LAST_URL in url
+    if url.startswith("func:"):
+        url = str(helpers.call(url.removeprefix("func:"), last_url=current.url, page=current))
+    if url == "last":
+        return current, None
+    probe = context.new_page()
+    try:
+        probe.goto(url, wait_until="load", timeout=30_000)
+        probe.wait_for_timeout(SETTLE_S * 1000)
+    except Error as exc:
+        probe.close()
+        if not from_agent or is_browser_gone(exc):
+            raise errors.InfraError(f"program_html could not open {url}: {exc}") from exc
+        return None, {"url": url, "locator": str(target.get("locator", ""))[:200], "score": 0.0,
+                      "error": f"the page the agent's last URL names did not load: {exc}"[:500]}
+    return probe, None
+
+
+def _check_target(task: dict[str, Any], target: dict[str, Any], page: Any) -> dict[str, Any]:
+    locator = str(target.get("locator", ""))
+    selected = html.unescape(_select(page, locator, target))
+    required = target.get("required_contents") or {}
+    if "exact_match" in required:
+        s = exact_match(str(required["exact_match"]), selected)
+    elif "must_include" in required:
+        s = 1.0
+        for content in required["must_include"]:
+            s *= float(any(must_include(alt, selected) for alt in str(content).split(" |OR| ")))
+    else:
+        raise errors.SpecError(f"task {task['task_id']}: required_contents needs exact_match or must_include")
+    return {"url": page.url, "locator": locator[:200], "score": s, "found": selected[:300]}
 
 
 def _select(page: Any, locator: str, target: dict[str, Any]) -> str:
@@ -170,16 +201,15 @@ def _select(page: Any, locator: str, target: dict[str, Any]) -> str:
     if not locator.strip():
         return str(page.content())
     if locator.startswith(("document.", "[...document.")):
-        for prep in target.get("prep_actions", []):
-            try:
+        try:  # as WebArena: the first prep action that fails ends the preparation
+            for prep in target.get("prep_actions", []):
                 page.evaluate(f"() => {prep}")
-            except Error:
-                pass
+        except Error:
+            pass
         try:
-            value = page.evaluate(f"() => {locator}")
+            return str(page.evaluate(f"() => {locator}"))  # str(None) is 'None', as there
         except Error:
             return ""  # the element is not there: WebArena scores the page as wrong
-        return "" if value is None else str(value)
     if locator.startswith("func:"):
         return str(helpers.call(locator.removeprefix("func:"), last_url=page.url, page=page))
     raise errors.SpecError(f"Unknown program_html locator {locator[:100]!r}")
@@ -188,7 +218,7 @@ def _select(page: Any, locator: str, target: dict[str, Any]) -> str:
 def evaluate(task: dict[str, Any], *, answer: str, context: Any, page: Any,
              judge: JudgeConfig) -> tuple[float, dict[str, Any]]:
     """The product of the task's evaluators, and what each gave."""
-    score, details = 1.0, {}
+    score, details = 1.0, dict[str, Any]()
     for kind in task["eval"]["eval_types"]:
         if kind == "string_match":
             s, details["string_match"] = string_match(task, answer, judge)

@@ -1,0 +1,149 @@
+"""A page the policy reached that hangs the browser ends the episode as the policy's failure
+(terminated, ``terminated_by: page_hang``, a failed verdict), not an ``InfraError`` that
+would replay the episode; a browser that dies by itself stays an ``InfraError``. A
+download is refused with an error the policy sees: nothing a page sends is kept."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+import pytest
+from envh import Action, TaskRef, errors
+from envh_webarena.axtree import find_bid
+from envh_webarena.httpserve import LocalServer
+
+BIG = 50 * 2**20
+PAGES = {
+    "/": b"<title>start</title><a href='/spin'>spin</a><button onclick='while (true) {}'>spin here</button>",
+    "/spin": b"<title>spin</title><script>setTimeout(() => { while (true) {} }, 0)</script>",
+    "/alerts": b"<title>alerts</title><script>setTimeout(() => { for (;;) alert('again'); }, 0)</script>",
+    "/files": b"<title>files</title><a href='/huge.bin'>get the file</a>",
+    "/blocked": (b"<title>blocked</title><iframe src='view-source:http://127.0.0.1/'></iframe>"
+                 b"<iframe src='chrome-extension://abc/x.html'></iframe>"
+                 b"<iframe src='devtools://devtools/bundled/inspector.html'></iframe>"),
+}
+
+
+class _Site(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        if self.path == "/huge.bin":  # declares 4 GiB, sends until the browser hangs up
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Disposition", "attachment; filename=huge.bin")
+            self.send_header("Content-Length", str(4 * 2**30))
+            self.end_headers()
+            try:
+                for _ in range(4 * 2**10):
+                    self.wfile.write(b"\0" * 2**20)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return
+        if self.path == "/big":  # 50 MB of elements, streamed
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(BIG))
+            self.end_headers()
+            chunk = b"<div><a href='#'>x</a></div>" * 4096
+            sent = 0
+            try:
+                while sent < BIG:
+                    part = chunk[:BIG - sent]
+                    self.wfile.write(part)
+                    sent += len(part)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return
+        body = PAGES.get(self.path, b"<title>404</title>")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[str]:
+    with LocalServer(_Site) as server:
+        yield server.url
+
+
+def _env(site: str) -> Any:
+    from envh_webarena.webarena.bridge import WebArenaEnv
+
+    task = {"task_id": 1, "sites": [], "start_url": f"{site}/", "intent": "probe", "require_login": False,
+            "eval": {"eval_types": ["url_match"], "reference_url": f"{site}/"}}
+    return WebArenaEnv(tasks=[task], max_steps=None, hang_timeout_s=4)
+
+
+REF = TaskRef(suite="webarena", split="test", instance_id="1")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("path", ["/spin", "/alerts", "/big", "/blocked"])
+def test_a_page_the_policy_reached_that_hangs_is_the_policys_failure(site: str, path: str) -> None:
+    env = _env(site)
+    try:
+        env.reset(task=REF)
+        resp = env.step(Action(tool="goto", args={"url": f"{site}{path}"}))
+        if not resp.terminated:  # the goto returned: the hang comes when the page is read next
+            resp = env.step(Action(tool="noop", args={"wait_ms": 500}))
+        assert resp.terminated and resp.info["terminated_by"] == "page_hang"
+        assert "stopped responding" in resp.observation.text
+        verdict = env.evaluate()
+        assert not verdict.success and verdict.metrics["failed_by"]["reason"] == "page_hang"
+        assert env.step(Action(tool="noop", args={})).info["error"]["type"] == "episode_over"
+        env.reset(task=REF)  # a new browser
+        assert env.evaluate().success  # the start page is the reference
+    finally:
+        env.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_miniwob_page_spinning_after_a_click_fails_the_episode() -> None:
+    from envh_webarena.miniwob import MiniwobEnv
+
+    env = MiniwobEnv(tasks=["click-button"], hang_timeout_s=3, reward="binary")
+    try:
+        first = env.reset(task=TaskRef(suite="miniwob", instance_id="click-button"), seed=0).observation
+        env.session.page.evaluate("() => document.querySelector('#area button')"
+                                  ".addEventListener('click', () => { while (true) {} })")
+        resp = env.step(Action(tool="click", args={"bid": find_bid(first.text, "button")}))
+        assert resp.terminated and resp.reward == -1.0 and resp.info["terminated_by"] == "page_hang"
+        assert not env.evaluate().success
+    finally:
+        env.close()
+
+
+def test_a_browser_that_dies_by_itself_is_still_an_infra_error(site: str) -> None:
+    from envh_webarena.runtime import shared_runtime
+
+    env = _env(site)
+    try:
+        env.reset(task=REF)
+        shared_runtime().kill()
+        with pytest.raises(errors.InfraError) as info:
+            env.step(Action(tool="noop", args={}))
+        assert "did not finish" not in str(info.value)
+    finally:
+        env.close()
+
+
+def test_a_download_is_refused_with_an_error(site: str) -> None:
+    env = _env(site)
+    try:
+        env.reset(task=REF)
+        text = env.step(Action(tool="goto", args={"url": f"{site}/files"})).observation.text
+        resp = env.step(Action(tool="click", args={"bid": find_bid(text, "link", "get the file")}))
+        if "error" not in resp.info:  # the download event came after the click's observation
+            resp = env.step(Action(tool="noop", args={"wait_ms": 500}))
+        assert resp.info["error"]["type"] == "download_refused" and "huge.bin" in resp.observation.text
+        assert not resp.terminated
+        resp = env.step(Action(tool="goto", args={"url": f"{site}/huge.bin"}))
+        assert "Download is starting" in resp.info["error"]["message"]
+    finally:
+        env.close()
