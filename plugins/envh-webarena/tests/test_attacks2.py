@@ -171,10 +171,10 @@ def test_f2_webshop_browser_purchase_on_a_slow_done_page_is_counted(webshop_data
     site = env.site
     original = site.render
 
-    def slow(route):
+    def slow(route, **kw):
         if route.kind == "done":
             time.sleep(4)  # a done page slower than the 3 s action timeout (a loaded machine)
-        return original(route)
+        return original(route, **kw)
 
     site.render = slow
     try:
@@ -206,10 +206,10 @@ def test_f2b_a_purchase_counts_when_the_server_gets_it_and_only_for_its_episode(
     assert other.site is site  # one site a process: the case where episodes could be confused
     original = site.render
 
-    def slow(route):
+    def slow(route, **kw):
         if route.kind == "done":
             time.sleep(8)
-        return original(route)
+        return original(route, **kw)
 
     site.render = slow
     try:

@@ -186,3 +186,125 @@ def test_browser_done_pages_show_no_score_for_what_was_not_bought(browser_env) -
     browser_buy(browser_env, task, goal, ["white", "large"])  # a purchase by Buy Now
     verdict = browser_env.evaluate()
     assert verdict.metrics["options"] == {"color": "white", "size": "large"} and not verdict.success
+
+
+@pytest.fixture(scope="module")
+def shared_value_env(tmp_path_factory):
+    """Text mode over the demo catalogue where the t-shirt offers "large" under two option
+    names (size: large, small; fit: large, regular) and the goal asks for large and small."""
+    import json
+
+    from envh_webarena.demo.webshop_catalogue import write_catalogue
+    from envh_webarena.webshop.bridge import make_webshop
+
+    folder = write_catalogue(tmp_path_factory.mktemp("webshop-shared-value"))
+    products = json.loads((folder / "items_shuffle_test.json").read_text())
+    tee = next(p for p in products if p["asin"] == "B0TSHIRT01")
+    tee["customization_options"] = {name: [{"value": v, "image": None} for v in values]
+                                    for name, values in [("size", ["Large", "Small"]), ("fit", ["Large", "Regular"])]}
+    (folder / "items_shuffle_test.json").write_text(json.dumps(products))
+    human = json.loads((folder / "items_human_ins.json").read_text())
+    human["B0TSHIRT01"][0]["instruction_options"] = ["large", "small"]
+    (folder / "items_human_ins.json").write_text(json.dumps(human))
+    env = make_webshop(mode="text", data=str(folder), split_ranges=RANGES)
+    yield env
+    env.close()
+
+
+def test_text_click_on_a_value_of_two_options_sets_the_last(shared_value_env) -> None:
+    """WebShop's text_to_clickable keeps the last radio button of a value (page order): after
+    click[large], click[small] the purchase is {fit: large, size: small}, which
+    goal.py:get_reward scores 1.0 for goal options [large, small] (the first option
+    name would give {size: small} and 0.8). The value is listed once."""
+    env = shared_value_env
+    task, goal = goal_for(env, "B0TSHIRT01")
+    env.reset(task=task)
+    clicks: list[str] = []
+    for a in text_plan(goal, ["large", "small"]):
+        resp = env.step(act(a))
+        assert not resp.info.get("error"), resp.info
+        if a == f"click[{goal['asin'].lower()}]":  # on the item page
+            clicks = list(resp.observation.data["available_actions"])
+    verdict = env.evaluate()
+    assert verdict.metrics["options"] == {"fit": "large", "size": "small"}
+    assert verdict.success and verdict.score == pytest.approx(1.0)
+    assert clicks.count("click[large]") == 1 and clicks[-3:] == ["click[large]", "click[small]", "click[regular]"]
+
+
+def test_attributes_tab_hidden_unless_asked(text_env, webshop_data) -> None:
+    """The Attributes tab lists what the reward's attribute part matches: hidden by default
+    in both modes (WebShop's app and text env, ``show_attrs=False``), shown with
+    ``show_attrs``; a hidden or unknown tab is no page."""
+    from envh_webarena.webshop.bridge import make_webshop
+
+    task, goal = goal_for(text_env, "B0TSHIRT01")
+    text_env.reset(task=task)
+    for a in text_plan(goal, [])[:2]:
+        obs = text_env.step(act(a)).observation
+    assert "click[reviews]" in obs.data["available_actions"]
+    assert "click[attributes]" not in obs.data["available_actions"] and "Attributes" not in obs.text
+    assert text_env.step(act("click[attributes]")).info["error"]["type"] == "invalid_action"
+    shown = make_webshop(mode="text", data=webshop_data, split_ranges=RANGES, show_attrs=True)
+    try:
+        shown.reset(task=task)
+        for a in [*text_plan(goal, [])[:2], "click[attributes]"]:
+            resp = shown.step(act(a))
+            assert not resp.info.get("error"), resp.info
+        assert "machine wash [SEP] cotton [SEP] short sleeve" in resp.observation.text
+    finally:
+        shown.close()
+
+
+def test_attributes_tab_over_http_follows_the_episode(text_env) -> None:
+    """Browser mode's server: an episode opened without show_attrs gets no Attributes button
+    and a 404 for the tab (any unknown tab too); one opened with it gets both."""
+    from urllib.parse import quote
+
+    from envh_webarena.httpserve import LocalServer
+    from envh_webarena.webshop.site import handler_for
+
+    site = text_env.site
+    task, _ = goal_for(text_env, "B0TSHIRT01")
+    server = LocalServer(handler_for(site))
+
+    def get(path: str, cookie: str) -> tuple[int, str]:
+        request = urllib.request.Request(server.url + path, headers={"Cookie": f"envh_episode={cookie}"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    session, none = f"fixed_{task.instance_id}", quote("{}", safe="")
+    item = f"/item_page/{session}/B0TSHIRT01/tee/1/{none}"
+    sub = f"/item_sub_page/{session}/B0TSHIRT01/tee/1/{{}}/{none}".format
+    try:
+        for cookie, shown in [("hidden-episode", False), ("no-episode", False), ("shown-episode", True)]:
+            if cookie != "no-episode":
+                site.open_episode(cookie, session, **({"show_attrs": True} if shown else {}))
+            status, page = get(item, cookie)
+            assert status == 200 and ">Reviews</button>" in page
+            assert (">Attributes</button>" in page) == shown, cookie
+            status, page = get(sub("Attributes"), cookie)
+            assert (status == 200 and "machine wash" in page) == shown, cookie
+            status, page = get(sub("Sizes"), cookie)
+            assert status == 404 and "machine wash" not in page
+    finally:
+        site.close_episode("hidden-episode")
+        site.close_episode("shown-episode")
+        server.close()
+
+
+def test_browser_item_page_shows_the_attributes_tab_only_when_asked(browser_env, webshop_data) -> None:
+    from envh_webarena.webshop.bridge import make_webshop
+
+    shown = make_webshop(mode="browser", data=webshop_data, split_ranges=RANGES, show_attrs=True)
+    try:
+        for env, visible in [(browser_env, False), (shown, True)]:
+            task, _ = goal_for(env, "B0TSHIRT01")
+            env.reset(task=task)
+            item = f"{env._server().url}/item_page/fixed_{task.instance_id}/B0TSHIRT01/tee/1/%7B%7D"
+            obs = env.step(Action(tool="goto", args={"url": item})).observation
+            assert "button 'Reviews'" in obs.text and ("button 'Attributes'" in obs.text) == visible
+    finally:
+        shown.close()

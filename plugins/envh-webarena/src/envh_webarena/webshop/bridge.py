@@ -45,6 +45,7 @@ from envh_webarena.webshop.site import (
     WebshopSite,
     handler_for,
     route_url,
+    sub_pages,
 )
 
 SUITE = "webshop"
@@ -176,14 +177,17 @@ class WebshopTextEnv(_Goals, Bridge):
     :param human_goals: human instructions (True, WebShop's default) or synthetic ones.
     :param num_products: only the first N products (as WebShop's 1k/100k setups).
     :param max_steps: truncate after this many actions (default 15, as verl-agent).
+    :param show_attrs: show the item page's Attributes tab (default hidden, as WebShop's
+        ``show_attrs=False``: it lists what the reward's attribute part matches).
     """
 
     name = "webshop"
 
     def __init__(self, data: str | None = None, split: str = "test", split_ranges: dict[str, Any] | None = None,
-                 human_goals: bool = True, num_products: int | None = None, max_steps: int | None = 15) -> None:
+                 human_goals: bool = True, num_products: int | None = None, max_steps: int | None = 15,
+                 show_attrs: bool = False) -> None:
         self._init_goals(data, split, split_ranges, human_goals, num_products)
-        self.max_steps = max_steps
+        self.max_steps, self.show_attrs = max_steps, show_attrs
         self.task: TaskRef | None = None
         self.route: Route | None = None
         self.steps, self.last_error, self.truncated = 0, "", False
@@ -230,7 +234,7 @@ class WebshopTextEnv(_Goals, Bridge):
                 raise ValueError("search[] needs a query.")
             return Route(kind="results", session=r.session, keywords=arg.lower()[:500], page=1)
         button = arg.lower()
-        available = self.site.clickables(r)
+        available = self.site.clickables(r, self.show_attrs)
         if button not in available or button == "search":
             raise ValueError(f"No button {arg[:100]!r} here. Available: {', '.join(available[:30])}.")
         if button == "back to search":
@@ -246,22 +250,24 @@ class WebshopTextEnv(_Goals, Bridge):
             return Route(kind="results", session=r.session, keywords=r.keywords, page=r.page)
         if button == "buy now":
             return Route(kind="done", session=r.session, asin=r.asin, options=r.options)
-        sub = next((s for s in ("Description", "Features", "Reviews", "Attributes") if s.lower() == button), None)
+        sub = next((s for s in sub_pages(self.show_attrs) if s.lower() == button), None)
         if sub:
             return attrs.evolve(r, kind="sub", sub=sub)
         product = self.site.catalogue.products[r.asin]
-        name = next(n for n, values in product["options"].items() if button in values)
+        # WebShop's text_to_clickable maps a value to the last radio button offering it (page
+        # order), so a value offered under two names sets the last name
+        name = [n for n, values in product["options"].items() if button in values][-1]
         return attrs.evolve(r, options=tuple(sorted({**r.chosen, name: button}.items())))
 
     def available_actions(self) -> list[str]:
         assert self.route is not None
-        clicks = self.site.clickables(self.route)
+        clicks = self.site.clickables(self.route, self.show_attrs)
         searches = ["search[<your query>]"] if self.route.kind == "start" else []
         return searches + [f"click[{c}]" for c in clicks if c != "search"]
 
     def _observation(self) -> Observation:
         assert self.route is not None
-        _, page = self.site.render(self.route)
+        _, page = self.site.render(self.route, self.show_attrs)
         text = simple_text(page)
         actions = self.available_actions()
         lines = [text]
@@ -379,16 +385,17 @@ def _goal_option_clicks(product: dict[str, Any], goal: dict[str, Any]) -> list[s
 
 
 class WebshopBrowserEnv(_Goals, BrowserBridge):
-    """WebShop's site in Chromium (same data and options as the text mode, plus the
-    browser bridge's ``max_chars`` and ``action_timeout_ms``)."""
+    """WebShop's site in Chromium (same data and options as the text mode, ``show_attrs``
+    included, plus the browser bridge's ``max_chars`` and ``action_timeout_ms``)."""
 
     name = "webshop"
 
     def __init__(self, data: str | None = None, split: str = "test", split_ranges: dict[str, Any] | None = None,
                  human_goals: bool = True, num_products: int | None = None, max_steps: int | None = 30,
                  max_chars: int = 6000, action_timeout_ms: int = 3000, hang_timeout_s: float = 60.0,
-                 screenshot: bool = False) -> None:
+                 screenshot: bool = False, show_attrs: bool = False) -> None:
         self._init_goals(data, split, split_ranges, human_goals, num_products)
+        self.show_attrs = show_attrs
         super().__init__(max_chars=max_chars, max_steps=max_steps, action_timeout_ms=action_timeout_ms,
                          hang_timeout_s=hang_timeout_s, screenshot=screenshot)
         self.route: Route | None = None
@@ -407,7 +414,7 @@ class WebshopBrowserEnv(_Goals, BrowserBridge):
         self._forget_purchases()  # the last episode's records are read
         self._purchase_key = (f"fixed_{index}", secrets.token_hex(8))
         url = self._server().url
-        self.site.open_episode(self._purchase_key[1], self._purchase_key[0])
+        self.site.open_episode(self._purchase_key[1], self._purchase_key[0], self.show_attrs)
         self.session.context.add_cookies([{"name": EPISODE_COOKIE, "value": self._purchase_key[1], "url": url}])
         self.session.page.goto(f"{url}/fixed_{index}", wait_until="load")
         return str(self.site.catalogue.goals[index]["instruction_text"])

@@ -17,9 +17,10 @@ with ``normalize.py``'s colour list and the ``thefuzz==0.19.0`` its requirements
 score = r_type × (attributes + options + price) / (#goal attributes + #goal options + 1).
 
 Title nouns come from spaCy's ``en_core_web_sm`` (the model WebShop's ``setup.sh`` installs)
-when it is installed; without it, the content words of the title (alphabetic, not stop
-words) stand in for them, and :func:`type_score_source` says so (the score then is not
-WebShop's own wherever the two noun lists differ). Fuzzy matching is thefuzz 0.19.0's
+when it is installed; without it, the content words of the title stand in for them (alphabetic,
+not stop words, colour and size words or common adjectives: words spaCy would not tag as
+nouns), and :func:`type_score_source` says so (the score then is not WebShop's own wherever
+the two noun lists differ). Fuzzy matching is thefuzz 0.19.0's
 ``token_set_ratio`` as WebShop runs it: its own preprocessing and the standard library's
 ``difflib.SequenceMatcher`` (WebShop's requirements do not install python-Levenshtein).
 """
@@ -49,6 +50,23 @@ UPSTREAM = "princeton-nlp/WebShop master@d149d0d7a5219c1ea4e60c80f2364a15eb324d7
 SPACY_MODEL = "en_core_web_sm"
 _STOP = frozenset("""a an and are as at be by for from has have in is it its of on or that the to with
 without your you our this these those pack set pcs piece pieces inch inches oz ounce x""".split())
+# colours of COLORS that also name things (a coffee maker, a steel bottle, a gold necklace):
+# spaCy tags them NOUN, so the fallback keeps them; the other colours are adjectives there
+_COLOUR_NOUNS = frozenset("""ash asphalt banana bronze camel camo caramel champagne charcoal cheetah chestnut
+chocolate christmas coffee cognac copper coral cranberry cream crystal denim eggplant elephant espresso gold
+granite grape graphite grass heather ivy lemon leopard lime merlot midnight mint mocha mushroom mustard peach
+pewter plum rainbow rose rust sand sapphire seashell silver skull slate steel stone sunflower tiger walnut
+wheat wine""".split())
+# words of product titles that are not nouns (sizes, common adjectives, number words): without
+# spaCy's tagger they would count as shared nouns, so a wrong product type ("black large
+# umbrella" for a "black leather large wallet") would get full type credit
+_NOT_NOUNS = (frozenset(COLORS) - _COLOUR_NOUNS) | frozenset("""small medium large xl xxl xxxl xs xxs big little
+tiny huge extra regular petite tall short long wide narrow mini new best premium high low soft hard heavy
+durable portable professional organic adjustable comfortable cute classic vintage modern casual lightweight
+breathable slim thin thick ultra super real pure fresh hot cold warm cool dry wet clean smart digital electric
+electronic automatic universal compatible original genuine full half double single multi non anti one two
+three four five six seven eight nine ten twelve""".split())
+_ADJECTIVE_ENDINGS = ("less", "ous", "proof")  # wireless, stainless, luxurious, waterproof
 # thefuzz 0.19.0's utils.asciidammit drops the characters 128-255 (only those)
 _LATIN1 = {c: None for c in range(128, 256)}
 _NON_WORD = re.compile(r"(?ui)\W")
@@ -82,6 +100,8 @@ def _ratio(a: str, b: str) -> int:
 
 def token_set_ratio(a: object, b: object) -> int:
     """thefuzz 0.19.0's ``fuzz.token_set_ratio(a, b)`` (what WebShop's goal.py calls)."""
+    if a is None or b is None:  # utils.check_for_none
+        return 0
     p1, p2 = _full_process(a), _full_process(b)
     if not p1 or not p2:
         return 0
@@ -120,7 +140,21 @@ def noun_extractor() -> Callable[[str], list[str]]:
     nlp = _spacy_nlp()
     if nlp is not None:
         return lambda text: [t.text.lower() for t in nlp(text) if t.pos_ in ("PNOUN", "NOUN", "PROPN")]
-    return lambda text: [w for w in re.findall(r"[a-z]+", text.lower()) if len(w) > 1 and w not in _STOP]
+    return _fallback_nouns
+
+
+def _fallback_nouns(text: str) -> list[str]:
+    """The title's words that may be nouns: alphabetic, two letters or more, not stop words,
+    not in :data:`_NOT_NOUNS`, not past participles or adjectives by their endings."""
+    return [w for w in re.findall(r"[a-z]+", text.lower())
+            if len(w) > 1 and w not in _STOP and w not in _NOT_NOUNS and not _adjective_like(w)]
+
+
+def _adjective_like(word: str) -> bool:
+    if len(word) > 5 and word.endswith(_ADJECTIVE_ENDINGS):
+        return True
+    # listed, insulated, padded (not bed, seabed, seed, shed)
+    return len(word) > 5 and word.endswith("ed") and not word.endswith(("eed", "bed", "shed"))
 
 
 def type_reward(product: dict[str, Any], goal: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,9 @@ Description / Features / Reviews / Attributes tabs, Buy Now),
 ``/item_sub_page/<sid>/<asin>/<keywords>/<page>/<sub_page>/<options>`` and
 ``/done/<sid>/<asin>/<options>`` (the score). Keywords travel space-separated and
 options as JSON, both URL-quoted. The same ``Route`` values drive the text mode, so text
-and browser modes see one shop.
+and browser modes see one shop. The Attributes tab (the very list the reward's attribute
+part matches) is shown only when asked (``show_attrs``), as in WebShop, whose app and text
+environment hide it by default.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Mapping
 from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -28,6 +31,7 @@ from envh_webarena.webshop.data import Catalogue
 SEARCH_RETURN_N = 50
 PRODUCT_WINDOW = 10
 SUB_PAGES = ("Description", "Features", "Reviews", "Attributes")
+ATTRIBUTES = "Attributes"
 EPISODE_COOKIE = "envh_episode"  # set by the browser bridge per episode (one browser context each)
 _SESSION = re.compile(r"^fixed_(\d{1,7})$")
 
@@ -51,6 +55,38 @@ class Route:
 
 def _opts(options: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(options.items()))
+
+
+def sub_pages(show_attrs: bool) -> tuple[str, ...]:
+    """The item page's tabs: WebShop's four, or without Attributes (its default)."""
+    return SUB_PAGES if show_attrs else tuple(s for s in SUB_PAGES if s != ATTRIBUTES)
+
+
+class MalformedOptions(ValueError):
+    """A done URL naming one option more than once (``size``, ``SIZE``): not a purchase."""
+
+
+def canonical_options(product: Mapping[str, Any], chosen: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """``chosen`` in the product's own spelling: each (name, value) that matches an offered
+    option and value ignoring case becomes the product's pair; the others are dropped (a
+    typed URL can hold anything, and WebShop's pages only ever send offered pairs). Raises
+    :class:`MalformedOptions` when two keys name the same option ignoring case, since a
+    purchase has one value per option and which one was meant cannot be told."""
+    seen: dict[str, str] = {}
+    for key in chosen:
+        folded = str(key).lower()
+        if folded in seen:
+            raise MalformedOptions(f"options {seen[folded]!r} and {key!r} name one option: choose one value per "
+                                   "option")
+        seen[folded] = str(key)
+    offered = {str(n).lower(): (str(n), [str(v) for v in vs]) for n, vs in product.get("options", {}).items()}
+    out: dict[str, str] = {}
+    for key, value in chosen.items():
+        name, values = offered.get(str(key).lower(), ("", []))
+        own = next((v for v in values if v.lower() == str(value).lower()), None)
+        if own is not None:
+            out[name] = own
+    return _opts(out)
 
 
 def route_url(r: Route) -> str:
@@ -114,17 +150,31 @@ class WebshopSite:
         # request (another host name for the server, another session, no cookie) can show
         # the score of an option that was not bought
         self.episodes: dict[str, str] = {}
+        self.attrs_shown: set[str] = set()  # the episode cookies whose pages show the Attributes tab
         corpus = [" ".join([p["Title"], p["Description"], " ".join(p["BulletPoints"]),
                             " ".join(v for vs in p["options"].values() for v in vs)]).lower()
                   for p in catalogue.products.values()]
         self._retriever = bm25s.BM25()
         self._retriever.index(bm25s.tokenize(corpus, stopwords="en", show_progress=False), show_progress=False)
 
-    def open_episode(self, cookie: str, session: str) -> None:
+    def open_episode(self, cookie: str, session: str, show_attrs: bool = False) -> None:
         self.episodes[cookie] = session
+        if show_attrs:
+            self.attrs_shown.add(cookie)
 
     def close_episode(self, cookie: str) -> None:
         self.episodes.pop(cookie, None)
+        self.attrs_shown.discard(cookie)
+
+    def shows_attrs(self, cookie: str) -> bool:
+        """Whether the episode ``cookie`` opened shows the Attributes tab (no episode: hidden)."""
+        return cookie in self.attrs_shown and cookie in self.episodes
+
+    def canonical(self, route: Route) -> Route:
+        """``route`` with its options in the product's spelling (:func:`canonical_options`);
+        unchanged when the product is unknown. Raises :class:`MalformedOptions`."""
+        product = self.catalogue.products.get(route.asin)
+        return route if product is None else attrs.evolve(route, options=canonical_options(product, route.chosen))
 
     def buy(self, route: Route, cookie: str) -> Route | None:
         """The purchase a done request from the episode ``cookie`` stands for: the first done
@@ -157,15 +207,19 @@ class WebshopSite:
         product = self.catalogue.products.get(route.asin)
         if goal is None or product is None:
             return {"reward": 0.0, "error": "unknown session or product"}
-        # a done URL is typed by whoever drives the browser: count only options the product
-        # offers, one value per option name (an invented name would add option credit)
-        offered = {str(k).lower(): {str(v).lower() for v in vs} for k, vs in product.get("options", {}).items()}
-        chosen = {k: v for k, v in route.chosen.items() if str(v).lower() in offered.get(str(k).lower(), ())}
+        # a done URL is typed by whoever drives the browser: grade only options the product
+        # offers, in its own spelling (colour normalisation is case-sensitive, as WebShop's),
+        # one value per option (an invented name or a second spelling would add option credit)
+        try:
+            chosen = dict(canonical_options(product, route.chosen))
+        except MalformedOptions as exc:
+            return {"reward": 0.0, "error": str(exc)}
         return reward.score(product, goal, self.catalogue.prices[route.asin], chosen)
 
     # -- pages -------------------------------------------------------------------------
-    def clickables(self, r: Route) -> list[str]:
-        """The buttons of a page, lower-cased, as WebShop's text mode lists them."""
+    def clickables(self, r: Route, show_attrs: bool = False) -> list[str]:
+        """The buttons of a page, lower-cased, as WebShop's text mode lists them (an option
+        value offered under several names once, at its first place)."""
         if r.kind == "start":
             return ["search"]
         if r.kind == "results":
@@ -176,18 +230,21 @@ class WebshopSite:
         if r.kind == "item":
             product = self.catalogue.products[r.asin]
             opts = [v for vs in product["options"].values() for v in vs]
-            return ["back to search", "< prev", *[s.lower() for s in SUB_PAGES], "buy now", *opts]
+            return ["back to search", "< prev", *[s.lower() for s in sub_pages(show_attrs)], "buy now",
+                    *dict.fromkeys(opts)]
         if r.kind == "sub":
             return ["back to search", "< prev"]
         return []
 
-    def render(self, r: Route) -> tuple[int, str]:
-        """Status and HTML of a page."""
+    def render(self, r: Route, show_attrs: bool = False) -> tuple[int, str]:
+        """Status and HTML of a page (a tab the item page does not show is not found)."""
         goal = self.goal_of(r.session)
         if goal is None:
             return 404, _doc("Not found", f"<p>No goal for session {html.escape(r.session)}.</p>")
         if r.kind != "start" and r.asin and r.asin not in self.catalogue.products:
             return 404, _doc("Not found", f"<p>No product {html.escape(r.asin)}.</p>")
+        if r.kind == "sub" and r.sub not in sub_pages(show_attrs):
+            return 404, _doc("Not found", f"<p>No tab {html.escape(r.sub)} here.</p>")
         head = f'<div id="instruction-text"><h4>Instruction:<br>{html.escape(goal["instruction_text"])}</h4></div>'
         back = _button("Back to Search", route_url(Route(kind="start", session=r.session)))
         if r.kind == "start":
@@ -209,7 +266,7 @@ class WebshopSite:
         product = self.catalogue.products[r.asin]
         if r.kind == "sub":
             return 200, _doc(r.sub, head + back + prev + self._sub(product, r.sub))
-        return 200, _doc(product["Title"][:80], head + back + prev + self._item(product, r))
+        return 200, _doc(product["Title"][:80], head + back + prev + self._item(product, r, show_attrs))
 
     def _results(self, r: Route) -> str:
         hits = self.search(r.keywords)
@@ -226,7 +283,7 @@ class WebshopSite:
                        f'<h4>{html.escape(p["Title"])}</h4><h5>{html.escape(p["Price"])}</h5></li>')
         return "".join(out) + "</ul>"
 
-    def _item(self, product: dict[str, Any], r: Route) -> str:
+    def _item(self, product: dict[str, Any], r: Route, show_attrs: bool) -> str:
         out = []
         for name, values in product["options"].items():
             out.append(f'<fieldset><legend>{html.escape(name)}</legend>')
@@ -240,7 +297,7 @@ class WebshopSite:
             out.append("</fieldset>")
         out.append(f'<h2>{html.escape(product["Title"])}</h2><h4>Price: {html.escape(product["Price"])}</h4>'
                    f'<h4>Rating: {html.escape(str(product["Rating"]))}</h4>')
-        for sub in SUB_PAGES:
+        for sub in sub_pages(show_attrs):
             out.append(_button(sub, route_url(attrs.evolve(r, kind="sub", sub=sub))))
         out.append(_button("Buy Now", route_url(Route(kind="done", session=r.session, asin=r.asin,
                                                       options=r.options))))
@@ -254,6 +311,8 @@ class WebshopSite:
         if sub == "Reviews":
             return "".join(f"<div><h4>{html.escape(str(v['title']))} ({html.escape(str(v['score']))})</h4>"
                            f"<p>{html.escape(str(v['body']))}</p></div>" for v in product["Reviews"]) or "<p>No reviews.</p>"
+        if sub != ATTRIBUTES:  # render() lets through only the tabs of sub_pages()
+            raise ValueError(f"no tab {sub!r}")
         return "<ul>" + "".join(f"<li>{html.escape(a)}</li>" for a in product["Attributes"]) + "</ul>"
 
 
@@ -291,19 +350,29 @@ def handler_for(site: WebshopSite) -> type[BaseHTTPRequestHandler]:
             if r is None:
                 self._send(404, _doc("Not found", "<p>No such page.</p>"))
                 return
+            cookie = self._cookie()
             if r.kind == "done":
-                jar = SimpleCookie()
                 try:
-                    jar.load(self.headers.get("Cookie") or "")
-                except CookieError:
-                    pass
-                bought = site.buy(r, jar[EPISODE_COOKIE].value if EPISODE_COOKIE in jar else "")
+                    r = site.canonical(r)
+                except MalformedOptions as exc:
+                    self._send(400, _doc("No purchase", f"<h1>No purchase</h1><p>{html.escape(str(exc))}: nothing "
+                                         "was bought or scored.</p>"))
+                    return
+                bought = site.buy(r, cookie)
                 if bought is None:
                     self._send(403, _doc("No purchase", "<h1>No purchase</h1><p>This browser has no shopping "
                                          "episode for this session here: nothing was bought or scored.</p>"))
                     return
                 r = bought
-            self._send(*site.render(r))
+            self._send(*site.render(r, show_attrs=site.shows_attrs(cookie)))
+
+        def _cookie(self) -> str:
+            jar = SimpleCookie()
+            try:
+                jar.load(self.headers.get("Cookie") or "")
+            except CookieError:
+                pass
+            return jar[EPISODE_COOKIE].value if EPISODE_COOKIE in jar else ""
 
         def do_POST(self) -> None:  # noqa: N802 - stdlib name
             r = parse_route(self.path)
