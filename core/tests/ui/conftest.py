@@ -1,11 +1,13 @@
 """Shared parts of the ``envh ui`` browser tests: one system Chromium per module, and
-a way to serve an app with uvicorn on 127.0.0.1 for as long as a module needs it."""
+a way to serve an app with uvicorn on 127.0.0.1 for as long as a module needs it. The
+helper modules beside them (``ui_long_episodes``) are importable from every test file."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,13 +18,21 @@ import pytest
 import uvicorn  # the ui extra and Playwright are installed by setup: a missing one fails, never skips
 from playwright import sync_api
 
+HERE = str(Path(__file__).parent)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
 
 
 @contextlib.contextmanager
-def _serving(app: Any) -> Iterator[str]:
+def _serving(app: Any, named: bool = False) -> Iterator[str]:
+    """``named``: the URL uses the app's own host name (``app.state.name``, which the
+    browser resolves to loopback and on which alone the access cookie is set); otherwise
+    127.0.0.1, for clients that do not resolve ``*.localhost`` (urllib, Playwright's
+    ``page.request``)."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -34,7 +44,7 @@ def _serving(app: Any) -> Iterator[str]:
         time.sleep(0.05)
     assert srv.started, "uvicorn did not start"
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://{app.state.name if named else '127.0.0.1'}:{port}"
     finally:
         srv.should_exit = True
         thread.join(10)
@@ -42,8 +52,9 @@ def _serving(app: Any) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def serve() -> Callable[[Any], contextlib.AbstractContextManager[str]]:
-    """``with serve(app) as base_url:`` runs ``app`` on a free loopback port."""
+def serve() -> Callable[..., contextlib.AbstractContextManager[str]]:
+    """``with serve(app) as base_url:`` runs ``app`` on a free loopback port
+    (``serve(app, named=True)``: the base URL on the app's own host name)."""
     return _serving
 
 

@@ -123,7 +123,7 @@ def _rig_journal(store: Path) -> None:
 
 @pytest.fixture(scope="module")
 def server(run_dirs: list[Path], serve):
-    with serve(create_app(run_dirs, token="t0k3n")) as url:
+    with serve(create_app(run_dirs, token="t0k3n"), named=True) as url:
         yield url
 
 
@@ -146,7 +146,15 @@ def shot(page, name: str) -> None:
         page.screenshot(path=str(Path(out) / f"{name}.png"), full_page=False)
 
 
+def fetch(page, url: str) -> tuple[int, dict[str, str]]:
+    """GET ``url`` from the page (the browser resolves the server's ``*.localhost`` name;
+    Playwright's own request client does not): the status and the headers."""
+    return page.evaluate("async u => { const r = await fetch(u); "
+                         "return [r.status, Object.fromEntries(r.headers.entries())]; }", url)
+
+
 def test_without_the_token_nothing_is_served(server) -> None:
+    server = "http://127.0.0.1:" + server.rsplit(":", 1)[1]  # urllib does not resolve *.localhost
     for path in ("/", "/playground", "/file/0/report.md", "/traj/0/1"):
         with pytest.raises(urllib.error.HTTPError) as info:
             urllib.request.urlopen(server + path, timeout=10)
@@ -248,7 +256,7 @@ def test_rig_report_and_training_pages(page, server) -> None:
     assert "Numbers: [0] 4, [1] 5." in page.locator("#seen").inner_text()  # the stage combined 2 + 3
     for bad in ("/playground?d=0&spec=..%2f..%2fetc", "/playground?d=9&spec=abc123def4567890",
                 "/playground?d=0&spec=ffffffffffffffff"):
-        assert page.request.get(server + bad).status == 404, bad
+        assert fetch(page, server + bad)[0] == 404, bad
     page.goto(f"{server}/training/0")
     assert page.locator("#metrics tr.metric").count() == 4
     assert "reward/solved" in page.locator("#metrics").inner_text()
@@ -308,8 +316,7 @@ def test_nothing_outside_the_run_dirs_is_readable_and_runs_stay_unchanged(page, 
     before = hashlib.sha256((run_dirs[0] / "trajectories.sqlite").read_bytes()).hexdigest()
     for path in ("/file/0/..%2f..%2fetc%2fpasswd", "/file/0/%2e%2e", "/file/0/secret.txt",
                  "/file/0/trajectories.sqlite", "/file/7/report.md", "/traj/5/1", "/file/0/..%2fbig%2freport.md"):
-        response = page.request.get(server + path)
-        assert response.status == 404, path
+        assert fetch(page, server + path)[0] == 404, path
     page.goto(f"{server}/run/0?id={'x' * 10}")
     assert page.locator("tr.episode").count() == 0
     assert hashlib.sha256((run_dirs[0] / "trajectories.sqlite").read_bytes()).hexdigest() == before
@@ -335,7 +342,7 @@ def test_every_page_sends_the_csp_and_still_works_under_it(page, server) -> None
     expect(page.locator("nav")).to_have_css("background-color", "rgb(36, 52, 71)")  # envh.css is in force
     page.wait_for_selector("#gutter div")  # editor.js ran: the gutter has its line numbers
     for api in ("/api/spec/schema",):
-        assert page.request.get(server + api).headers["content-security-policy"] == CSP
+        assert fetch(page, server + api)[1]["content-security-policy"] == CSP
 
 
 def test_an_injected_inline_script_does_not_run(browser, server) -> None:
@@ -347,7 +354,9 @@ def test_an_injected_inline_script_does_not_run(browser, server) -> None:
 
     def inject(keep_csp: bool):
         def handler(route) -> None:
-            response = route.fetch()
+            # Playwright's own client does not resolve *.localhost: the same request, to the address
+            name = route.request.url.split("//")[1].split(":")[0]
+            response = route.fetch(url=route.request.url.replace(name, "127.0.0.1", 1))
             headers = dict(response.headers)
             if not keep_csp:
                 headers.pop("content-security-policy", None)

@@ -69,7 +69,7 @@ REGISTRY = make_plugin_manager(entry_points=False, plugins=[TestPlugin()])
 
 @pytest.fixture(scope="module")
 def server(serve, tmp_path_factory: pytest.TempPathFactory):
-    with serve(create_app([tmp_path_factory.mktemp("empty")], token=TOKEN, registry=REGISTRY)) as url:
+    with serve(create_app([tmp_path_factory.mktemp("empty")], token=TOKEN, registry=REGISTRY), named=True) as url:
         yield url
 
 
@@ -243,3 +243,72 @@ def test_a_one_line_spec_naming_a_file_is_never_read(page, tmp_path: Path) -> No
     expect(page.locator("#error")).not_to_be_empty()
     assert "hunter2" not in page.locator("#error").inner_text()
     assert "mapping" in page.locator("#error").inner_text()  # read as YAML text: a plain string
+
+
+def _state(page, state: str, text: str) -> None:
+    expect(page.locator("#state")).to_have_attribute("data-state", state)
+    expect(page.locator("#state")).to_contain_text(text)
+
+
+def test_with_no_game_step_is_off_and_the_page_says_so(page) -> None:
+    _state(page, "none", "No game yet: press Reset")
+    assert page.locator("#step").is_disabled() and page.locator("#action").is_disabled()
+
+
+def test_a_failed_reset_leaves_no_old_game_behind(page) -> None:
+    page.fill("#spec", "bridge: brokentoy\n")
+    page.locator("#start").click()
+    _state(page, "playing", "Playing: no step yet")
+    page.fill("#action", "combine i=0 j=1 op=add")
+    page.locator("#step").click()
+    _state(page, "playing", "Playing: step 1.")
+    assert page.locator("button.tool").count() == 3 and page.locator("li.logline").count() == 1
+    page.fill("#spec", "bridge: deadtoy\n")
+    page.locator("#start").click()
+    _state(page, "error", "Reset failed: no game is running")
+    expect(page.locator("#error")).to_contain_text("cannot start the engine")
+    # the old game's observation, log, tools and Step are gone: nothing suggests it still plays
+    for gone in ("#seen", "#base", "#log", "#tools", "#verdict"):
+        expect(page.locator(gone)).to_be_empty()
+    assert page.locator("#step").is_disabled() and page.locator("#action").is_disabled()
+    assert page.locator("#pending").is_hidden()
+
+
+def test_game_over_is_stated_and_step_is_off(page) -> None:
+    page.fill("#spec", "bridge: toy24\nlayers:\n  - kind: budget\n    max_steps: 2\n")
+    page.locator("#start").click()
+    _state(page, "playing", "Playing")
+    for _ in range(2):
+        page.fill("#action", "combine i=0 j=1 op=add")
+        page.locator("#step").click()
+    _state(page, "over", "Game over after 2 steps: not solved")
+    assert page.locator("#step").is_disabled() and page.locator("button.tool").first.is_disabled()
+    page.locator("#start").click()  # Reset plays again
+    _state(page, "playing", "Playing: no step yet")
+    assert page.locator("#step").is_enabled() and page.locator("li.logline").count() == 0
+
+
+def test_a_step_error_keeps_the_game_and_says_so(page) -> None:
+    page.fill("#spec", "bridge: brokentoy\n")
+    page.locator("#start").click()
+    page.fill("#action", "stop")
+    page.locator("#step").click()
+    _state(page, "playing", "The last action failed")
+    assert page.locator("#step").is_enabled()
+
+
+def test_spec_and_task_edits_say_they_apply_after_reset(page) -> None:
+    page.fill("#spec", "bridge: toy24\n")
+    page.locator("#start").click()
+    _state(page, "playing", "edits apply when you press Reset")
+    assert page.locator("#pending").is_hidden()
+    page.fill("#spec", "bridge: toy24\nlayers:\n  - kind: budget\n    max_steps: 2\n")
+    expect(page.locator("#pending")).to_be_visible()
+    expect(page.locator("#pending")).to_contain_text("the edits apply when you press Reset")
+    page.fill("#spec", "bridge: toy24\n")  # back as it was: nothing waits
+    expect(page.locator("#pending")).to_be_hidden()
+    page.fill("#task", "medium/1,2,6,6")
+    expect(page.locator("#pending")).to_be_visible()
+    page.locator("#start").click()
+    _state(page, "playing", "Playing: no step yet")
+    expect(page.locator("#pending")).to_be_hidden()

@@ -73,7 +73,13 @@ def test_tokens_with_non_ascii_text_are_refused_not_a_crash(run_dir: Path) -> No
 
 
 def test_the_token_never_stays_in_a_url_or_a_referer(run_dir: Path) -> None:
-    c = TestClient(create_app([run_dir], token=TOKEN), base_url="http://127.0.0.1:8765")
+    app = create_app([run_dir], token=TOKEN)
+    c = TestClient(app, base_url="http://127.0.0.1:8765")
+    r = c.get("/", params={"token": TOKEN}, follow_redirects=False)
+    # on a loopback address no cookie is set (every port would get it): on to the server's own name
+    assert r.status_code == 303 and "set-cookie" not in r.headers
+    assert r.headers["location"] == f"http://{app.state.name}:8765/?token={TOKEN}"
+    c = TestClient(app, base_url=f"http://{app.state.name}:8765")
     r = c.get("/", params={"token": TOKEN}, follow_redirects=False)
     assert r.status_code == 303 and "token" not in r.headers["location"]
     assert "samesite=strict" in r.headers["set-cookie"].lower() and "httponly" in r.headers["set-cookie"].lower()

@@ -1,8 +1,13 @@
 """``envh ui``: a local web app to play, edit and inspect environments.
 
 Starlette behind uvicorn, bound to 127.0.0.1 by default; every request needs the random
-access token printed in the URL (it is then kept in a cookie). Runs are read-only
-(``RunDirs``); the playground builds specs with contract code in the untrusted tier.
+access token printed in the URL (it is then kept in a cookie). Cookies ignore ports, so the
+cookie is never set on a loopback address any other local service shares: each server has
+its own host name, ``envh-<random>.localhost`` (browsers resolve ``*.localhost`` to the
+loopback address themselves), and the cookie is bound to that name alone. Two servers side
+by side keep their own cookies, and a listener on another port of 127.0.0.1 or localhost is
+sent nothing. Runs are read-only (``RunDirs``); the playground builds specs with contract
+code in the untrusted tier.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .. import errors
-from . import editor, pages, rigpage
+from . import editor, pages, rigpage, steps
 from .playground import DEFAULT_SPEC, MAX_SPEC, Playground
 from .reader import PAGE, RunDirs
 
@@ -86,13 +91,23 @@ def _host_name(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
+def server_name() -> str:
+    """A fresh host name for one server: a random label under ``localhost``, which browsers
+    (Chromium, Firefox) and curl resolve to the loopback address without asking DNS."""
+    return f"envh-{secrets.token_hex(8)}.localhost"
+
+
 def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: str | None = None,
-               registry: Registry | None = None, play_timeout: float = PLAY_TIMEOUT) -> Starlette:
-    """The app over ``dirs``; ``app.state.token`` is the access token. Only requests whose
-    Host header names a loopback address (or ``host``, the address it was bound to) are
-    answered, and a POST must come from the app's own origin as JSON. ``registry``: the
-    bridges and component kinds the playground offers (default: the installed ones);
-    ``play_timeout``: seconds a playground call may take before the page is told so."""
+               registry: Registry | None = None, play_timeout: float = PLAY_TIMEOUT,
+               name: str | None = None) -> Starlette:
+    """The app over ``dirs``; ``app.state.token`` is the access token and ``app.state.name``
+    the server's own host name (``name``, default a fresh ``server_name()``): the token URL
+    opened on a loopback address is sent on to that name, and only there is the cookie set.
+    Only requests whose Host header names a loopback address, the server's name (or
+    ``host``, the address it was bound to) are answered, and a POST must come from the app's
+    own origin as JSON. ``registry``: the bridges and component kinds the playground offers
+    (default: the installed ones); ``play_timeout``: seconds a playground call may take
+    before the page is told so."""
     from ..plugins import get_registry
 
     runs = RunDirs(dirs)
@@ -100,7 +115,8 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
     worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="envh-ui-play")
     schema: dict[str, Any] = {}
     token = token or secrets.token_urlsafe(18)
-    hosts = LOCAL_HOSTS | ({_host_name(host)} if host and host not in ("0.0.0.0", "::") else set())
+    name = (name or server_name()).lower()
+    hosts = LOCAL_HOSTS | {name} | ({_host_name(host)} if host and host not in ("0.0.0.0", "::") else set())
 
     def _dir_of(raw: str) -> int:
         index = int(raw)
@@ -137,15 +153,27 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
         return HTMLResponse(pages.episodes_page(index, run_id, rows, total, page, PAGE, filters))
 
     def trajectory(request: Request) -> Response:
-        t = runs.trajectory(_dir(request), int(request.path_params["seq"]))
-        return HTMLResponse(pages.trajectory_page(t)) if t else PlainTextResponse("no such episode", 404)
+        index, seq, q = _dir(request), int(request.path_params["seq"]), request.query_params
+        data = runs.data(index, seq)
+        if data is None:
+            return PlainTextResponse("no such episode", 404)
+        # ``step``: the page that shows that step (0-based, as numbered on the page)
+        page = int(q["step"]) // steps.STEPS if q.get("step") else int(q.get("page", "0") or 0)
+        return HTMLResponse(pages.trajectory_page(steps.steps_page(data, min(max(page, 0), MAX_PAGE)), index, seq))
+
+    def prompt(request: Request) -> Response:
+        data = runs.data(_dir(request), int(request.path_params["seq"]))
+        if data is None:
+            return PlainTextResponse("no such episode", 404)
+        whole = request.query_params.get("whole") == "1"
+        return JSONResponse(steps.prompt(data, int(request.path_params["step"]), whole=whole))
 
     def compare(request: Request) -> Response:
-        index = _dir(request)
-        a, b = runs.trajectory(index, int(request.path_params["a"])), runs.trajectory(index, int(request.path_params["b"]))
+        index, seqs = _dir(request), (int(request.path_params["a"]), int(request.path_params["b"]))
+        a, b = runs.data(index, seqs[0]), runs.data(index, seqs[1])
         if a is None or b is None:
             return PlainTextResponse("no such episode", 404)
-        return HTMLResponse(pages.compare_page(a, b))
+        return HTMLResponse(pages.compare_page(steps.steps_page(a, 0), steps.steps_page(b, 0), index, seqs))
 
     def file(request: Request) -> Response:
         path = runs.file(_dir(request), request.path_params["name"])
@@ -247,6 +275,7 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
 
     routes = [
         Route("/", home), Route("/run/{d:int}", run), Route("/traj/{d:int}/{seq:int}", trajectory),
+        Route("/api/traj/{d:int}/{seq:int}/prompt/{step:int}", prompt),
         Route("/compare/{d:int}/{a:int}/{b:int}", compare), Route("/file/{d:int}/{name}", file),
         Route("/rig/{d:int}", rig), Route("/training/{d:int}", training), Route("/playground", playground),
         Route("/api/play/new", play_new, methods=["POST"]),
@@ -282,6 +311,10 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
                 return PlainTextResponse("envh ui: the API takes application/json.", 415)
         given = request.query_params.get("token")
         if given is not None and _same(given, token):
+            if _host_name(request.headers.get("host", "")) in LOCAL_HOSTS:
+                # a cookie set here would go to every port of this address: on to the
+                # server's own name (the port is kept, so a forwarded port still works)
+                return RedirectResponse(request.url.replace(hostname=name), status_code=303)
             response: Response = RedirectResponse(request.url.remove_query_params("token"), status_code=303)
             response.set_cookie(COOKIE, token, httponly=True, samesite="strict")
             return response
@@ -298,11 +331,13 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
 
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(BaseHTTPMiddleware, dispatch=guard)])
     app.state.token = token
+    app.state.name = name
     return app
 
 
 def serve(dirs: list[str], *, host: str = "127.0.0.1", port: int = 0) -> None:
-    """Run the app until interrupted, printing the URL with its access token."""
+    """Run the app until interrupted, printing the URL with its access token (on the
+    server's own ``*.localhost`` name when it answers on loopback)."""
     import socket
 
     import uvicorn
@@ -314,6 +349,7 @@ def serve(dirs: list[str], *, host: str = "127.0.0.1", port: int = 0) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    url = f"http://{host}:{sock.getsockname()[1]}/?token={app.state.token}"
+    shown = app.state.name if _host_name(host) in LOCAL_HOSTS | {"0.0.0.0"} else host  # all addresses: loopback too
+    url = f"http://{shown}:{sock.getsockname()[1]}/?token={app.state.token}"
     print(f"envh ui: {url}", flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

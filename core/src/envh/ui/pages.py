@@ -12,7 +12,8 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
-from ..rollout.trajectory import Trajectory, request_messages
+from ..rollout.trajectory import StepRecord, Trajectory
+from .steps import PromptInfo, StepsPage
 
 
 def layout(title: str, body: str, scripts: tuple[str, ...] = ()) -> str:
@@ -99,14 +100,14 @@ def _action(action: Any) -> str:
     return escape(f"{action.tool}({args})")
 
 
-def trajectory_html(t: Trajectory) -> str:
+def _head(t: Trajectory, usage: dict[str, int]) -> str:
     verdict = t.verdict
     head = (f"<table class='meta'><tr><th>task</th><td>{escape(str(t.task))}</td><th>seed</th><td>{t.seed}</td></tr>"
             f"<tr><th>policy</th><td>{escape(t.policy)}</td><th>spec</th><td>{escape(t.spec_id)}</td></tr>"
             f"<tr><th>verdict</th><td class='{'ok' if t.success else 'bad'}' id='verdict'>"
             f"{'success' if t.success else 'failure'}{'' if verdict is None else f' (score {verdict.score})'}</td>"
             f"<th>stop</th><td>{escape(t.stop)}</td></tr>"
-            f"<tr><th>tokens</th><td>{escape(json.dumps(t.usage))}</td><th>duration</th><td>{t.duration_s:.2f} s</td></tr>"
+            f"<tr><th>tokens</th><td>{escape(json.dumps(usage))}</td><th>duration</th><td>{t.duration_s:.2f} s</td></tr>"
             "</table>")
     if t.error:
         head += f"<h3 class='bad'>{escape(t.error_class or 'error')}</h3><pre>{escape(t.error)}</pre>"
@@ -114,48 +115,81 @@ def trajectory_html(t: Trajectory) -> str:
             head += f"<details><summary>traceback</summary><pre>{escape(t.error_traceback)}</pre></details>"
     if t.initial_observation is not None:
         head += f"<h3>First observation</h3><pre>{escape(t.initial_observation.text)}</pre>"
-    prompts = request_messages(t.steps)
-    rows = []
-    for step, prompt in zip(t.steps, prompts):
-        marks = []
-        if step.blocked:
-            marks.append("<span class='tag blocked'>blocked</span>")
-        if step.executed is not None and step.proposed is not None and step.executed != step.proposed:
-            marks.append("<span class='tag rewritten'>rewritten</span>")
-        if step.invalid:
-            marks.append("<span class='tag'>invalid</span>")
-        cls = "blocked" if step.blocked else "rewritten" if "rewritten" in "".join(marks) else ""
-        seen = escape(step.observation.text)
-        base = step.base_observation
-        diff = "" if base is None or base.text == step.observation.text else \
-            f"<div><b>base observation</b><pre class='base'>{escape(base.text)}</pre></div>"
-        effects = "".join(f"<li>{escape(json.dumps(e, default=str))}</li>" for e in step.effects)
-        turn = step.turn
-        model = ""
-        if turn is not None:
-            model = (f"<details><summary>model turn: {len(turn.completion_token_ids or [])} completion tokens, "
-                     f"{step.policy_s:.2f} s</summary><pre class='completion'>{escape(turn.text or '')}</pre>"
-                     + (f"<b>prompt</b><pre class='prompt'>{escape(json.dumps(prompt, indent=1))}</pre>" if prompt else "")
-                     + "</details>")
-        rows.append(
-            f"<tr class='step {cls}'><td>{step.index}</td><td>{_action(step.proposed)}"
-            f"{'' if step.proposed is None else ''}</td><td>{_action(step.executed)} {''.join(marks)}"
+    return head
+
+
+def _prompt(info: PromptInfo | None, src: str) -> str:
+    """A closed prompt: its counts now, its messages fetched from ``src`` when opened."""
+    if info is None:
+        return ""
+    since = f", {info.count - info.shared} new since step {info.after}'s prompt" if info.after is not None else ""
+    return (f"<details class='prompt' data-src='{escape(src)}'><summary>prompt: {info.count} messages{since}"
+            f"</summary><p class='muted shared'></p><pre class='prompt'></pre>"
+            f"<button type='button' class='whole'>whole prompt</button></details>")
+
+
+def _step_row(step: StepRecord, info: PromptInfo | None, src: str) -> str:
+    marks = []
+    if step.blocked:
+        marks.append("<span class='tag blocked'>blocked</span>")
+    if step.executed is not None and step.proposed is not None and step.executed != step.proposed:
+        marks.append("<span class='tag rewritten'>rewritten</span>")
+    if step.invalid:
+        marks.append("<span class='tag'>invalid</span>")
+    cls = "blocked" if step.blocked else "rewritten" if "rewritten" in "".join(marks) else ""
+    seen = escape(step.observation.text)
+    base = step.base_observation
+    diff = "" if base is None or base.text == step.observation.text else \
+        f"<div><b>base observation</b><pre class='base'>{escape(base.text)}</pre></div>"
+    effects = "".join(f"<li>{escape(json.dumps(e, default=str))}</li>" for e in step.effects)
+    turn = step.turn
+    model = ""
+    if turn is not None:
+        model = (f"<details><summary>model turn: {len(turn.completion_token_ids or [])} completion tokens, "
+                 f"{step.policy_s:.2f} s</summary><pre class='completion'>{escape(turn.text or '')}</pre>"
+                 f"{_prompt(info, src)}</details>")
+    return (f"<tr class='step {cls}'><td>{step.index}</td><td>{_action(step.proposed)}</td>"
+            f"<td>{_action(step.executed)} {''.join(marks)}"
             f"{f'<br><span class=bad>{escape(step.blocked)}</span>' if step.blocked else ''}"
             f"{f'<br><span class=bad>{escape(step.invalid)}</span>' if step.invalid else ''}</td>"
             f"<td><div class='cols'><div><b>seen</b><pre class='seen'>{seen}</pre></div>{diff}</div>{model}</td>"
             f"<td>{step.reward}</td><td><ul>{effects}</ul></td></tr>")
+
+
+def _steps_pager(page: StepsPage, link: str) -> str:
+    """Where the shown steps are in the episode, links to the other pages, a jump to a step."""
+    shown = len(page.trajectory.steps)
+    where = (f"steps {page.first}–{page.first + shown - 1} of {page.total}" if shown else "no steps")
+    if page.pages == 1:
+        return f"<p class='steps-pager muted'>{where}</p>"
+    links = [(0, "first"), (page.page - 1, "previous"), (page.page + 1, "next"), (page.pages - 1, "last")]
+    anchors = " ".join(f"<a class='steps-{label}' href='{escape(link)}?page={p}'>{label}</a>"
+                       for p, label in links if 0 <= p < page.pages and p != page.page)
+    return (f"<div class='steps-pager'>{where} · page {page.page + 1} of {page.pages} {anchors} "
+            f"<form method='get' action='{escape(link)}'>step <input name='step' type='number' min='0' "
+            f"max='{page.total - 1}' size='6'> <button type='submit'>Go</button></form></div>")
+
+
+def trajectory_html(page: StepsPage, index: int, seq: int) -> str:
+    """An episode's head and one page of its steps (episode ``seq`` of run directory
+    ``index``); prompts are fetched when opened (``static/trajectory.js``)."""
+    t = page.trajectory
+    link = f"/traj/{index}/{seq}"
+    rows = "".join(_step_row(step, info, f"/api/traj/{index}/{seq}/prompt/{page.first + i}")
+                   for i, (step, info) in enumerate(zip(t.steps, page.prompts)))
     table = ("<table id='steps'><tr><th>#</th><th>proposed</th><th>sent</th><th>observation</th><th>reward</th>"
-             "<th>layer effects</th></tr>" + "".join(rows) + "</table>")
-    return head + table
+             "<th>layer effects</th></tr>" + rows + "</table>")
+    pager = _steps_pager(page, link)
+    return _head(t, page.usage) + pager + table + (pager if page.pages > 1 else "")
 
 
-def trajectory_page(t: Trajectory) -> str:
-    return layout(f"Episode {t.key}", trajectory_html(t))
+def trajectory_page(page: StepsPage, index: int, seq: int) -> str:
+    return layout(f"Episode {page.trajectory.key}", trajectory_html(page, index, seq), ("trajectory.js",))
 
 
-def compare_page(a: Trajectory, b: Trajectory) -> str:
-    return layout("Compare", f"<div class='cols'><div id='left'>{trajectory_html(a)}</div>"
-                             f"<div id='right'>{trajectory_html(b)}</div></div>")
+def compare_page(a: StepsPage, b: StepsPage, index: int, seqs: tuple[int, int]) -> str:
+    return layout("Compare", f"<div class='cols'><div id='left'>{trajectory_html(a, index, seqs[0])}</div>"
+                             f"<div id='right'>{trajectory_html(b, index, seqs[1])}</div></div>", ("trajectory.js",))
 
 
 def text_page(title: str, text: str, images: list[str], index: int, pool: list[dict[str, Any]] | None = None,
@@ -214,8 +248,12 @@ def playground_page(bridges: list[str], spec: str) -> str:
 <button id='save'>Save spec</button> as <input id='savename' size='16' value='spec.yaml'></p>
 <p id='error' class='bad'></p><ul id='problems'></ul>
 </div><div>
+<p id='state' class='state' data-state='none'>No game yet: press Reset to start one from the spec on the task.</p>
+<p id='pending' class='pending' hidden>The spec or the task changed since this game started: the game goes on
+as it was reset; the edits apply when you press Reset.</p>
 <div id='tools'></div>
-<p><input id='action' size='50' placeholder='tool key=value ... or JSON'> <button id='step'>Step</button></p>
+<p><input id='action' size='50' placeholder='tool key=value ... or JSON' disabled>
+<button id='step' disabled>Step</button></p>
 <div class='cols'><div><b>policy sees</b><pre id='seen'></pre></div><div><b>base observation</b><pre id='base'></pre></div></div>
 <ol id='log'></ol><p>verdict: <span id='verdict'></span></p>
 </div></div>""", ("editor.js", "playground.js"))

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,8 @@ from ..rollout.store import COLUMNS, FILENAME, LATEST
 from ..rollout.trajectory import Trajectory, trajectory_from_json
 
 PAGE = 50
+#: episodes kept read (two: a compare page's)
+RECENT = 2
 #: journal events a rig page reads at most (a rig run writes a handful per round and task)
 MAX_RIG_EVENTS = 20_000
 #: characters of a pool spec read at most (the playground takes 100,000)
@@ -35,6 +39,10 @@ class RunDirs:
 
     def __init__(self, dirs: Sequence[str | Path]) -> None:
         self.dirs = [Path(d).resolve() for d in dirs]
+        # the last episodes read whole: paging through one, or opening its prompts, reads
+        # it once (a stored row never changes; a store replaced by another is a new file)
+        self._recent: OrderedDict[tuple[int, int, int, int], dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def _inside(self, index: int, path: Path) -> bool:
         """``path`` is a file that resolves inside the directory (a symlink to elsewhere is not)."""
@@ -115,6 +123,37 @@ class RunDirs:
             return [dict(zip(("seq", *COLUMNS), row)) for row in cur], int(total)
         finally:
             db.close()
+
+    def data(self, index: int, seq: int) -> dict[str, Any] | None:
+        """An episode's stored record as plain JSON data (not built into records: a page
+        structures only the steps it shows); ``None`` when there is no such episode. The
+        last ``RECENT`` are kept: callers must not change what they are given."""
+        if not self.has_store(index):
+            raise FileNotFoundError(f"{self.dirs[index]} has no {FILENAME}")
+        stat = (self.dirs[index] / FILENAME).stat()
+        key = (index, seq, stat.st_dev, stat.st_ino)
+        with self._lock:
+            if key in self._recent:
+                self._recent.move_to_end(key)
+                return self._recent[key]
+        db = self._db(index)
+        try:
+            row = db.execute("SELECT data FROM trajectories WHERE seq = ?", (seq,)).fetchone()
+        finally:
+            db.close()
+        if row is None:
+            return None
+        try:
+            data = json.loads(row[0])
+        except (TypeError, ValueError) as exc:
+            raise LookupError(f"episode {seq} is not a readable trajectory ({type(exc).__name__}: {exc})") from exc
+        if not isinstance(data, dict):
+            raise LookupError(f"episode {seq} is not a readable trajectory (not a JSON object)")
+        with self._lock:
+            self._recent[key] = data
+            while len(self._recent) > RECENT:
+                self._recent.popitem(last=False)
+        return data
 
     def trajectory(self, index: int, seq: int) -> Trajectory | None:
         db = self._db(index)

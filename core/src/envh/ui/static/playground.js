@@ -1,10 +1,37 @@
 // The playground: reset a spec on a task, step it by tool buttons or typed actions, and
-// show what the policy sees beside the base observation. Text from the server is set
-// with textContent only.
+// show what the policy sees beside the base observation. The page is always in one stated
+// state (no game, busy, playing, game over, error) and Step works only while playing.
+// Text from the server is set with textContent only.
 (() => {
   'use strict';
   let session = null;
+  let started = null;  // the spec and task the running game was reset from
+  let steps = 0;
   const $ = id => document.getElementById(id);
+
+  function setState(state, text) {
+    $('state').dataset.state = state;
+    $('state').textContent = text;
+    const playing = state === 'playing';
+    $('step').disabled = !playing;
+    $('action').disabled = !playing;
+    $('start').disabled = state === 'busy';
+    document.querySelectorAll('button.tool').forEach(b => { b.disabled = !playing; });
+    pending();
+  }
+
+  function pending() {  // edits reach a game only through Reset: say so while they are waiting
+    const changed = session !== null && started !== null &&
+      (window.envhEditor.value() !== started.spec || $('task').value !== started.task);
+    $('pending').hidden = !changed;
+  }
+
+  function clearGame() {
+    session = null;
+    started = null;
+    steps = 0;
+    for (const id of ['seen', 'base', 'log', 'tools', 'verdict']) $(id).replaceChildren();
+  }
 
   async function api(path, body) {
     const r = await fetch(path, {method: 'POST', headers: {'content-type': 'application/json'},
@@ -48,16 +75,50 @@
   }
 
   async function start() {
-    const out = await api('/api/play/new', {spec: window.envhEditor.value(), task: $('task').value});
-    session = out.session || null;
-    $('log').replaceChildren();
-    $('verdict').textContent = '';
+    const asked = {spec: window.envhEditor.value(), task: $('task').value};
+    setState('busy', 'Resetting…');
+    let out;
+    try {
+      out = await api('/api/play/new', asked);
+    } catch (err) {
+      out = {error: String(err), error_type: 'NetworkError'};
+    }
+    clearGame();  // a failed Reset leaves no game behind: the old one was replaced or is gone
     show(out);
+    if (out.error || !out.session) {
+      setState('error', 'Reset failed: no game is running (the error is shown under the spec). ' +
+               'Fix the spec or the task and press Reset.');
+      return;
+    }
+    session = out.session;
+    started = asked;
+    setState('playing', 'Playing: no step yet. Spec and task edits apply when you press Reset.');
   }
 
   async function step() {
-    if (!session) return;
-    show(await api('/api/play/' + encodeURIComponent(session) + '/step', {action: $('action').value}));
+    if (!session || $('step').disabled) return;
+    setState('busy', 'Stepping…');
+    let out;
+    try {
+      out = await api('/api/play/' + encodeURIComponent(session) + '/step', {action: $('action').value});
+    } catch (err) {
+      out = {error: String(err), error_type: 'NetworkError'};
+    }
+    show(out);
+    if (out.error_type === 'SessionGone') {
+      clearGame();
+      setState('none', 'No game: this session is gone (closed or evicted). Press Reset to start one.');
+    } else if (out.error) {
+      setState('playing', `Playing: step ${steps}. The last action failed (see the error); the game goes on.`);
+    } else if (out.done) {
+      steps += 1;
+      const v = out.verdict || {};
+      setState('over', `Game over after ${steps} steps: ${v.success ? 'solved' : 'not solved'}` +
+               (v.score !== undefined ? ` (score ${v.score})` : '') + '. Press Reset to play again.');
+    } else {
+      steps += 1;
+      setState('playing', `Playing: step ${steps}. Spec and task edits apply when you press Reset.`);
+    }
   }
 
   async function check() {
@@ -82,10 +143,13 @@
 
   $('spec').addEventListener('input', () => {  // a check's verdict is about the text before the edit
     if ($('error').dataset.source === 'check') $('error').textContent = '';
+    pending();
   });
+  $('task').addEventListener('input', pending);
   $('check').addEventListener('click', check);
   $('save').addEventListener('click', save);
   $('start').addEventListener('click', start);
   $('step').addEventListener('click', step);
   $('action').addEventListener('keydown', e => { if (e.key === 'Enter') step(); });
+  setState('none', 'No game yet: press Reset to start one from the spec on the task.');
 })();
