@@ -152,3 +152,67 @@ def test_extreme_values_off_the_mask_cannot_poison_the_loss():
     assert torch.isfinite(logp.grad).all() and logp.grad[0, 1:].abs().sum() == 0
     nan_adv = torch.tensor([[1.0, float("nan"), 1.0]])
     assert math.isfinite(grpo_loss(torch.zeros(1, 3), zeros, nan_adv, mask).loss.item())
+
+
+# -- truncated importance sampling (vLLM's sampling mismatch) ---------------------------
+# TRL 1.16 GRPOTrainer (vllm_importance_sampling_mode="token_truncate") and verl's
+# compute_policy_loss (tis_imp_ratio_cap): w = min(exp(logp_old - logp_vllm), C), no
+# gradient, multiplying the clipped policy term only (the KL term is added unweighted).
+def test_tis_weights_the_policy_term_by_hand():
+    old = torch.tensor([[-1.0, -2.0, -0.5, 0.0]])
+    # exp(old - vllm) = 0.5, 4 (capped at 2), 1.25; the last position is off the mask
+    vllm = old - torch.tensor([[math.log(0.5), math.log(4.0), math.log(1.25), 0.0]]) + torch.tensor([[0, 0, 0, -99.0]])
+    mask = torch.tensor([[1, 1, 1, 0]])
+    ref = old + math.log(0.5)  # k3 = 0.5 + ln 2 - 1 on every token
+    logp = old.clone().requires_grad_(True)  # first update: ratio 1, the clipped term is -A = -1
+    parts = grpo_loss(logp, old, torch.tensor([1.0]), mask, ref_logp=ref, kl_coef=0.1,
+                      behavior_logp=vllm, tis_cap=2.0)
+    k3_value = 0.5 + math.log(2) - 1
+    assert parts.loss.item() == pytest.approx(-(0.5 + 2.0 + 1.25) / 3 + 0.1 * k3_value)
+    assert parts.policy_loss == pytest.approx(-(0.5 + 2.0 + 1.25) / 3)
+    assert parts.is_weight == pytest.approx(1.25) and parts.is_clipped == pytest.approx(1 / 3)
+    assert parts.logp_diff == pytest.approx((math.log(2) + math.log(4) + math.log(1.25)) / 3)
+    parts.loss.backward()
+    # d/dlogp_t of -w_t·ratio_t/3 + 0.1·k3_t/3, at ratio 1 and ref - logp = -ln 2: k3' = 1 - exp(-ln 2) = 0.5
+    want = [-0.5 / 3 + 0.05 / 3, -2.0 / 3 + 0.05 / 3, -1.25 / 3 + 0.05 / 3, 0.0]
+    assert close(logp.grad[0].tolist(), want)
+
+
+def test_tis_multiplies_the_clipped_term():
+    # ratios 1.5 and 0.5 with A = +1 and eps 0.2: clipped terms 1.2 and 0.5; weights 0.5 and 2 (cap 3)
+    old = torch.tensor([[-1.0, -2.0]])
+    logp = old + torch.tensor([[math.log(1.5), math.log(0.5)]])
+    vllm = old - torch.tensor([[math.log(0.5), math.log(2.0)]])
+    parts = grpo_loss(logp, old, torch.tensor([1.0]), torch.ones(1, 2), behavior_logp=vllm, tis_cap=3.0)
+    assert parts.loss.item() == pytest.approx(-(1.2 * 0.5 + 0.5 * 2.0) / 2)
+    assert parts.is_clipped == 0.0
+
+
+def test_tis_with_identical_logprobs_leaves_the_loss_unchanged():
+    old = torch.tensor([[-1.0, -2.0, -0.3]])
+    logp = (old + torch.tensor([[0.3, -0.4, 0.1]])).requires_grad_(True)
+    plain_logp = logp.detach().clone().requires_grad_(True)
+    mask, adv = torch.tensor([[1, 1, 0]]), torch.tensor([-0.7])
+    ref = old - 0.2
+    tis = grpo_loss(logp, old, adv, mask, ref_logp=ref, kl_coef=0.05, behavior_logp=old.clone(), tis_cap=2.0)
+    plain = grpo_loss(plain_logp, old, adv, mask, ref_logp=ref, kl_coef=0.05)
+    tis.loss.backward()
+    plain.loss.backward()
+    assert tis.loss.item() == plain.loss.item() and torch.equal(logp.grad, plain_logp.grad)
+    assert (tis.is_weight, tis.is_clipped, tis.logp_diff) == (1.0, 0.0, 0.0)
+    # no cap (the hf engine) or no engine log-probs: no weighting at all
+    off = grpo_loss(logp.detach(), old, adv, mask, ref_logp=ref, kl_coef=0.05, behavior_logp=old - 5.0)
+    assert off.loss.item() == plain.loss.item() and off.is_weight == 1.0
+
+
+def test_tis_cap_must_be_positive():
+    with pytest.raises(ValueError, match="tis_cap"):
+        grpo_loss(torch.zeros(1, 1), torch.zeros(1, 1), torch.tensor([1.0]), torch.ones(1, 1),
+                  behavior_logp=torch.zeros(1, 1), tis_cap=0.0)
+    from envh import errors
+    from envh_grpo.config import check, from_data
+
+    with pytest.raises(errors.SpecError, match="loss.tis_cap=0"):
+        check(from_data({"loss": {"tis_cap": 0}}))
+    assert from_data({}).loss.tis_cap == 3.0  # on by default (used with the vLLM engine)
+    check(from_data({"loss": {"tis_cap": None}}))

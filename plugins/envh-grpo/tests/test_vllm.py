@@ -48,6 +48,19 @@ def test_vllm_rollouts_are_token_faithful(served):
     assert torch.allclose(torch.tensor(served["forward"]), engine_lp, atol=2e-2)
 
 
+def test_the_sampling_mismatch_is_measured_and_small(served):
+    """The trainer's TIS metrics on the engine's real log-probs: vLLM samples at the
+    rollout temperature and reports log-probs of that distribution (not the raw model's),
+    so the weight min(exp(logp_trainer - logp_vllm), 3) stays close to 1."""
+    tis = served["tis"]
+    assert 0.0 < tis["logp_diff"] < 2e-2
+    assert tis["is_weight"] == pytest.approx(1.0, abs=2e-2) and tis["is_clipped"] == 0.0
+    # the trainer's step with the vLLM engine weights its loss and reports the same figures
+    step = served["step"]
+    assert step["policy_tokens"] > 0 and 0.0 < step["sampling/logp_diff"] < 2e-2
+    assert step["sampling/is_weight"] == pytest.approx(1.0, abs=2e-2) and step["sampling/is_clipped"] == 0.0
+
+
 def test_weights_sync_by_rebuild_serves_the_changed_model(served):
     assert served["rebuilds"] == 1
     lp = torch.tensor(served["served"])

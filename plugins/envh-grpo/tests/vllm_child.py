@@ -17,18 +17,29 @@ os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
 import envh  # noqa: E402
 import torch  # noqa: E402
 from envh_grpo.generation import SamplingConfig, VLLMEngine  # noqa: E402
-from envh_grpo.loss import token_logprobs  # noqa: E402
+from envh_grpo.loss import grpo_loss, token_logprobs  # noqa: E402
 from envh_grpo.rollout import PREFILL, Job, play  # noqa: E402
 from envh_grpo.sequences import ChatSegments, Turn, pack  # noqa: E402
 from envh_grpo.trainer import resolve_model  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
+#: The rollout temperature, below 1: the engine's log-probs agree with the trainer's only if
+#: they are those of the sampling distribution (temperature applied), not the raw model's
+TEMPERATURE = 0.7
+
 
 def forward(model, sample):
     ids = torch.tensor([sample.ids])
     with torch.no_grad():
-        logp = token_logprobs(model(input_ids=ids).logits[:, :-1], ids[:, 1:], 1.0)[0]
+        logp = token_logprobs(model(input_ids=ids).logits[:, :-1], ids[:, 1:], TEMPERATURE)[0]
     return logp[[k - 1 for k, m in enumerate(sample.mask) if m]].tolist()
+
+
+def mismatch(trainer_lp, engine_lp):
+    """The trainer's sampling-mismatch metrics of one sample's policy tokens (TIS, cap 3)."""
+    old, vllm = torch.tensor([trainer_lp]), torch.tensor([engine_lp])
+    parts = grpo_loss(old, old, torch.tensor([1.0]), torch.ones_like(old), behavior_logp=vllm, tis_cap=3.0)
+    return {"is_weight": parts.is_weight, "is_clipped": parts.is_clipped, "logp_diff": parts.logp_diff}
 
 
 def main(out_path: str) -> None:
@@ -40,13 +51,14 @@ def main(out_path: str) -> None:
     try:
         seg = ChatSegments(tok, PREFILL)
         task = envh.TaskRef(suite="toy24", split="easy", instance_id="2,3,4")
-        sampling = SamplingConfig(max_new_tokens=6, temperature=1.0, stop=())
+        sampling = SamplingConfig(max_new_tokens=6, temperature=TEMPERATURE, stop=())
         (ep,) = play([Job(env=envh.make("toy24"), task=task, seed=0, group=0)], engine, seg, sampling,
                      max_turns=2, max_context=1024, seed=5)
         (sample,) = pack(ep.turns, [1.0] * len(ep.turns))
         result = {"turns": [[list(t.prompt_ids), list(t.completion_ids), list(t.logprobs)] for t in ep.turns],
                   "sample_ids": list(sample.ids), "sample_mask": list(sample.mask),
                   "forward": forward(model, sample)}
+        result["tis"] = mismatch(result["forward"], [x for t in ep.turns for x in t.logprobs])
         changed = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
         with torch.no_grad():
             gen = torch.Generator().manual_seed(0)
@@ -61,8 +73,25 @@ def main(out_path: str) -> None:
                       forward_changed=forward(changed, resample), forward_original=forward(model, resample))
     finally:
         engine.close()
+    result["step"] = train_step(os.path.dirname(out_path))
     with open(out_path, "w") as fh:
         json.dump(result, fh)
+
+
+def train_step(folder: str) -> dict:
+    """One GRPO step of the trainer generating with vLLM: its metrics record."""
+    from envh_grpo.config import from_data
+    from envh_grpo.trainer import GRPOTrainer
+
+    config = from_data({"engine": "vllm", "group_size": 2, "groups_per_step": 1, "steps": 1, "max_turns": 2,
+                        "max_response_tokens": 6, "temperature": TEMPERATURE, "dtype": "float32",
+                        "deepspeed": {"enabled": "false"}, "output_dir": os.path.join(folder, "run"),
+                        "log": {"tensorboard": "false", "wandb": "false", "progress": False}})
+    trainer = GRPOTrainer(config)
+    try:
+        return trainer.train_step()
+    finally:
+        trainer.close()
 
 
 if __name__ == "__main__":

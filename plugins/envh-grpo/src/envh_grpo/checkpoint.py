@@ -92,6 +92,17 @@ def latest(config: Any, world: int) -> tuple[str, dict[str, Any]] | None:
     return tag, state
 
 
+def require(config: Any, world: int) -> tuple[str, dict[str, Any]]:
+    """``latest``, refusing a resume that has nothing to resume from (a mistyped
+    ``output_dir`` would otherwise train from scratch and mix two runs' metrics)."""
+    found = latest(config, world)
+    if found is None:
+        root = Path(config.output_dir) / "checkpoints"
+        raise errors.StateError(f"--resume: there is no checkpoint in {root} (no {root / 'latest'}); run without "
+                                "--resume to start a new run, or point output_dir at the run to continue.")
+    return found
+
+
 def load(trainer: Any) -> bool:
     """Restore the newest checkpoint; False when there is none yet."""
     root = Path(trainer.config.output_dir) / "checkpoints"

@@ -77,7 +77,8 @@ def dry_run(config: Any, world: int) -> dict[str, Any]:
 @click.option("--output-dir", default=None, help="Where metrics and checkpoints go.")
 @click.option("--nproc", type=int, default=None, help="Processes to launch (torchrun); default: config.nproc.")
 @click.option("--dry-run", is_flag=True, help="Print the resolved config, memory per GPU and tokens per step.")
-@click.option("--resume", is_flag=True, help="Continue from the latest checkpoint in the output dir.")
+@click.option("--resume", is_flag=True,
+              help="Continue from the latest checkpoint in the output dir (an error when it has none).")
 def train(config_path: str | None, sets: tuple[str, ...], steps: int | None, output_dir: str | None,
           nproc: int | None, dry_run: bool, resume: bool) -> None:
     """Train a policy with multi-turn GRPO on envh worlds (CONFIG: a YAML file or a shipped
@@ -96,6 +97,10 @@ def train(config_path: str | None, sets: tuple[str, ...], steps: int | None, out
     if dry_run:
         click.echo(json.dumps(globals()["dry_run"](config, world), indent=2))
         return
+    if resume:  # before any process starts: nothing to resume from is an error, not a new run
+        from .checkpoint import require
+
+        require(config, world)
     if config.nproc > 1 and "WORLD_SIZE" not in os.environ:
         _launch(config, config_path, sets, steps, output_dir, resume)
         return

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NewType
 
 import attrs
 import cattrs
@@ -20,6 +20,23 @@ from envh import errors
 from .rewards import RewardConfig
 
 CONFIG_DIR = Path(__file__).parent / "configs"
+
+#: A key that is on, off or decided at run time: ``auto``, ``true`` or ``false``. A YAML
+#: boolean (``true``, ``false``, ``yes``, ``no``) and the strings are both accepted, in a
+#: config file and in ``--set``; the value is kept as one of the three lowercase strings.
+TriState = NewType("TriState", str)
+TRI_STATES = ("auto", "true", "false")
+AUTO, TRUE, FALSE = (TriState(v) for v in TRI_STATES)
+
+
+def tri_state(value: Any, _type: Any = None) -> TriState:
+    """``True``/``False``/``"auto"``/``"true"``/``"false"`` as a ``TriState``; anything else
+    is refused with the allowed values (cattrs adds the key's path)."""
+    if isinstance(value, bool):
+        return TRUE if value else FALSE
+    if isinstance(value, str) and value.strip().lower() in TRI_STATES:
+        return TriState(value.strip().lower())
+    raise ValueError(f"{value!r} is not a valid value: choose auto, true or false (a YAML boolean or the string)")
 
 
 @attrs.frozen(kw_only=True)
@@ -69,18 +86,25 @@ class LossConfig:
     credit: str = "trajectory"
     gamma: float = 1.0
     aggregation: str = "token"
+    #: cap C of the truncated importance-sampling weight min(exp(logπ_old − logπ_vllm), C) that
+    #: corrects vLLM's sampling mismatch (TRL's default cap); used with the vLLM engine only
+    #: (transformers samples from the training model itself); null turns it off
+    tis_cap: float | None = 3.0
 
 
 @attrs.frozen(kw_only=True)
 class DeepSpeedConfig:
-    """``enabled``: ``auto`` uses DeepSpeed when launched with several processes or on GPU."""
+    """``enabled``: ``auto`` uses DeepSpeed when launched with several processes or on GPU
+    (one GPU included: a single process sets up its own one-process group). ``bf16``:
+    DeepSpeed's bf16 mode, which must agree with the weights' dtype (``weights_dtype``):
+    ``auto`` follows it, ``true`` loads the weights in bfloat16, ``false`` in float32."""
 
-    enabled: str = "auto"
+    enabled: TriState = AUTO
     zero_stage: int = 2
     offload_optimizer: bool = False
     offload_params: bool = False
     gradient_checkpointing: bool = False
-    bf16: str = "auto"
+    bf16: TriState = AUTO
 
 
 @attrs.frozen(kw_only=True)
@@ -109,8 +133,8 @@ class RolloutConfig:
 @attrs.frozen(kw_only=True)
 class LogConfig:
     jsonl: bool = True
-    tensorboard: str = "auto"
-    wandb: str = "auto"
+    tensorboard: TriState = AUTO
+    wandb: TriState = AUTO
     wandb_project: str = "envh-grpo"
     progress: bool = True
 
@@ -159,6 +183,7 @@ class TrainConfig:
 
 
 _converter = cattrs.Converter(forbid_extra_keys=True)
+_converter.register_structure_hook(TriState, tri_state)
 
 
 def from_data(data: dict[str, Any]) -> TrainConfig:
@@ -213,6 +238,27 @@ def load(path: str | Path | None, overrides: dict[str, Any] | None = None) -> Tr
             node = node.setdefault(part, {})
         node[parts[-1]] = value
     return from_data(data)
+
+
+#: The weights' dtypes ``dtype`` may name (``auto``: see ``weights_dtype``).
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def weights_dtype(config: TrainConfig, *, cuda: bool) -> str:
+    """The dtype the weights load in: ``dtype`` when set; with ``auto``, bfloat16 when
+    ``deepspeed.bf16`` is true, float32 when it is false, else bfloat16 on GPU and float32
+    on CPU."""
+    if config.dtype != "auto":
+        return config.dtype
+    bf16 = config.deepspeed.bf16
+    return "bfloat16" if bf16 == TRUE or (bf16 == AUTO and cuda) else "float32"
+
+
+def deepspeed_bf16(config: TrainConfig, *, cuda: bool) -> bool:
+    """DeepSpeed's bf16 mode: on exactly when the weights are bfloat16 (``check`` refuses a
+    ``deepspeed.bf16`` that says otherwise), so fp32 master weights never hide behind bf16
+    ones nor bf16 ones train without them."""
+    return weights_dtype(config, cuda=cuda) == "bfloat16"
 
 
 def model_context(config: TrainConfig, model_config: dict[str, Any] | None) -> int | None:
@@ -270,6 +316,8 @@ def check(config: TrainConfig, *, world_size: int = 1, model_config: dict[str, A
         problems.append(f"loss.aggregation {lo.aggregation!r}: choose one of {', '.join(AGGREGATIONS)}")
     if lo.epsilon < 0 or (lo.epsilon_high is not None and lo.epsilon_high < 0) or lo.kl_coef < 0:
         problems.append("loss.epsilon, loss.epsilon_high and loss.kl_coef must be >= 0")
+    if lo.tis_cap is not None and not lo.tis_cap > 0:
+        problems.append(f"loss.tis_cap={lo.tis_cap} must be > 0 (or null: no sampling correction)")
     if not c.optim.lr > 0:
         problems.append(f"optim.lr={c.optim.lr} must be > 0")
     ds = c.deepspeed
@@ -279,8 +327,11 @@ def check(config: TrainConfig, *, world_size: int = 1, model_config: dict[str, A
         problems.append("deepspeed.offload_params needs zero_stage 3")
     if ds.offload_optimizer and ds.zero_stage < 1:
         problems.append("deepspeed.offload_optimizer needs zero_stage >= 1")
-    if ds.enabled not in ("auto", "true", "false"):
-        problems.append(f"deepspeed.enabled {ds.enabled!r}: choose auto, true or false")
+    if c.dtype not in DTYPES:
+        problems.append(f"dtype {c.dtype!r}: choose one of {', '.join(DTYPES)}")
+    elif (ds.bf16 == TRUE and c.dtype not in ("auto", "bfloat16")) or (ds.bf16 == FALSE and c.dtype == "bfloat16"):
+        problems.append(f"deepspeed.bf16 is {ds.bf16} but dtype is {c.dtype}: DeepSpeed's bf16 mode must match "
+                        "the weights' dtype (leave one of them auto)")
     if not any(s.weight > 0 for s in c.envs):
         problems.append("envs: at least one source needs a weight > 0")
     context = model_context(c, model_config)

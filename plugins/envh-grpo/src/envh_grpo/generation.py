@@ -122,9 +122,13 @@ class HFEngine:
             options["logits_processor"] = LogitsProcessorList([sampler])
         was_training = self.model.training
         self.model.eval()
+        # no_grad, not inference_mode: under ZeRO-3 parameters gathered here would become
+        # inference tensors that the next backward cannot use. synced_gpus off: the trainer
+        # gathers ZeRO-3 weights whole for the rollout, so each process generates alone
+        # (as many calls as its own episodes need).
         try:
-            with torch.inference_mode():
-                out = self.model.generate(input_ids=ids, attention_mask=att, **options)
+            with torch.no_grad():
+                out = self.model.generate(input_ids=ids, attention_mask=att, synced_gpus=False, **options)
         finally:
             self.model.train(was_training)
         new = out.sequences[:, width:]
@@ -242,7 +246,10 @@ class VLLMEngine:
 
         self.kwargs: dict[str, Any] = {"dtype": dtype, "enforce_eager": enforce_eager,
                                        "max_model_len": max_model_len, "seed": seed,
-                                       "tensor_parallel_size": tensor_parallel}
+                                       "tensor_parallel_size": tensor_parallel,
+                                       # log-probs under the sampling distribution (temperature applied), as the
+                                       # trainer's; vLLM's default is the raw model's
+                                       "logprobs_mode": "processed_logprobs"}
         if external_launcher:  # one engine per training process, on its own device, in the job's torch.distributed
             self.kwargs["distributed_executor_backend"] = "external_launcher"
         if torch.cuda.is_available():

@@ -14,6 +14,16 @@ Aggregation over the policy tokens (mask = 1):
   gradient does not depend on how the batch was cut into micro-batches.
 * ``sequence`` — the mean over each sequence's tokens, then over sequences (GRPO as
   first published); short sequences weigh more per token.
+
+Sampling mismatch (truncated importance sampling, TIS). A vLLM engine samples from its own
+kernels, not from the training model: its log-prob of a token (``logπ_vllm``) differs
+from the trainer's (``logπ_old``, the policy the update starts from). With ``tis_cap`` C
+and the engine's log-probs, each policy token's clipped term is weighted by
+
+    w_t = min(exp(logπ_old − logπ_vllm), C)                              (no gradient)
+
+before aggregation; the KL term is not weighted. This is TRL's ``token_truncate`` mode
+(``vllm_importance_sampling_correction``) and verl's ``tis_imp_ratio_cap``.
 """
 
 from __future__ import annotations
@@ -36,6 +46,9 @@ class LossParts:
     clip_fraction: float
     ratio_mean: float
     tokens: int
+    is_weight: float = 1.0  # mean TIS weight over policy tokens (1 without the correction)
+    is_clipped: float = 0.0  # share of policy tokens whose weight hit the cap
+    logp_diff: float = 0.0  # mean |logπ_old − logπ_vllm| over policy tokens
 
 
 def k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
@@ -64,11 +77,14 @@ def aggregate(values: torch.Tensor, mask: torch.Tensor, *, mode: str = "token",
 def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, *,
               ref_logp: torch.Tensor | None = None, kl_coef: float = 0.0, epsilon: float = 0.2,
               epsilon_high: float | None = None, aggregation: str = "token",
-              normalizer: float | None = None) -> LossParts:
+              normalizer: float | None = None, behavior_logp: torch.Tensor | None = None,
+              tis_cap: float | None = None) -> LossParts:
     """The clipped GRPO loss of a batch; tensors are [B, T] (advantages may be [B] or [B, T]).
 
     ``mask`` is 1 on the policy's own tokens only; prompt and environment tokens never
-    contribute. ``kl_coef`` 0 needs no ``ref_logp``.
+    contribute. ``kl_coef`` 0 needs no ``ref_logp``. ``behavior_logp`` (the sampling
+    engine's log-probs) with ``tis_cap`` weights each token by the truncated
+    importance-sampling weight (see the module doc); without either the loss is unweighted.
     """
     eps_high = epsilon if epsilon_high is None else epsilon_high
     if epsilon < 0 or eps_high < 0:
@@ -86,6 +102,8 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tens
     ratio = torch.exp(logp - old_logp)
     clipped = torch.clamp(ratio, 1.0 - epsilon, 1.0 + eps_high)
     per_token = -torch.minimum(ratio * advantages, clipped * advantages)
+    weight, tis = tis_weights(old_logp, behavior_logp, on, tis_cap)
+    per_token = per_token * weight
     kl_value = torch.zeros((), dtype=logp.dtype)
     if kl_coef:
         if ref_logp is None:
@@ -95,12 +113,33 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tens
         kl_value = _mean(kl_tok, mask)
     loss = aggregate(per_token, mask, mode=aggregation, normalizer=normalizer)
     with torch.no_grad():
-        pg = _mean(-torch.minimum(ratio * advantages, clipped * advantages), mask)
+        pg = _mean(-torch.minimum(ratio * advantages, clipped * advantages) * weight, mask)
         was_clipped = ((ratio < 1.0 - epsilon) & (advantages < 0)) | ((ratio > 1.0 + eps_high) & (advantages > 0))
         clip_frac = _mean(was_clipped.to(logp.dtype), mask)
         ratio_mean = _mean(ratio, mask)
     return LossParts(loss=loss, policy_loss=float(pg), kl=float(kl_value), clip_fraction=float(clip_frac),
-                     ratio_mean=float(ratio_mean), tokens=int(mask.sum().item()))
+                     ratio_mean=float(ratio_mean), tokens=int(mask.sum().item()), **tis)
+
+
+def tis_weights(old_logp: torch.Tensor, behavior_logp: torch.Tensor | None, on: torch.Tensor,
+                cap: float | None) -> tuple[torch.Tensor, dict[str, float]]:
+    """Per-token weights min(exp(logπ_old − logπ_vllm), cap) (1 off ``on``) and their
+    statistics over ``on``; all ones when there is no engine log-prob or no cap."""
+    ones = torch.ones_like(old_logp)
+    if behavior_logp is None or cap is None:
+        return ones, {}
+    if not cap > 0:
+        raise ValueError(f"tis_cap must be > 0, got {cap}")
+    with torch.no_grad():
+        diff = torch.where(on, old_logp.detach() - behavior_logp.to(old_logp.dtype), torch.zeros_like(old_logp))
+        # an engine log-prob it could not give (NaN) leaves its token unweighted, as TRL does
+        diff = torch.nan_to_num(diff, nan=0.0)
+        raw = torch.exp(diff)
+        weight = torch.where(on, torch.clamp(raw, max=cap), ones)
+        m = on.to(old_logp.dtype)
+        stats = {"is_weight": float(_mean(weight, m)), "is_clipped": float(_mean((raw > cap).to(m.dtype), m)),
+                 "logp_diff": float(_mean(diff.abs(), m))}
+    return weight, stats
 
 
 def _mean(values: torch.Tensor, mask: torch.Tensor) -> Any:

@@ -1,7 +1,7 @@
 """The GRPO trainer: rollouts → rewards → group advantages → clipped updates, repeated.
 
-One process per device, launched by ``deepspeed`` or ``torchrun`` (or plain ``python``
-for one CPU process). Each process plays its share of the step's groups (a group never
+One process per device, launched by ``deepspeed`` or ``torchrun`` (or plain ``envh train``
+for one process, which sets up its own group of one when DeepSpeed is on). Each process plays its share of the step's groups (a group never
 spans processes, so its advantages are local), packs them into token-faithful samples
 and takes the optimizer step together with the others under DeepSpeed ZeRO (gloo on CPU,
 NCCL on GPU). Without DeepSpeed (one process) a plain AdamW does the same.
@@ -19,7 +19,7 @@ import torch
 
 from . import checkpoint, data
 from .advantages import group_advantages, turn_advantages
-from .config import TrainConfig, check
+from .config import TrainConfig, check, deepspeed_bf16, weights_dtype
 from .generation import Generation, HFEngine, SamplingConfig, VLLMEngine
 from .loss import grpo_loss, token_logprobs
 from .metrics import Metrics
@@ -31,6 +31,10 @@ from .sequences import ChatSegments, Sample, pack
 CPU_ENGINE = "hf"
 #: How long the other ranks may wait for rank 0's executor to finish a rollout (hours).
 ROLLOUT_WAIT_H = 6
+#: Sampling-mismatch metrics (means over policy tokens) and the ``LossParts`` field of each:
+#: the TIS weight, the share of tokens whose weight hit ``loss.tis_cap``, |logπ_old − logπ_vllm|.
+TIS_METRICS = {"sampling/is_weight": "is_weight", "sampling/is_clipped": "is_clipped",
+               "sampling/logp_diff": "logp_diff"}
 
 
 def resolve_model(name: str) -> Path:
@@ -88,13 +92,16 @@ class GRPOTrainer:
             from envh import errors
 
             raise errors.SpecError("Several processes need DeepSpeed: set deepspeed.enabled to auto or true")
+        # ZeRO-3 over several processes: each forward gathers parameters from every process,
+        # so every process must run as many forwards as the others (see ``_idle_forward``)
+        self.zero3 = self.use_ds and config.deepspeed.zero_stage == 3 and self.world > 1
         if chooser is not None and self.world > 1:
             from envh import errors
 
             raise errors.SpecError("A task chooser (an adaptive task distribution) needs one process: each "
                                    "process would see only its own groups' outcomes")
-        if resume:  # refuse a mismatched checkpoint before loading anything
-            checkpoint.latest(config, self.world)
+        if resume:  # refuse a missing or mismatched checkpoint before loading anything
+            checkpoint.require(config, self.world)
         self.step_no = 0
         self.position = 0  # groups drawn so far (the data position)
         self._envs: dict[tuple[int, int], Any] = {}
@@ -117,11 +124,13 @@ class GRPOTrainer:
         if self.use_ds:
             import deepspeed
 
+            if self.world == 1:  # no launcher: a group of one, never DeepSpeed's MPI discovery
+                one_process_group()
             deepspeed.init_distributed(dist_backend="nccl" if self.cuda else "gloo")
         if c.threads:
             torch.set_num_threads(c.threads)
         torch.manual_seed(c.seed)
-        dtype_name = c.dtype if c.dtype != "auto" else ("bfloat16" if self.cuda else "float32")
+        dtype_name = weights_dtype(c, cuda=self.cuda)
         self.dtype = getattr(torch, dtype_name)
         self.tok = AutoTokenizer.from_pretrained(str(self.model_dir))
         model = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=self.dtype).to(self.device)
@@ -132,6 +141,8 @@ class GRPOTrainer:
         if c.loss.kl_coef > 0:  # coefficient 0: no reference model at all
             self.ref = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=self.dtype).to(self.device)
             self.ref.eval().requires_grad_(False)
+            if self.use_ds and c.deepspeed.zero_stage == 3:
+                self.ref = self._shard_reference(self.ref)
         opt = torch.optim.AdamW(model.parameters(), lr=c.optim.lr, betas=c.optim.betas,
                                 weight_decay=c.optim.weight_decay)
         warm = max(c.optim.warmup_steps, 0)
@@ -162,6 +173,43 @@ class GRPOTrainer:
         else:
             self.gen = HFEngine(self.model, self.tok)
 
+    def _shard_reference(self, ref: Any) -> Any:
+        """The frozen reference under ZeRO-3, partitioned over the processes like the policy
+        (as TRL's ``prepare_deepspeed``, trl/models/utils.py, v1.16.0): the training config
+        without its optimizer blocks, with TRL's bucket sizes for the hidden size. Under
+        ZeRO-0/1/2 every process keeps a full copy, as TRL does."""
+        import deepspeed
+
+        config = self.ds_config()
+        hidden = getattr(ref.config, "hidden_size", None)
+        zero = config["zero_optimization"]
+        zero.pop("offload_optimizer", None)
+        if isinstance(hidden, int):
+            zero |= {"reduce_bucket_size": hidden * hidden, "stage3_param_persistence_threshold": 10 * hidden,
+                     "stage3_prefetch_bucket_size": int(0.9 * hidden * hidden)}
+        engine, *_ = deepspeed.initialize(model=ref, config=config)
+        engine.eval()
+        return engine
+
+    def _generating(self) -> Any:
+        """Where rollouts generate with ``HFEngine``: under ZeRO-3 over several processes,
+        the policy's parameters gathered whole on each process and DeepSpeed's fetch hooks
+        taken off for the time (TRL's ``unwrap_model_for_generation``), so ``generate`` runs
+        locally: each process makes as many calls as its episodes need, which differ
+        between processes in multi-turn rollouts (a per-forward gather would wait forever)."""
+        import contextlib
+
+        if not (self.zero3 and isinstance(self.gen, HFEngine)):
+            return contextlib.nullcontext()
+        return _gathered_for_generation(self.engine)
+
+    def _idle_forward(self, model: Any) -> torch.Tensor:
+        """A one-token forward whose result is 0: under ZeRO-3 a process without rows left
+        still joins the others' parameter gathers (and, in training, their gradient
+        reduction)."""
+        ids = torch.zeros((1, 1), dtype=torch.long, device=self.device)
+        return model(input_ids=ids, use_cache=False).logits.float().sum() * 0.0
+
     def ds_config(self) -> dict[str, Any]:
         c, ds = self.config, self.config.deepspeed
         zero: dict[str, Any] = {"stage": ds.zero_stage, "overlap_comm": False, "contiguous_gradients": True}
@@ -169,7 +217,7 @@ class GRPOTrainer:
             zero["offload_optimizer"] = {"device": "cpu"}
         if ds.offload_params:
             zero["offload_param"] = {"device": "cpu"}
-        bf16 = ds.bf16 == "true" or (ds.bf16 == "auto" and self.cuda)
+        bf16 = deepspeed_bf16(c, cuda=self.cuda)  # follows the weights' dtype
         return {"train_micro_batch_size_per_gpu": c.micro_batch, "gradient_accumulation_steps": 1,
                 "gradient_clipping": c.optim.grad_clip, "zero_optimization": zero,
                 "bf16": {"enabled": bf16}, "zero_allow_untested_optimizer": True,
@@ -204,15 +252,17 @@ class GRPOTrainer:
         if c.rollout.executor is None:
             jobs = [Job(env=self._env(k, slot), task=task, group=gg, seed=seed, spec=self.sources[k].name)
                     for k, slot, task, gg, seed in drawn]
-            episodes = play(jobs, self._counting(), self.segments, self.sampling, **options)
+            with self._generating():
+                episodes = play(jobs, self._counting(), self.segments, self.sampling, **options)
         else:
             from .remote import RemoteJob, play_remote
 
             remote = [RemoteJob(spec=self.sources[k].spec, task=task, group=gg, seed=seed, name=self.sources[k].name)
                       for k, _slot, task, gg, seed in drawn]
-            episodes = play_remote(remote, self._executor(), self._counting(), self.segments, self.sampling,
-                                   run_id=f"grpo-step{step}", linger_s=c.rollout.linger_s,
-                                   host=c.rollout.host, exchange=self._exchange(), **options)
+            with self._generating():
+                episodes = play_remote(remote, self._executor(), self._counting(), self.segments, self.sampling,
+                                       run_id=f"grpo-step{step}", linger_s=c.rollout.linger_s,
+                                       host=c.rollout.host, exchange=self._exchange(), **options)
         episodes, self._lost = played(episodes)
         return episodes, groups, time.perf_counter() - t0, self._generated
 
@@ -302,15 +352,18 @@ class GRPOTrainer:
         att = torch.zeros((len(samples), width), dtype=torch.long)
         mask = torch.zeros((len(samples), width))
         adv = torch.zeros((len(samples), width))
+        behavior = torch.zeros((len(samples), width))  # the engine's log-probs of the sampled ids
         for r, s in enumerate(samples):
             n = len(s.ids)
             ids[r, :n] = torch.tensor(s.ids)
             att[r, :n] = 1
             mask[r, :n] = torch.tensor(s.mask, dtype=torch.float32)
             adv[r, :n] = torch.tensor(s.advantages, dtype=torch.float32)
+            behavior[r, :n] = torch.tensor(s.engine_logprobs, dtype=torch.float32)
         # position t predicts token t+1: shift targets, mask and advantages by one
         return {"ids": ids.to(self.device), "att": att.to(self.device), "targets": ids[:, 1:].to(self.device),
-                "mask": mask[:, 1:].to(self.device), "adv": adv[:, 1:].to(self.device)}
+                "mask": mask[:, 1:].to(self.device), "adv": adv[:, 1:].to(self.device),
+                "behavior": behavior[:, 1:].to(self.device)}
 
     def _logp(self, model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Log-probs of the targets, [B, T-1]; 0 where no row of the batch trains.
@@ -321,6 +374,8 @@ class GRPOTrainer:
         keep = batch["mask"].any(dim=0).nonzero().squeeze(-1)
         out = torch.zeros(batch["targets"].shape, dtype=torch.float32, device=batch["targets"].device)
         if keep.numel() == 0:
+            if self.zero3:  # the other processes' forward gathers need this one's part
+                return out + self._idle_forward(model)
             return out + 0.0 * sum(p.sum() for p in model.parameters() if p.requires_grad)
         try:
             logits = model(input_ids=batch["ids"], attention_mask=batch["att"], use_cache=False,
@@ -331,10 +386,17 @@ class GRPOTrainer:
         return out.index_copy(1, keep, lp)
 
     def _no_grad_logp(self, model: Any, samples: list[Sample]) -> list[torch.Tensor]:
-        out = []
+        out: list[torch.Tensor] = []
+        size = self.config.logprob_micro_batch
+        chunks = -(-len(samples) // size)
+        if self.zero3:  # as many forwards as the process with the most samples, agreed first
+            chunks = self._allreduce_max(chunks)
         with torch.no_grad():
-            for k in range(0, len(samples), self.config.logprob_micro_batch):
-                part = samples[k:k + self.config.logprob_micro_batch]
+            for k in range(0, chunks * size, size):
+                part = samples[k:k + size]
+                if not part:
+                    self._idle_forward(model)
+                    continue
                 lp = self._logp(model, self._batch(part))
                 out += [lp[r] for r in range(len(part))]
         return out
@@ -359,7 +421,7 @@ class GRPOTrainer:
         old = self._no_grad_logp(self.model, samples) if several else None
         ref = self._no_grad_logp(self.ref, samples) if self.ref is not None else None
         stats: dict[str, float] = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0,
-                                   "grad_norm": 0.0}
+                                   "grad_norm": 0.0, **dict.fromkeys(TIS_METRICS, 0.0)}
         updates = 0
         del episodes
         for _epoch in range(c.ppo_epochs):
@@ -385,7 +447,10 @@ class GRPOTrainer:
         if not micro:
             micro = [[]]
         norm = (g_tokens if c.loss.aggregation == "token" else g_seqs) / self.world
-        total = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0}
+        total = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0,
+                 **dict.fromkeys(TIS_METRICS, 0.0)}
+        # vLLM samples with its own kernels: weight by the truncated importance ratio (loss.tis_cap)
+        tis_cap = c.loss.tis_cap if getattr(self.gen, "name", "") == "vllm" else None
         for m, rows in enumerate(micro):
             last = m == len(micro) - 1
             if rows:
@@ -398,12 +463,16 @@ class GRPOTrainer:
                 parts = grpo_loss(logp, old_lp, batch["adv"], batch["mask"], ref_logp=ref_lp,
                                   kl_coef=c.loss.kl_coef, epsilon=c.loss.epsilon,
                                   epsilon_high=c.loss.epsilon_high, aggregation=c.loss.aggregation,
-                                  normalizer=max(norm, 1.0))
+                                  normalizer=max(norm, 1.0), behavior_logp=batch["behavior"], tis_cap=tis_cap)
                 loss = parts.loss
                 weight = parts.tokens / max(tokens, 1.0)
                 total["loss"] += float(loss.detach())
                 for key in ("policy_loss", "kl", "clip_fraction"):
                     total[key] += getattr(parts, key) * weight
+                for key, field in TIS_METRICS.items():
+                    total[key] += getattr(parts, field) * weight
+            elif self.zero3:  # padding pass: a forward that joins the others' gathers, loss 0
+                loss = self._idle_forward(self.engine)
             else:  # padding pass: a zero loss that still touches every parameter
                 loss = sum(p.sum() for p in self.model.parameters()) * 0.0
             if not torch.isfinite(loss):
@@ -424,9 +493,10 @@ class GRPOTrainer:
             self.optimizer.zero_grad(set_to_none=True)
             self.scheduler.step()
         summed = self._allreduce([total["loss"], total["policy_loss"] * tokens, total["kl"] * tokens,
-                                  total["clip_fraction"] * tokens])
+                                  total["clip_fraction"] * tokens, *(total[k] * tokens for k in TIS_METRICS)])
         return {"loss": summed[0] / self.world, "policy_loss": summed[1] / max(g_tokens, 1.0), "kl": summed[2] / max(g_tokens, 1.0),
-                "clip_fraction": summed[3] / max(g_tokens, 1.0), "grad_norm": grad_norm}
+                "clip_fraction": summed[3] / max(g_tokens, 1.0), "grad_norm": grad_norm,
+                **{k: v / max(g_tokens, 1.0) for k, v in zip(TIS_METRICS, summed[4:])}}
 
     def _allreduce_max(self, value: int) -> int:
         import torch.distributed as dist
@@ -512,14 +582,16 @@ class GRPOTrainer:
 
             remote = [RemoteJob(spec=sources[k].spec, task=task, seed=derive_seed(seed, "eval", i), group=i)
                       for i, (k, task) in enumerate(mine)]
-            eps = play_remote(remote, self._executor(), self.gen, self.segments, sampling,
-                              run_id=f"grpo-eval{self.step_no}", linger_s=c.rollout.linger_s,
-                              host=c.rollout.host, exchange=self._exchange(), **options)
+            with self._generating():
+                eps = play_remote(remote, self._executor(), self.gen, self.segments, sampling,
+                                  run_id=f"grpo-eval{self.step_no}", linger_s=c.rollout.linger_s,
+                                  host=c.rollout.host, exchange=self._exchange(), **options)
         else:
             jobs = [Job(env=envh.make(sources[k].spec), task=task, seed=derive_seed(seed, "eval", i), group=i)
                     for i, (k, task) in enumerate(mine)]
             try:
-                eps = play(jobs, self.gen, self.segments, sampling, **options)
+                with self._generating():
+                    eps = play(jobs, self.gen, self.segments, sampling, **options)
             finally:
                 for job in jobs:
                     job.env.close()
@@ -565,6 +637,57 @@ class GRPOTrainer:
         for env in self._envs.values():
             env.close()
         self._envs.clear()
+
+
+def one_process_group() -> None:
+    """The launcher's variables for a job of one process (a free loopback port), set when
+    no launcher set them: ``deepspeed.init_distributed`` then starts a group of one instead
+    of looking for MPI (``mpi4py``), which a plain ``envh train`` on one GPU would hit."""
+    import socket
+
+    os.environ.setdefault("RANK", "0")
+    os.environ.setdefault("LOCAL_RANK", "0")
+    os.environ.setdefault("WORLD_SIZE", "1")
+    os.environ.setdefault("LOCAL_WORLD_SIZE", "1")
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if "MASTER_PORT" not in os.environ:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            os.environ["MASTER_PORT"] = str(sock.getsockname()[1])
+
+
+class _gathered_for_generation:  # noqa: N801 - used as a context manager, like contextlib's
+    """ZeRO-3: the engine's parameters gathered on every process with its fetch hooks off
+    for the time; the hooks come back (and the fetch trace is reset) on exit. As TRL's
+    ``remove_hooks`` / ``add_hooks`` (trl/models/utils.py, v1.16.0)."""
+
+    def __init__(self, engine: Any) -> None:
+        import deepspeed
+
+        self.engine = engine
+        self.gather = deepspeed.zero.GatheredParameters(list(engine.module.parameters()))
+
+    def _offload(self) -> Any:
+        opt = self.engine.optimizer
+        return opt.parameter_offload if hasattr(opt, "parameter_offload") else opt
+
+    def __enter__(self) -> None:
+        self.gather.__enter__()
+        offload = self._offload()
+        for module in offload.module.modules():
+            for _, param in [*module.named_parameters(recurse=False), *module.ds_external_parameters()]:
+                param.ds_active_sub_modules.clear()
+        for hook in [*offload.forward_hooks, *offload.backward_hooks]:
+            hook.remove()
+        offload.forward_hooks, offload.backward_hooks = [], []
+
+    def __exit__(self, *exc: object) -> None:
+        offload = self._offload()
+        coordinator = getattr(offload, "param_coordinator", None)
+        if coordinator is not None and not coordinator.is_invalid_trace():
+            coordinator._invalidate_trace()
+        offload._register_deepspeed_module(offload.module)
+        self.gather.__exit__(*exc)
 
 
 def _stack(rows: list[torch.Tensor], width: int) -> torch.Tensor:
