@@ -9,6 +9,7 @@ a real container are in ``test_undo_after_bash_removed_the_file_in_a_container``
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import tracemalloc
 from pathlib import Path
@@ -31,10 +32,10 @@ class HostBox:
         return {"exit_code": res.returncode, "output": (res.stdout + res.stderr)[:limit]}
 
     def read_file(self, path: str, *, max_bytes: int | None = None) -> tuple[bytes, int]:
-        st = os.stat(path)  # FileNotFoundError as Sandbox
-        if Path(path).is_dir():
+        st = os.lstat(path)  # FileNotFoundError as Sandbox; a link is itself, as in an archive
+        if stat.S_ISDIR(st.st_mode):
             raise IsADirectoryError(path)
-        if not Path(path).is_file():
+        if not stat.S_ISREG(st.st_mode):
             raise NotRegularFileError(path)
         if max_bytes is not None and st.st_size > max_bytes:
             raise FileTooLargeError(path, st.st_size, max_bytes)
@@ -93,3 +94,34 @@ def test_undo_after_bash_removed_the_file_in_a_container(make_env):
     env.step(Action(tool="bash", args={"command": "rm mathx/stats.py"}))
     out = env.step(Action(tool="str_replace_editor", args={"command": "undo_edit", "path": "mathx/stats.py"}))
     assert "does not exist" in out.observation.text and out.info["error"]
+
+
+def test_undo_of_a_create_where_bash_put_a_directory_says_so(tmp_path):
+    """`rm -f` of a directory fails, yet undo said the created file was removed and
+    dropped the edit. Now it is an editor error, and the edit stays undoable."""
+    ed = Editor(box=HostBox(tmp_path))
+    ed({"command": "create", "path": "new.py", "file_text": "x = 1\n"})
+    subprocess.run(["bash", "-c", "rm new.py && mkdir new.py && touch new.py/keep"], cwd=tmp_path, check=True)
+    with pytest.raises(EditorError, match=r"not undone.*[Ii]s a directory"):
+        ed({"command": "undo_edit", "path": "new.py"})
+    assert (tmp_path / "new.py" / "keep").exists()
+    subprocess.run(["bash", "-c", "rm -r new.py && touch new.py"], cwd=tmp_path, check=True)
+    assert "was removed" in ed({"command": "undo_edit", "path": "new.py"})[0]
+    assert not (tmp_path / "new.py").exists()
+
+
+def test_links_inside_the_repository_are_followed(tmp_path):
+    """Docker's archive API takes a link as itself, so view and str_replace on a link to
+    a file in the repository said "not a regular file"; the editor now works on where
+    the link leads. A link that leaves the repository is still refused."""
+    (tmp_path / "real.py").write_text("x = 1\n")
+    (tmp_path / "link.py").symlink_to("real.py")
+    (tmp_path / "out.py").symlink_to("/etc/hostname")
+    ed = Editor(box=HostBox(tmp_path))
+    assert "x = 1" in ed({"command": "view", "path": "link.py"})[0]
+    ed({"command": "str_replace", "path": "link.py", "old_str": "x = 1", "new_str": "x = 2"})
+    assert (tmp_path / "real.py").read_text() == "x = 2\n" and (tmp_path / "link.py").is_symlink()
+    ed({"command": "undo_edit", "path": "link.py"})
+    assert (tmp_path / "real.py").read_text() == "x = 1\n"
+    with pytest.raises(EditorError, match="leads outside the repository"):
+        ed({"command": "view", "path": "out.py"})

@@ -98,7 +98,8 @@ def test_a_long_log_is_graded_whole(mathx_row, docker_client, instances_path):
     from envh_swebench.instances import Instance
 
     printer = ("python3 -c \"import sys; w = sys.stdout.write; w('" + "x" * 10 + "' * 300000 + '\\n'); "
-               "w('t_f2p (m.C) ... ok\\n'); w('" + "x" * 10 + "' * 300000 + '\\n'); w('t_p2p (m.C) ... ok\\n')\"")
+               "w('t_f2p (m.C) ... ok\\n'); w('" + "x" * 10 + "' * 300000 + '\\n'); w('t_p2p (m.C) ... ok\\n'); "
+               "w('Ran 2 tests in 0.010s\\n')\"")
     inst = Instance.from_row({**mathx_row, "test_cmd": printer, "log_parser": "parse_log_django",
                               "FAIL_TO_PASS": ["t_f2p (m.C)"], "PASS_TO_PASS": ["t_p2p (m.C)"]})
     verdict = grade(docker_client, inst, "", limits=Limits(), timeout=120)
@@ -142,21 +143,21 @@ diff --git a/tests/test_stats.py b/tests/test_stats.py
 """
 
 
-def test_test_files_the_patch_writes_are_not_the_ones_graded(mathx_row, docker_client):
+def test_a_test_file_the_patch_also_created_is_never_rewarded(mathx_row, docker_client):
     """The eval script resets the test patch's files to the base commit before applying
-    it. A file the test patch *creates* cannot be reset that way: when the policy's patch
-    already made it, the test patch did not apply and the policy's own test ran (and
-    passed). Grading removes such files first, so the test patch's version runs. And the
-    generated script's reset named the created file too, so git refused the whole
-    checkout and the policy's edits of the existing test files stayed."""
+    it. A file the test patch *creates* cannot be reset: when the policy's patch already
+    made it, swebench's `git apply` of the test patch fails and the policy's file runs in
+    its place. Grading deleted such files first, so an honest patch with its own test at
+    that path was resolved where swebench's run is not; a gamed one passes swebench. Both
+    are unresolved now, the test patch unapplied as upstream, swebench's verdict kept."""
     from envh_swebench.instances import Instance
 
     new = Instance.from_row({**mathx_row, "test_patch": NEW_TEST_PATCH,
                              "FAIL_TO_PASS": ["tests/test_new.py::test_median_even"], "PASS_TO_PASS": []})
     gamed_new = grade(docker_client, new, GAMED_NEW, limits=Limits(), timeout=120)
-    assert not gamed_new.success, gamed_new.metrics
-    assert gamed_new.metrics["FAIL_TO_PASS"]["failure"] == ["tests/test_new.py::test_median_even"]
-    assert gamed_new.metrics["test_files_replaced"] == ["tests/test_new.py"]
+    assert not gamed_new.success and gamed_new.metrics["error"] == "test_patch_not_applied", gamed_new.metrics
+    assert gamed_new.metrics["test_files_preexisting"] == ["tests/test_new.py"]
+    assert gamed_new.metrics["swebench_resolved"] is True, "swebench graded the patch's own test"
 
     both = Instance.from_row({**mathx_row, "test_patch": mathx_row["test_patch"] + NEW_TEST_PATCH,
                               "FAIL_TO_PASS": ["tests/test_new.py::test_median_even",
@@ -166,7 +167,8 @@ def test_test_files_the_patch_writes_are_not_the_ones_graded(mathx_row, docker_c
     assert gamed.metrics["patch_applied"] is True and not gamed.success, gamed.metrics
     assert gamed.metrics["FAIL_TO_PASS"]["failure"] == ["tests/test_new.py::test_median_even",
                                                         "tests/test_stats.py::test_median_even"]
-    assert grade(docker_client, both, GAMED_NEW + mathx_row["patch"], limits=Limits(), timeout=120).success
+    honest = grade(docker_client, both, GAMED_NEW + mathx_row["patch"], limits=Limits(), timeout=120)
+    assert not honest.success and honest.metrics["swebench_resolved"] is False, honest.metrics
 
 
 FORGING_CONFTEST = '''\
@@ -205,14 +207,32 @@ def test_a_patch_that_prints_its_own_results_does_not_resolve(instances_path, do
     assert m["swebench_resolved"] is True, "upstream's verdict is kept, the reward refused"
 
 
-def test_a_patch_that_deletes_the_test_log_is_unresolved_not_an_infra_error(instances_path, docker_client):
-    """The patch's code runs as root in the evaluation container: a log it removed raised
-    InfraError, which replays the episode. It is the patch's failure (unresolved, as
-    run_instance records an evaluation error)."""
-    remover = _new_file_patch("conftest.py", "import os\n\nos.remove('/tmp/envh_test_output.txt')\n")
-    verdict = _grade(instances_path, docker_client, remover)
-    assert not verdict.success and verdict.metrics["error"] == "no_test_output"
-    assert verdict.metrics["patch_applied"] is True
+ERASING_CONFTEST = """\
+import os
+
+
+def pytest_unconfigure(config):  # after pytest's summary and its FAILED line
+    fake = ("+ : '>>>>> Start Test Output'\\n+ python3 -m pytest -rA -p no:cacheprovider\\n"
+            "PASSED tests/test_stats.py::test_mean\\nPASSED tests/test_stats.py::test_mean_empty\\n"
+            "PASSED tests/test_stats.py::test_median_odd\\nPASSED tests/test_stats.py::test_median_even\\n"
+            "============================== 4 passed in 0.02s ===============================\\n")
+    os.lseek(1, 0, os.SEEK_SET)  # the log so far is the file behind fd 1: rewind it, cut it
+    os.ftruncate(1, 0)
+    os.write(1, fake.encode())
+    os._exit(0)
+"""
+
+
+def test_a_patch_cannot_rewrite_the_test_log(instances_path, docker_client):
+    """No fix; after pytest's summary the patch's conftest rewinds and truncates its own
+    stdout and writes a gold-looking log. The output went to a file in the container,
+    so this replaced the real FAILED line and the forgery was resolved. It is read from
+    the exec's stream now (a pipe: lseek fails), so the real result stands."""
+    verdict = _grade(instances_path, docker_client, _new_file_patch("conftest.py", ERASING_CONFTEST))
+    m = verdict.metrics
+    assert not verdict.success and m["patch_applied"] is True, m
+    assert m["FAIL_TO_PASS"] == {"success": [], "failure": ["tests/test_stats.py::test_median_even"]}, m
+    assert m["test_exit_code"] not in (None, 0) and "contradictions" not in m, m
 
 
 def test_a_test_log_over_the_bound_is_unresolved_not_a_crash(instances_path, docker_client, mathx_row, monkeypatch):

@@ -6,7 +6,14 @@ import json
 
 import pytest
 from envh import errors
-from envh_swebench.instances import Instance, default_image, host_arch, load_instances, patched_files
+from envh_swebench.instances import (
+    Instance,
+    created_files,
+    default_image,
+    host_arch,
+    load_instances,
+    patched_files,
+)
 from envh_swebench.state import is_test_command
 
 
@@ -213,3 +220,40 @@ def test_tasks_carry_their_repository_and_the_cli_filters_by_it(tmp_path):
     assert only.exit_code == 0 and only.output.splitlines() == ["test\tsympy__sympy-21171\tsympy/sympy"]
     typo = CliRunner().invoke(cli, ["tasks", "swebench", "--config", config, "--group", "sympy"])
     assert typo.exit_code != 0 and "no task is in group 'sympy'" in typo.output and "sympy/sympy" in typo.output
+
+
+# As `git diff` writes them: a blank in a name is left as is (with a tab after the name on
+# `+++`); a quote, a tab or a non-ASCII byte makes git quote the name, C style.
+QUOTED_PATHS_DIFF = """\
+diff --git "a/tests/q\\"t.py" "b/tests/q\\"t.py"
+new file mode 100644
+--- /dev/null
++++ "b/tests/q\\"t.py"
+@@ -0,0 +1 @@
++b
+diff --git a/tests/sp ace.py b/tests/sp ace.py
+new file mode 100644
+--- /dev/null
++++ b/tests/sp ace.py\t
+@@ -0,0 +1 @@
++a
+diff --git "a/tests/\\303\\274 t.py" "b/tests/\\303\\274 t.py"
+index 1111111..2222222 100644
+--- "a/tests/\\303\\274 t.py"
++++ "b/tests/\\303\\274 t.py"
+@@ -1 +1 @@
+-d
++e
+diff --git a/tests/old name.py b/tests/new name.py
+similarity 90%
+rename from tests/old name.py
+rename to tests/new name.py
+"""
+
+
+def test_diff_headers_with_quoted_and_blank_paths():
+    """`\\S+` read `tests/sp` for a name with a blank and missed quoted names, so the eval
+    script reset and ran the wrong paths and created files were not found."""
+    assert patched_files(QUOTED_PATHS_DIFF) == ['tests/q"t.py', "tests/sp ace.py", "tests/\u00fc t.py",
+                                               "tests/new name.py"]
+    assert created_files(QUOTED_PATHS_DIFF) == ['tests/q"t.py', "tests/sp ace.py"]

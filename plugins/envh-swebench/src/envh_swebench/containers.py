@@ -429,6 +429,49 @@ class Sandbox:
             reply["post_output"] = (after.output or b"").decode("utf-8", "replace")
         return reply
 
+    def capture(self, argv: list[str], *, timeout: float, max_bytes: int) -> dict[str, Any]:
+        """Run ``argv`` as one exec and collect its stdout and stderr on the host, from the
+        exec's stream, as swebench's ``exec_run_with_timeout`` does: the process writes to
+        pipes the daemon reads, which nothing in the container can seek, truncate or
+        rewrite (a file in the container can be, by root code under test). Returns
+        ``output`` (bytes), ``exit_code`` (None when reading stopped early), ``timed_out``
+        (no end after ``timeout`` seconds) and ``too_large`` (more than ``max_bytes``
+        came; reading stopped there). The exec is left running: the caller removes the
+        container."""
+        api = self.client.api
+        try:
+            exec_id = api.exec_create(self.container.id, argv, workdir=self.workdir)["Id"]
+            handle = api.exec_start(exec_id, socket=True)
+        except (OSError, docker.errors.DockerException) as exc:
+            raise self.infra_error(f"command failed to start: {exc!r}") from exc
+        stream = RunnerSession(sock=getattr(handle, "_sock", handle), handle=handle)
+        deadline = time.monotonic() + timeout
+        out, timed_out, too_large = bytearray(), False, False
+        try:
+            stream.sock.settimeout(max(timeout, 0.001))
+            for chunk in stream.frames():
+                out += chunk
+                left = deadline - time.monotonic()
+                too_large, timed_out = len(out) > max_bytes, left <= 0
+                if too_large or timed_out:
+                    break
+                stream.sock.settimeout(left)
+        except TimeoutError:
+            timed_out = True
+        except EOFError:  # the stream ended inside a frame: the container went away
+            pass
+        except OSError as exc:
+            raise self.infra_error(f"reading the command's output failed: {exc!r}") from exc
+        finally:
+            stream.close()
+        code = None
+        if not (timed_out or too_large):
+            try:
+                code = api.exec_inspect(exec_id).get("ExitCode")
+            except docker.errors.DockerException as exc:
+                raise self.infra_error(f"the command's exit status is unknown: {exc!r}") from exc
+        return {"output": bytes(out), "exit_code": code, "timed_out": timed_out, "too_large": too_large}
+
     # -- files (archives, no exec) ----------------------------------------------------
     def read_file(self, path: str, *, max_bytes: int | None = None) -> tuple[bytes, int]:
         """Contents and permission bits of a regular file; FileNotFoundError or

@@ -3,7 +3,8 @@
 Reads and writes go through Docker's archive API (no process in the container);
 resolving a path, listing a directory and creating parent folders use the sandbox's
 runner. Every path must resolve (symbolic links followed, in the container) inside the
-repository. ``view`` shows at most ``view_limit`` characters and says how to see the
+repository, and the editor works on where it leads (a link to a file in the repository
+is edited through). ``view`` shows at most ``view_limit`` characters and says how to see the
 rest. Every edit keeps the previous contents so ``undo_edit`` can restore them. Mistakes
 (a missing file, an ambiguous ``old_str``, a path outside the repository) raise
 ``EditorError``, which the bridge turns into an error observation.
@@ -70,7 +71,9 @@ class Editor:
         return path == root or path.startswith(root.rstrip("/") + "/")
 
     def confine(self, raw: str) -> str:
-        """``raw`` resolved in the container (links followed); EditorError outside the repo."""
+        """``raw`` resolved in the container (links followed), the path the editor then
+        reads and writes (Docker's archive API would take a link as itself, not its
+        target); EditorError when it leads outside the repo."""
         if not isinstance(raw, str) or not raw or "\x00" in raw:
             raise EditorError("Parameter `path` must be a non-empty path string.")
         if len(raw) > 4096 or any(len(part.encode()) > 255 for part in raw.split("/")):
@@ -89,7 +92,8 @@ class Editor:
         if not (real == root_real or real.startswith(root_real.rstrip("/") + "/")):
             raise EditorError(f"The path {path} leads outside the repository {self.box.workdir} "
                               f"(to {real}); the editor only works on files inside it.")
-        return path
+        # The same place under the repository path as given (its root may be a link too).
+        return posixpath.normpath(posixpath.join(self.box.workdir, posixpath.relpath(real, root_real)))
 
     def __call__(self, args: Any) -> tuple[str, str | None]:
         """Run one call; returns (text for the policy, path written or None)."""
@@ -255,9 +259,12 @@ class Editor:
         if not stack:
             raise EditorError(f"No edit history found for {path}.")
         before = stack[-1]
-        if before is None:
+        if before is None:  # bash may since have put a directory there: say so, keep the edit
+            gone = self.box.run(f"rm -f -- {shlex.quote(path)}", timeout=30, limit=2000)
+            if gone["exit_code"] != 0:
+                raise EditorError(f"The last edit to {path} (its creation) was not undone: "
+                                  f"{gone['output'].strip()[:300]}")
             stack.pop()
-            self.box.run(f"rm -f {shlex.quote(path)}", timeout=30, limit=2000)
             return f"Last edit to {path} undone: the file created by it was removed."
         # What is there now (kept to put back if the write fails), read as any file the
         # editor reads: bash may since have removed it, put a directory there or grown it.

@@ -4,11 +4,14 @@ It follows ``swebench.harness.run_evaluation.run_instance``: a container from th
 instance image (as root, no resource limits unless configured), the patch applied with
 swebench's apply commands in turn, the instance's eval script run as ``/bin/bash
 /eval.sh``, and the whole output handed to ``swebench.harness.grading.get_eval_report``
-with the TestSpec ``make_test_spec`` builds from the row. The log is kept whole (it is
-written to a file in the container and read back, never cut in the middle). As upstream,
-a patch that does not apply or tests that time out are errors, not a parsed verdict:
-they grade unresolved with ``metrics["error"]`` saying which. The episode container is
-never used, so nothing the policy left behind can leak in.
+with the TestSpec ``make_test_spec`` builds from the row. The output is read on the host
+from the exec's stream, as ``exec_run_with_timeout`` reads it: the tests write to pipes
+that code under test cannot seek or rewrite (a log file in the container could be
+truncated and replaced by the patch's root code). It is kept whole, never cut in the
+middle; a log over ``LOG_MAX_BYTES`` is refused. As upstream, a patch that does not
+apply or tests that time out are errors, not a parsed verdict: they grade unresolved
+with ``metrics["error"]`` saying which. The episode container is never used, so nothing
+the policy left behind can leak in.
 """
 
 from __future__ import annotations
@@ -23,11 +26,10 @@ import docker
 from envh import EvaluationResult, errors
 
 from . import logwitness
-from .containers import FileTooLargeError, Limits, Sandbox
+from .containers import Limits, Sandbox
 from .instances import Instance, created_files
 
 PATCH_PATH = "/tmp/patch.diff"  # swebench.harness.constants.CONTAINER_PATCH_FILE
-LOG_PATH = "/tmp/envh_test_output.txt"
 FALLBACK_APPLY = ["git apply --verbose", "git apply --verbose --3way",
                   "git apply --verbose --reject", "patch --batch --forward --fuzz=5 -p1 -i"]
 LOG_MAX_BYTES = 512 * 2**20  # a larger test log is refused, never shortened
@@ -157,44 +159,59 @@ def grade(client: Any, inst: Instance, patch: str | None, *, limits: Limits,
             if not applied:
                 return _unresolved(inst, patch, {**metrics, "error": "patch_apply_failed",
                                                  "apply_output": f"{constants.APPLY_PATCH_FAIL}:\n{out[-4000:]}"})
-            # A file the test patch creates cannot be reset to the base commit by the eval
-            # script; if the patch made one, the test patch would not apply and the
-            # patch's own version of the test would run. Remove it, so the real one does.
-            created = created_files(inst.test_patch)
-            if created:
-                quoted = " ".join(shlex.quote(f) for f in created)
-                gone = box.run(f'for f in {quoted}; do if [ -e "$f" ] || [ -L "$f" ]; then '
-                               f'rm -rf -- "$f" && printf "%s\\n" "$f"; fi; done',
-                               timeout=120, limit=20000)
-                metrics["test_files_replaced"] = gone["output"].split()
+            # A file the test patch creates that the patch made too: the eval script's
+            # `git apply` of the test patch fails, as in run_instance, and the patch's own
+            # file is what runs. Recorded, and refused below (see _own_test_files).
+            present = _present(box, created_files(inst.test_patch))
+            if present:
+                metrics["test_files_preexisting"] = present
         box.write_file("/eval.sh", spec.eval_script.encode(), mode=0o755)
         # Who is at fault is decided by when it happened. Up to here no code of the patch
-        # has run (git apply and rm only), so a container that is not running now, or a
-        # daemon that fails, is the environment's: InfraError, and the episode is replayed.
+        # has run (git apply only), so a container that is not running now, or a daemon
+        # that fails, is the environment's: InfraError, and the episode is replayed.
         # From here on the patch's code runs as root in this container: a container that
-        # stops (killed, out of memory) or a log it deletes is the patch's failure, as in
-        # run_instance (an error, unresolved), never a replay.
+        # stops (killed, out of memory) is the patch's failure, as in run_instance (an
+        # error, unresolved), never a replay.
         if box.status().get("Status") != "running":
             raise box.infra_error("the evaluation container stopped before the tests ran")
         try:
-            res = box.run(f"/bin/bash /eval.sh > {LOG_PATH} 2>&1", timeout=timeout, limit=4000)
+            res = box.capture(["/bin/bash", "/eval.sh"], timeout=timeout, max_bytes=LOG_MAX_BYTES)
         except errors.InfraError:
             if not _stopped(box):
                 raise
             return _unresolved(inst, patch, {**metrics, "error": "eval_container_stopped"})
         metrics["tests_timed_out"] = res["timed_out"]
-        if _stopped(box):
+        if res["too_large"]:  # the tests printed it: never shortened, never a replay
+            return _unresolved(inst, patch, {**metrics, "error": "test_log_too_large",
+                                             "log_bytes": len(res["output"])})
+        if not res["timed_out"] and _stopped(box):
             return _unresolved(inst, patch, {**metrics, "error": "eval_container_stopped"})
-        try:
-            raw, _ = box.read_file(LOG_PATH, max_bytes=LOG_MAX_BYTES)
-        except FileTooLargeError as exc:  # the tests printed it: never shortened, never a replay
-            return _unresolved(inst, patch, {**metrics, "error": "test_log_too_large", "log_bytes": exc.size})
-        except FileNotFoundError:
-            return _unresolved(inst, patch, {**metrics, "error": "no_test_output"})
-        log = raw.decode("utf-8", "replace")  # as exec_run_with_timeout decodes
+        log = res["output"].decode("utf-8", "replace")  # as exec_run_with_timeout decodes
     finally:
         box.close()
     if res["timed_out"]:  # run_instance: an EvaluationError, no report
         return _unresolved(inst, patch, {**metrics, "error": "tests_timed_out",
                                          "log_tail": f"{log[-2000:]}\n\nTimeout error: {int(timeout)} seconds exceeded."})
-    return report_from_log(inst, patch, log, metrics=metrics)
+    result = report_from_log(inst, patch, log, metrics=metrics)
+    return _own_test_files(result) if metrics.get("test_files_preexisting") else result
+
+
+def _present(box: Sandbox, paths: list[str]) -> list[str]:
+    """Which of ``paths`` exist in the container (a link counts, dangling or not)."""
+    if not paths:
+        return []
+    quoted = " ".join(shlex.quote(f) for f in paths)
+    res = box.run(f'for f in {quoted}; do if [ -e "$f" ] || [ -L "$f" ]; then printf "%s\\0" "$f"; fi; done',
+                  timeout=120, limit=200_000)
+    return [f for f in res["output"].split("\0") if f]
+
+
+def _own_test_files(result: EvaluationResult) -> EvaluationResult:
+    """The patch made a file the test patch creates, so the benchmark's tests never ran:
+    swebench grades the patch's own file in its place (resolved if that passes). Never
+    rewarded here; swebench's verdict is kept in ``swebench_resolved``."""
+    m = dict(result.metrics)
+    m.update(resolved=False, swebench_resolved=bool(result.metrics.get("resolved")),
+             error=m.get("error") or "test_patch_not_applied",
+             refused="the patch created a file the test patch creates, so the test patch did not apply")
+    return EvaluationResult(success=False, score=0.0, metrics=m)

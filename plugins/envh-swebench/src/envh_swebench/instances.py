@@ -54,12 +54,79 @@ def default_image(instance_id: str, namespace: str | None = None, tag: str = "la
     return name.lower()
 
 
+_GIT_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+def _git_unquote(text: str) -> tuple[str, str]:
+    """A path as git writes it in a diff header, and the rest of ``text`` after it: a C
+    string in double quotes (``"a/x\\"y.py"``, octal bytes for non-ASCII) or up to the
+    first blank."""
+    if not text.startswith('"'):
+        name, _, rest = text.partition(" ")
+        return name, rest
+    out, i = bytearray(), 1
+    while i < len(text) and text[i] != '"':
+        if text[i] == "\\" and i + 1 < len(text):
+            if text[i + 1] in "01234567":
+                out.append(int(text[i + 1:i + 4], 8) & 0xFF)
+                i += 4
+                continue
+            out.append(_GIT_ESCAPES.get(text[i + 1], ord(text[i + 1])))
+            i += 2
+            continue
+        out += text[i].encode()
+        i += 1
+    return out.decode("utf-8", "surrogateescape"), text[i + 2:]
+
+
+def _strip_prefix(path: str) -> str:
+    return path.split("/", 1)[1] if "/" in path else path
+
+
+def _header_target(rest: str) -> str:
+    """The new path of ``diff --git <rest>``. Unquoted names may hold blanks: git writes
+    `a/P b/P` then, so P is the half that matches."""
+    if rest.startswith('"') or rest.endswith('"'):
+        if rest.startswith('"'):
+            _, after = _git_unquote(rest)
+        else:
+            after = rest[rest.index(' "') + 1:]
+        return _strip_prefix(_git_unquote(after)[0])
+    half = (len(rest) - 1) // 2
+    if len(rest) % 2 and rest[half] == " " and _strip_prefix(rest[:half]) == _strip_prefix(rest[half + 1:]):
+        return _strip_prefix(rest[half + 1:])
+    return _strip_prefix(rest.rsplit(" ", 1)[-1])
+
+
+def diff_paths(patch: str) -> list[tuple[str, bool]]:
+    """Each file of a ``git diff``: its new path (``rename to``, ``+++ b/``, else the
+    header's) and whether the diff creates it (``new file mode``). Quoted names are
+    unquoted as git quotes them; names with blanks are read whole."""
+    out = []
+    for block in re.split(r"^(?=diff --git )", patch, flags=re.M):
+        if not block.startswith("diff --git "):
+            continue
+        lines = block.split("\n")
+        path, created = _header_target(lines[0][len("diff --git "):]), False
+        for line in lines[1:]:
+            if line.startswith("@@"):
+                break
+            if line.startswith("new file mode "):
+                created = True
+            elif line.startswith(("rename to ", "copy to ")):
+                name = line.split(" to ", 1)[1]
+                path = _git_unquote(name)[0] if name.startswith('"') else name
+            elif line.startswith("+++ ") and not line.startswith("+++ /dev/null"):
+                name = line[4:]
+                path = _strip_prefix(_git_unquote(name)[0] if name.startswith('"') else name.rstrip("\t"))
+                break
+        out.append((path, created))
+    return out
+
+
 def patched_files(test_patch: str) -> list[str]:
     """Paths the test patch touches, in order, without duplicates."""
-    seen: dict[str, None] = {}
-    for match in re.finditer(r"^diff --git a/(\S+) b/(\S+)$", test_patch, re.M):
-        seen[match.group(2)] = None
-    return list(seen)
+    return list(dict.fromkeys(path for path, _ in diff_paths(test_patch)))
 
 
 def diff_file_count(patch: str) -> int:
@@ -70,12 +137,7 @@ def diff_file_count(patch: str) -> int:
 def created_files(test_patch: str) -> list[str]:
     """Paths the test patch creates (``new file mode``): the eval script's ``git checkout``
     of the test files cannot reset those to the base commit, since they are not in it."""
-    out: dict[str, None] = {}
-    for block in re.split(r"^(?=diff --git )", test_patch, flags=re.M):
-        head = re.match(r"diff --git a/(\S+) b/(\S+)\n(?:(?!--- |diff --git ).*\n)*?new file mode ", block)
-        if head:
-            out[head.group(2)] = None
-    return list(out)
+    return list(dict.fromkeys(path for path, created in diff_paths(test_patch) if created))
 
 
 def activation_lines(eval_script: str) -> list[str]:
