@@ -4,6 +4,8 @@ calls (one reply broken, one with two parallel calls) and in the text format."""
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Any
 
 import envh
@@ -55,3 +57,51 @@ def played(tmp_path_factory):
         for t in trajectories.values():
             store.append(t)
     return out, trajectories, requests
+
+
+# what vLLM's hermes tool parser answers for SmolLM2: the calls taken out of the text, and
+# with logprobs the tokens as generated (``written``), ``<tool_call>`` included
+WRITTEN = [("thinking...", [("combine", {"i": 0, "j": 1, "op": "mul"})]),   # 2*3 → [4, 6]
+           ("4*6", [("combine", {"i": 0, "j": 1, "op": "mul"})]),           # 24
+           ("", [("stop", {})])]
+
+
+def hermes_text(content: str, calls: list[tuple[str, dict[str, Any]]]) -> str:
+    return content + "".join(f'\n<tool_call>\n{json.dumps({"name": n, "arguments": a})}\n</tool_call>'
+                             for n, a in calls)
+
+
+def vllm_body(tokenizer: Any, serial: int, content: str, calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    text = hermes_text(content, calls)
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    tokens = [tokenizer.decode([i]) for i in ids]
+    assert "".join(tokens) == text
+    message = {"role": "assistant", "content": content or None, "tool_calls": [
+        {"id": f"chatcmpl-tool-{serial}{n}", "type": "function",
+         "function": {"name": name, "arguments": json.dumps(args)}} for n, (name, args) in enumerate(calls)]}
+    return {"id": f"x{serial}", "object": "chat.completion", "created": 0, "model": "replay-model",
+            "prompt_token_ids": [1, 2, 3 + serial],
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "token_ids": ids, "message": message,
+                         "logprobs": {"content": [{"token": t, "logprob": -0.5} for t in tokens]}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": len(ids), "total_tokens": 3 + len(ids)}}
+
+
+@pytest.fixture(scope="module")
+def smollm2_tokenizer():
+    from envh.rollout.policies.localmodels import cache_root, load_tokenizer
+
+    if not (cache_root() / "smollm2-135m" / "config.json").exists() and os.environ.get("CI") != "true":
+        pytest.skip("the converted SmolLM2 model is not in the cache (dev/setup.d/local_llm.sh)")
+    return load_tokenizer("smollm2")  # SmolLM2's own chat template: no tools, no tool calls
+
+
+@pytest.fixture(scope="module")
+def written_played(smollm2_tokenizer):
+    """(trajectory, the requests the server received) of an episode whose replies came as
+    vLLM gives them with logprobs: native calls, and the text as generated."""
+    with LLMReplayServer() as server:
+        replies = [Reply(body=vllm_body(smollm2_tokenizer, n, c, calls)) for n, (c, calls) in enumerate(WRITTEN)]
+        t = play(server, replies, "written", EASY, token_ids=True)
+        requests = server.chat_requests
+    assert t.success and all(s.turn.written and "<tool_call>" in s.turn.written for s in t.steps), t.error
+    return t, requests

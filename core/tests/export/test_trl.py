@@ -1,6 +1,7 @@
 """Exports are consumable, not just parseable: one real TRL ``SFTTrainer`` step on
-SmolLM2-135M (CPU, tiny max length) for each of: the conversations of a tool-calling
-policy, the conversations of a text-format policy (the real local model), and the
+SmolLM2-135M (CPU) with SmolLM2's own chat template for each of: the conversations and
+the per-request samples of a tool-calling policy (its calls are in the tokens that carry
+the loss), the conversations of a text-format policy (the real local model), and the
 token-level rows of the local model's recorded ids."""
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def model_dir():
     return str(cache_root() / "smollm2-135m")
 
 
-def one_step(model_dir, dataset, tmp_path):
+def one_step(model_dir, dataset, tmp_path, max_length=48):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
@@ -61,7 +62,7 @@ def one_step(model_dir, dataset, tmp_path):
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     before = model.lm_head.weight.detach().clone()
-    args = SFTConfig(output_dir=str(tmp_path / "trl"), max_steps=1, per_device_train_batch_size=2, max_length=48,
+    args = SFTConfig(output_dir=str(tmp_path / "trl"), max_steps=1, per_device_train_batch_size=2, max_length=max_length,
                      learning_rate=1e-3, report_to="none", save_strategy="no", logging_steps=1, use_cpu=True,
                      dataloader_num_workers=0, disable_tqdm=True, bf16=False, fp16=False, gradient_checkpointing=False)
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
@@ -72,15 +73,52 @@ def one_step(model_dir, dataset, tmp_path):
     return trainer
 
 
-def test_tool_call_conversations_train(played, model_dir, tmp_path):
+def trained(trainer, tokenizer):
+    """Each training row as (all its tokens, the tokens that carry the loss), decoded."""
+    rows = [trainer.train_dataset[i] for i in range(len(trainer.train_dataset))]
+    labels = trainer.data_collator(rows)["labels"].tolist()
+    return [(tokenizer.decode(row["input_ids"]), tokenizer.decode([t for t in lab if t != -100]))
+            for row, lab in zip(rows, labels, strict=True)]
+
+
+CALLS = ['<tool_call>\n{"name": "combine", "arguments": {"i": 0, "j": 1, "op": "mul"}}\n</tool_call>',
+         '<tool_call>\n{"name": "stop", "arguments": {}}\n</tool_call>']
+
+
+def test_tool_call_conversations_train_on_the_calls(played, written_played, model_dir, tmp_path):
     import datasets
+    from transformers import AutoTokenizer
 
     _out, ts, _ = played
+    written, _ = written_played
     path = tmp_path / "tools.trl.jsonl"
-    assert export.write_trl([ts["native"], ts["text"], ts["fail"]], path) == 3
+    assert export.write_trl([written, ts["native"]], path) == 2
     ds = datasets.load_dataset("json", data_files=str(path), split="train").select_columns(["messages", "tools"])
-    assert any("tool_calls" in m for row in ds for m in row["messages"])
-    one_step(model_dir, ds, tmp_path)
+    trainer = one_step(model_dir, ds, tmp_path, max_length=1024)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)  # SmolLM2's own chat template
+    assert "tools" not in tokenizer.chat_template and "tool_calls" not in tokenizer.chat_template
+    text, loss = trained(trainer, tokenizer)[0]
+    assert len(tokenizer(text)["input_ids"]) < 1024  # the whole episode, not a truncated prefix
+    assert loss.count(CALLS[0]) == 2 and loss.count(CALLS[1]) == 1 and "thinking..." in loss
+
+
+def test_per_request_samples_train_on_the_reply_only(written_played, model_dir, tmp_path):
+    import datasets
+    from transformers import AutoTokenizer
+
+    written, requests = written_played
+    path = tmp_path / "requests.trl.jsonl"
+    assert export.write_trl([written], path, per_request=True) == 3
+    ds = datasets.load_dataset("json", data_files=str(path), split="train").select_columns(
+        ["prompt", "completion", "tools"])
+    trainer = one_step(model_dir, ds, tmp_path, max_length=1024)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    rows = trained(trainer, tokenizer)
+    assert len(rows) == len(requests) == 3
+    for (text, loss), body, step in zip(rows, requests, written.steps, strict=True):
+        assert body["messages"][-1]["content"] in text  # the request as sent is the context
+        assert loss.startswith(step.turn.written) and "Numbers" not in loss  # the loss: the reply only
+    assert [CALLS[0] in loss for _, loss in rows] == [True, True, False] and CALLS[1] in rows[2][1]
 
 
 def test_text_format_conversations_of_the_local_model_train(local_trajectories, model_dir, tmp_path):

@@ -314,9 +314,18 @@ def show_cmd(run_dir: str, as_json: bool) -> None:
 
 @click.command("export")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["messages", "sft", "parquet", "verl", "trl"]), required=True,
-              help="messages/trl: chat JSONL; parquet: chat + index columns; verl: verl multi-turn SFT Parquet; "
-                   "sft: token level (input_ids, labels, loss_mask, rewards).")
+@click.option("--format", "fmt", type=click.Choice(["messages", "sft", "parquet", "verl", "verl-rl", "trl"]),
+              required=True,
+              help="messages/trl: chat JSONL (messages + tools; per request: prompt + completion + tools); "
+                   "parquet: the same chat columns + index columns + the trajectory; verl: verl multi-turn SFT "
+                   "Parquet (messages structs, tools as JSON text); verl-rl: verl RLHFDataset Parquet (prompt = the "
+                   "first request, data_source, reward_model, extra_info; one row per trajectory); sft: token level "
+                   "from the recorded ids (input_ids, labels, loss_mask, logprobs, rewards). Replies are what the "
+                   "model generated (the written text where a tool parser took calls out of it).")
+@click.option("--per-request", is_flag=True,
+              help="One row per model request: exactly the messages sent, with its own tools and system message, "
+                   "and the reply. Default: the full conversation (a reply may follow more context than its "
+                   "request held when history was dropped), split where the tools or system message change.")
 @click.option("-o", "--output", default=None, help="Output file (default: a file in RUN_DIR named for the format).")
 @click.option("--all-attempts", is_flag=True, help="Include attempts lost with a worker.")
 @click.option("--system", default=None, help="Replace the system prompt of each conversation.")
@@ -324,8 +333,9 @@ def show_cmd(run_dir: str, as_json: bool) -> None:
 @click.option("--split", default=None, help="Only tasks of this split.")
 @click.option("--spec", default=None, help="Only this spec id (or a prefix of it).")
 @click.option("--min-reward", type=float, default=None, help="Only episodes with at least this total reward.")
-def export_cmd(run_dir: str, fmt: str, output: str | None, all_attempts: bool, system: str | None,
-               success_only: bool, split: str | None, spec: str | None, min_reward: float | None) -> None:
+def export_cmd(run_dir: str, fmt: str, per_request: bool, output: str | None, all_attempts: bool,
+               system: str | None, success_only: bool, split: str | None, spec: str | None,
+               min_reward: float | None) -> None:
     """Export the trajectories in RUN_DIR for trainers (formats in core/README.md)."""
     from . import export
     from .store import TrajectoryStore, run_dir_exists
@@ -336,8 +346,8 @@ def export_cmd(run_dir: str, fmt: str, output: str | None, all_attempts: bool, s
     with TrajectoryStore(run_dir) as store:
         chosen = export.select(store.query(kind=None if all_attempts else "episode"),
                                success=True if success_only else None, split=split, spec=spec, min_reward=min_reward)
-        n = export.export(chosen, fmt, path, system=system)
-    click.echo(f"wrote {n} {'rows' if fmt == 'sft' else 'trajectories'} to {path}")
+        n = export.export(chosen, fmt, path, system=system, per_request=per_request)
+    click.echo(f"wrote {n} rows to {path}")
 
 
 def register(cli: click.Group) -> None:

@@ -208,6 +208,21 @@ def token_ids(steps: tuple[StepRecord, ...] | list[StepRecord]) -> list[tuple[li
     return out
 
 
+def request_tools(steps: tuple[StepRecord, ...] | list[StepRecord]) -> list[list[dict[str, Any]] | None]:
+    """The tool schemas (OpenAI ``tools`` shape) each step's model request sent natively;
+    ``None`` for a step without a recorded turn or a request that sent none (the
+    ``prompted`` and ``text`` formats describe the tools in the system message)."""
+    blobs: dict[str, Any] = {}
+    out: list[list[dict[str, Any]] | None] = []
+    for step in steps:
+        turn = step.turn
+        if turn is not None:
+            blobs.update(turn.blobs)
+        found = blobs.get(turn.tools) if turn is not None and turn.tools and turn.tool_format == "native" else None
+        out.append(found if isinstance(found, list) else None)
+    return out
+
+
 def tools_block(steps: tuple[StepRecord, ...] | list[StepRecord]) -> list[dict[str, Any]] | None:
     """The tool schemas (OpenAI ``tools`` shape) the model was shown, from the last turn
     that had a tools block; ``None`` when no turn recorded one."""
