@@ -146,10 +146,18 @@ def test_tolerance_config_and_metrics(officeqa_dirs):
 
     with OfficeQAEnv(officeqa_dirs["csv"], officeqa_dirs["corpus"], tolerance=0.05) as env:
         env.reset(task=TaskRef(suite="officeqa", split="all", instance_id="UID0001"), seed=0)
-        done = step(env, "answer", text="about 2,500")  # 3.4 % off
+        done = step(env, "answer", text="2,500")  # 3.4 % off
         assert done.terminated and done.reward == 1.0
         m = env.evaluate().metrics
         assert (m["score_tol_0"], m["score_tol_1"], m["score_tol_5"]) == (0.0, 0.0, 1.0)
+        assert env.list_tasks() and {t.split for t in env.list_tasks()} == {"all"}
+        # prose around a numeric answer: one version of the benchmark's reward.py passes it,
+        # the other refuses it, so the benchmark score (and the reward) is 0
+        env.reset(task=TaskRef(suite="officeqa", split="all", instance_id="UID0001"), seed=0)
+        done = step(env, "answer", text="about 2,500")
+        assert done.terminated and done.reward == 0.0
+        m = env.evaluate().metrics
+        assert (m["score_benchmark_lists"], m["score_benchmark_prose"], m["score_benchmark"]) == (1.0, 0.0, 0.0)
         assert env.list_tasks() and {t.split for t in env.list_tasks()} == {"all"}
 
 
@@ -197,6 +205,20 @@ def test_number_spam_is_not_graded(qa_env):
     assert resp.info["error"]["type"] == "answer_too_long" and not resp.terminated
     assert step(qa_env, "answer", text=spam).info["error"]["type"] == "answer_too_long"
     ok = step(qa_env, "answer", text="Long reasoning. " * 100 + "<FINAL_ANSWER>2417</FINAL_ANSWER>")
+    assert ok.terminated and ok.reward == 1.0
+
+
+def test_huge_answer_text_is_refused_before_parsing(qa_env):
+    """32000 unclosed <FINAL_ANSWER> tags took minutes in the benchmark's tag regex; the
+    whole answer text is capped before any parsing, with a message."""
+    from envh_office.qa_bridge import MAX_RAW_ANSWER_CHARS
+
+    qa_env.reset(task=T1, seed=0)
+    t0 = time.perf_counter()
+    resp = step(qa_env, "answer", text="<FINAL_ANSWER>" * (MAX_RAW_ANSWER_CHARS // 14 + 1))
+    assert resp.info["error"]["type"] == "answer_too_long" and not resp.terminated
+    assert "at most" in resp.info["error"]["message"] and time.perf_counter() - t0 < 5
+    ok = step(qa_env, "answer", text="reasoning " * 9000 + "<FINAL_ANSWER>2417</FINAL_ANSWER>")
     assert ok.terminated and ok.reward == 1.0
 
 

@@ -31,6 +31,7 @@ from .qa_state import STATE_SCHEMA, QAState
 
 INDEX_HEADER = "Bulletin index (documents in the corpus):"
 INDEX_CHARS = 6000
+MAX_RAW_ANSWER_CHARS = 100_000  # the whole `answer` text, reasoning and tags included
 
 TOOLS = [
     ToolSpec(name="glob", description=(
@@ -179,6 +180,10 @@ class OfficeQAEnv(Bridge):
         return self._answer(state, args["text"])
 
     def _answer(self, state: QAState, text: str) -> EnvResponse:
+        if len(text) > MAX_RAW_ANSWER_CHARS:  # before any parsing: a huge text must cost nothing
+            return self._respond(state, "answer", self.error_response(
+                f"The answer text is {len(text)} characters long; at most {MAX_RAW_ANSWER_CHARS} are accepted. "
+                "Put just the answer in <FINAL_ANSWER>...</FINAL_ANSWER>.", kind="answer_too_long"))
         if not text.strip() or not qa_scoring.final_answer(text).strip():
             return self._respond(state, "answer", self.error_response(
                 "The answer is empty; give a value.", kind="empty_answer"))
@@ -222,12 +227,16 @@ class OfficeQAEnv(Bridge):
                                    "strict_answers": self.strict_answers}
         if not state.answered:
             metrics.update({"em": 0.0, "f1": 0.0, "score_benchmark": 0.0,
+                            **{f"score_benchmark_{v}": 0.0 for v in qa_scoring.BENCHMARK_VERSIONS},
                             **{f"score_tol_{round(t * 100)}": 0.0 for t in qa_scoring.TOLERANCES}})
             return EvaluationResult(success=False, score=0.0, metrics=metrics)
         gold, strict = self.question.answer, self.strict_answers
         for t in qa_scoring.TOLERANCES:
             metrics[f"score_tol_{round(t * 100)}"] = qa_scoring.score_answer(gold, given, t, strict)
         metrics["score_benchmark"] = qa_scoring.score_answer(gold, given, self.tolerance)
+        # each version of the benchmark's reward.py on its own (score_benchmark needs both)
+        for version, value in qa_scoring.benchmark_scores(gold, given, self.tolerance).items():
+            metrics[f"score_benchmark_{version}"] = value
         metrics["em"] = qa_scoring.exact_match(gold, given)
         metrics["f1"] = round(qa_scoring.token_f1(gold, given), 6)
         score = qa_scoring.score_answer(gold, given, self.tolerance, strict)

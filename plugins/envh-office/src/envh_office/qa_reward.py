@@ -1,8 +1,10 @@
 """OfficeQA's own verdict: a port of the benchmark's ``reward.py`` ``score_answer``.
 
-Ported from ``reward.py`` of github.com/databricks/officeqa at its main branch (the version
-with ``extract_final_answer_from_xml``, ``_is_direct_answer_only`` and the bracketed
-numeric lists). Its rules, in the order it applies them:
+Ported from ``reward.py`` of github.com/databricks/officeqa at its main branch, in the
+version with ``extract_final_answer_from_xml``, ``_is_direct_answer_only`` and the
+bracketed numeric lists ("lists"). Another main-branch version circulates ("prose",
+``qa_reward_prose``); the benchmark score needs both (``qa_scoring.benchmark``). Its
+rules, in the order it applies them:
 
 1. The LAST ``<FINAL_ANSWER>...</FINAL_ANSWER>`` is graded (no tags: the whole text).
 2. The answer must be direct: one non-empty line, at most 250 characters, exactly as many
@@ -16,10 +18,12 @@ numeric lists). Its rules, in the order it applies them:
    every gold number; a single number needs one prediction within ``tolerance``
    (relative), with unit words compatible and any gold words overlapping.
 
-The one change: the benchmark enumerates every comma segmentation of a list answer, which
-is exponential in the number of commas (``0,000,000,...`` within 250 characters); here
-the same question — does some segmentation fit — is answered by a memoised search over
-positions, so the verdict is the same and the time is polynomial.
+The changes, both for time, not verdicts: the last tag is found by a linear walk instead
+of the benchmark's super-linear regex (``final_answer``); and the benchmark enumerates
+every comma segmentation of a list answer, which is exponential in the number of commas
+(``0,000,000,...`` within 250 characters), while here the same question — does some
+segmentation fit — is answered by a memoised search over positions: the same verdict in
+polynomial time.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ _THOUSANDS = re.compile(r"(?<![\d.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)")
 _NUMBER = re.compile(r"-?\d+\.?\d*%?")
 _LIST_ITEM = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?")
 _BRACKETED = re.compile(r"\[([^\[\]]+)\]")
-_FINAL = re.compile(r"<FINAL_ANSWER>\s*(.*?)\s*</FINAL_ANSWER>", re.DOTALL | re.IGNORECASE)
+_OPEN_TAG = re.compile("<FINAL_ANSWER>", re.IGNORECASE)
+_CLOSE_TAG = re.compile("</FINAL_ANSWER>", re.IGNORECASE)
 _MARKUP = re.compile(r"<[^>]*>")
 _UNITS = (("trillion", re.compile(r"\btrillions?\b")),
           ("billion", re.compile(r"\bbillions?\b|\bb\b")),
@@ -61,9 +66,25 @@ class Verdict:
 
 
 def final_answer(text: str) -> str:
-    """The last ``<FINAL_ANSWER>`` content (stripped), else ``text`` unchanged."""
-    found = list(_FINAL.finditer(text or ""))
-    return found[-1].group(1).strip() if found else (text or "")
+    """The last ``<FINAL_ANSWER>`` content (stripped), else ``text`` unchanged.
+
+    The benchmark's ``re.finditer(r'<FINAL_ANSWER>\\s*(.*?)\\s*</FINAL_ANSWER>', DOTALL |
+    IGNORECASE)`` takes quadratic time or worse on many unclosed tags or long whitespace;
+    this walks the same matches left to right with two literal searches (the same tags,
+    case-insensitively, under the same case rules): each match opens at the first opening
+    tag from where the previous one closed and closes at the first closing tag after it.
+    Linear in ``len(text)``; the same result (``tests/test_officeqa_fidelity.py`` checks
+    it against the regex)."""
+    text = text or ""
+    last: tuple[int, int] | None = None
+    pos = 0
+    while (opened := _OPEN_TAG.search(text, pos)) is not None:
+        closed = _CLOSE_TAG.search(text, opened.end())
+        if closed is None:  # no closing tag after this one: none after any later one either
+            break
+        last = (opened.end(), closed.start())
+        pos = closed.end()
+    return text[last[0]: last[1]].strip() if last is not None else text
 
 
 def normalise_text(text: str) -> str:

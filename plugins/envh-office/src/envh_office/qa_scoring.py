@@ -1,10 +1,12 @@
 """OfficeQA's verdict: the benchmark's answer-matching rules, plus EM and token F1.
 
 ``score_answer(gold, predicted, tolerance)`` is the benchmark's own ``score_answer``
-(``qa_reward``, a port of ``reward.py`` at its main branch): the last ``<FINAL_ANSWER>``
-is graded, it must be a direct answer of the gold answer's shape, numbers are read with
-thousands commas only removed and compared as the *base* number written (``543 million``
-and ``543`` agree; ``543000000`` does not), within ``tolerance`` (relative; 0 = exact).
+under both main-branch versions of ``reward.py`` that circulate (``qa_reward``: bracketed
+lists; ``qa_reward_prose``: the prose guard): 1 only when each of them gives 1, since
+which one is current cannot be pinned. The last ``<FINAL_ANSWER>`` is graded, it must be
+a direct answer of the gold answer's shape, numbers are read with thousands commas only
+removed and compared as the *base* number written (``543 million`` and ``543`` agree;
+``543000000`` does not), within ``tolerance`` (relative; 0 = exact).
 
 ``strict=True`` grades with the benchmark first, then closes the ways a wrong answer
 still passes its rules: text must appear as whole words ('no' is not in 'not known';
@@ -23,10 +25,11 @@ from __future__ import annotations
 import collections
 import re
 import string
+from collections.abc import Callable
 
 import attrs
 
-from . import qa_reward
+from . import qa_reward, qa_reward_prose
 
 _NUMBER = re.compile(r"-?\d+\.?\d*%?")
 _UNIT_WORDS = ("trillions", "trillion", "billions", "billion", "millions", "million", "thousands",
@@ -157,6 +160,26 @@ def _close(gold: float, pred: float, tolerance: float) -> bool:
     return abs(gold - pred) / abs(gold) <= tolerance
 
 
+# the two main-branch versions of the benchmark's reward.py (README "Grading fidelity")
+BENCHMARK_VERSIONS: dict[str, Callable[[str, str, float], qa_reward.Verdict]] = {
+    "lists": qa_reward.grade, "prose": qa_reward_prose.grade}
+
+
+def benchmark_scores(gold: str, predicted: str, tolerance: float = 0.0) -> dict[str, float]:
+    """Each benchmark version's ``score_answer`` (1.0 or 0.0), by version name."""
+    return {name: 1.0 if grade(gold, predicted, tolerance).correct else 0.0
+            for name, grade in BENCHMARK_VERSIONS.items()}
+
+
+def benchmark(gold: str, predicted: str, tolerance: float = 0.0) -> Match:
+    """The benchmark's verdict: correct only when every version passes the answer."""
+    verdicts = {name: grade(gold, predicted, tolerance) for name, grade in BENCHMARK_VERSIONS.items()}
+    refused = {name: v for name, v in verdicts.items() if not v.correct}
+    if refused:
+        return Match(correct=False, rationale="; ".join(f"{name}: {v.rationale}" for name, v in refused.items()))
+    return Match(correct=True, rationale=verdicts["lists"].rationale)
+
+
 def match(gold: str, predicted: str, tolerance: float = 0.0, strict: bool = False) -> Match:
     """Compare a prediction (the last ``<FINAL_ANSWER>`` graded) with the gold answer: the
     benchmark's verdict, and with ``strict`` also envh's tighter rules (module docstring)."""
@@ -164,7 +187,7 @@ def match(gold: str, predicted: str, tolerance: float = 0.0, strict: bool = Fals
         raise ValueError(f"tolerance must be within [0, 1], got {tolerance}")
     if not gold or not gold.strip():
         raise ValueError("the gold answer is empty")
-    bench = qa_reward.grade(gold, predicted or "", tolerance)
+    bench = benchmark(gold, predicted or "", tolerance)
     if not strict or not bench.correct:
         return Match(correct=bench.correct, rationale=bench.rationale)
     return _tightened(gold, final_answer(predicted or ""), tolerance)

@@ -2,7 +2,10 @@
 
 Ported from github.com/RUCKBReasoning/SpreadsheetBench ``evaluation/evaluation.py`` at
 commit 6e07492b07599d4a3fdb1f96374d688c4fcf880c. Both workbooks are opened with cached
-values (``data_only``) after LibreOffice recalculation. Per cell: numbers (and strings
+values (``data_only``): the golden file as the dataset ships it (never recalculated, as
+upstream), the output after LibreOffice recalculation. A golden formula cell without a
+cached value takes the value LibreOffice computes for it (``fills``; the verifier sets
+the task aside when that is an error value). Per cell: numbers (and strings
 that parse as numbers) are rounded to 2 decimals, times become ``HH:MM``, datetimes
 become whole Excel serial days; ``None`` and ``""`` are equal; otherwise values must have
 the same type and be equal. Colours are not compared: the benchmark commented its fill
@@ -20,6 +23,7 @@ import attrs
 
 from . import sheet_position
 from .sheet_position import Part
+from .workbook import ERROR_VALUES
 
 _EXCEL_EPOCH = datetime.datetime(1899, 12, 30)
 
@@ -73,7 +77,60 @@ def colours_equal(gold_cell: Any, got_cell: Any) -> bool:
             and _rgb(gold_cell.font.color) == _rgb(got_cell.font.color))
 
 
-def compare_part(gold_wb: Any, got_wb: Any, part: Part) -> CaseVerdict:
+Fills = dict[tuple[str, str], Any]  # (sheet, cell name) -> golden value for an uncached formula
+
+
+def _is_formula(value: Any) -> bool:
+    return (isinstance(value, str) and value.startswith("=")) or type(value).__name__ in (
+        "ArrayFormula", "DataTableFormula")
+
+
+def uncached_formulas(gold_path: str, answer_position: str) -> list[tuple[str, str]]:
+    """The golden answer cells holding a formula with no cached value (``(sheet, name)``):
+    the benchmark reads None there, a value the golden file never meant."""
+    import openpyxl
+
+    try:
+        found = sheet_position.parts(answer_position)
+    except sheet_position.PositionError:
+        return []
+    formulas = openpyxl.load_workbook(gold_path)
+    cached = openpyxl.load_workbook(gold_path, data_only=True)
+    out = []
+    try:
+        for part in found:
+            sheet = part.sheet if part.sheet is not None else formulas.sheetnames[0]
+            if sheet not in formulas.sheetnames:
+                continue
+            for name in part.names:
+                try:
+                    if _is_formula(formulas[sheet][name].value) and cached[sheet][name].value is None:
+                        out.append((sheet, name))
+                except (KeyError, ValueError, IndexError, AttributeError, TypeError):
+                    continue  # the comparison reports a name it cannot index
+    finally:
+        formulas.close()
+        cached.close()
+    return out
+
+
+def cell_values(path: str, cells: list[tuple[str, str]]) -> Fills:
+    """The cached values of ``cells`` in a (recalculated) workbook."""
+    import openpyxl
+
+    wb = openpyxl.load_workbook(path, data_only=True)
+    try:
+        return {(sheet, name): wb[sheet][name].value if sheet in wb.sheetnames else None for sheet, name in cells}
+    finally:
+        wb.close()
+
+
+def is_error_value(value: Any) -> bool:
+    """An Excel error value as openpyxl reads a cached one (``#NAME?``, ``#VALUE!``, ...)."""
+    return isinstance(value, str) and value.strip() in ERROR_VALUES
+
+
+def compare_part(gold_wb: Any, got_wb: Any, part: Part, fills: Fills | None = None) -> CaseVerdict:
     """The benchmark's ``cell_level_compare``: values only (its colour checks are commented
     out upstream); a sheet missing from the output fails, and ``ws[name]`` is indexed as
     the benchmark indexes it (an error there fails the case, as its bare ``except`` does)."""
@@ -84,7 +141,8 @@ def compare_part(gold_wb: Any, got_wb: Any, part: Part) -> CaseVerdict:
         gold_ws, got_ws = gold_wb[sheet], got_wb[sheet]
         for name in part.names:
             g, p = gold_ws[name], got_ws[name]
-            if not values_equal(g.value, p.value):
+            gold_value = fills[(sheet, name)] if fills and (sheet, name) in fills else g.value
+            if not values_equal(gold_value, p.value):
                 return CaseVerdict(passed=False, reason=f"value differs at {sheet}!{g.coordinate}")
     except (KeyError, ValueError, IndexError, AttributeError, TypeError) as exc:
         return CaseVerdict(passed=False, reason=f"the benchmark's evaluator fails here: {type(exc).__name__}: "
@@ -92,8 +150,9 @@ def compare_part(gold_wb: Any, got_wb: Any, part: Part) -> CaseVerdict:
     return CaseVerdict(passed=True, reason="")
 
 
-def compare_workbooks(gold_path: str, got_path: str, answer_position: str) -> CaseVerdict:
-    """Compare two recalculated workbooks at ``answer_position`` as ``evaluation.py`` does.
+def compare_workbooks(gold_path: str, got_path: str, answer_position: str, fills: Fills | None = None) -> CaseVerdict:
+    """Compare the golden workbook's cached values (``fills`` in place of uncached golden
+    formulas) with a recalculated output at ``answer_position`` as ``evaluation.py`` does.
 
     A golden workbook that does not open raises ``ValueError`` (the dataset's fault); an
     output that does not open fails its case."""
@@ -114,7 +173,7 @@ def compare_workbooks(gold_path: str, got_path: str, answer_position: str) -> Ca
         return CaseVerdict(passed=False, reason=f"output workbook cannot be opened: {type(exc).__name__}")
     try:
         for part in found:
-            verdict = compare_part(gold, got, part)
+            verdict = compare_part(gold, got, part, fills)
             if not verdict.passed:
                 return verdict
     finally:

@@ -1,5 +1,6 @@
 """The SpreadsheetBench verifier: replay the recorded solution on every test case,
-recalculate outputs and golden workbooks, compare with the benchmark's rules.
+recalculate the outputs, compare them with the golden workbooks' cached values by the
+benchmark's rules.
 
 A mixin of ``SpreadsheetBenchEnv`` (it reads the episode's task, ops, work file and
 sandbox); kept apart so the episode's tools and its grading each fit in one file.
@@ -19,6 +20,8 @@ from . import recalc, sandbox, sheet_grading, workbook
 from .workbook import WorkbookError
 
 _SOUND: set[tuple[str, int, int]] = set()  # dataset workbooks already seen to open (path, mtime, size)
+# golden answer cells with a formula and no cached value, by (path, mtime, size, answer_position)
+_UNCACHED: dict[tuple[str, int, int, str], list[tuple[str, str]]] = {}
 
 
 class SheetVerdict:
@@ -73,6 +76,32 @@ class SheetVerdict:
         except WorkbookError as exc:
             raise errors.EnvError(f"SpreadsheetBench task {self.task.id}: {what} {path} is unusable: {exc} "
                                   "Restore the dataset file (`envh office check` lists such files).") from exc
+
+    def _golden_fills(self, case: Any) -> sheet_grading.Fills:
+        """The golden file is graded by its cached values, as the benchmark grades it (never
+        recalculated: LibreOffice cannot compute XLOOKUP, FILTER, LET ... and would turn a
+        right golden value into #NAME?). Only a golden answer cell with a formula and no
+        cached value takes LibreOffice's value; when that is an error value the task cannot
+        be graded and is set aside (``EnvError`` with the reason), never scored."""
+        assert self.task is not None
+        self._check_dataset_file(case.answer, f"test case {case.index}'s golden workbook")
+        st = os.stat(case.answer)
+        key = (case.answer, st.st_mtime_ns, st.st_size, self.task.answer_position)
+        if key not in _UNCACHED:
+            _UNCACHED[key] = sheet_grading.uncached_formulas(case.answer, self.task.answer_position)
+        missing = _UNCACHED[key]
+        if not missing:
+            return {}
+        values = sheet_grading.cell_values(
+            recalc.recalculate([case.answer], timeout=self.recalc_timeout)[0], missing)
+        errs = [f"{sheet}!{name} = {value}" for (sheet, name), value in values.items()
+                if sheet_grading.is_error_value(value)]
+        if errs:
+            raise errors.EnvError(
+                f"SpreadsheetBench task {self.task.id} is set aside: test case {case.index}'s golden workbook "
+                f"{case.answer} has formula cells without a cached value that LibreOffice computes as errors "
+                f"({', '.join(errs[:5])}); it cannot be graded. Restore the dataset file with its cached values.")
+        return values
 
     # -- verifier -------------------------------------------------------------------------
     def _replay(self, index: int) -> bytes | str:
@@ -140,17 +169,15 @@ class SheetVerdict:
                         f.write(produced)
                 try:  # a workbook that does not open fails its case: the policy's doing
                     workbook.check_file(out)
-                    if workbook.count_cells(out) > workbook.MAX_CELLS:
-                        raise WorkbookError(f"it holds more than {workbook.MAX_CELLS} cells")
+                    workbook.check_contents(out)
                     workbook.load(out).close()
                     outputs.append(out)
                 except WorkbookError as exc:
                     reasons[i] = f"output cannot be opened: {exc}"
                     outputs.append(None)
-            # golden files first: a failure there is the infrastructure's, never the policy's
-            for case in task.cases:
-                self._check_dataset_file(case.answer, f"test case {case.index}'s golden workbook")
-            gold = recalc.recalculate([c.answer for c in task.cases], timeout=self.recalc_timeout)
+            # golden files first: a failure there is the dataset's or the infrastructure's,
+            # never the policy's
+            fills = [self._golden_fills(case) for case in task.cases]
             made = iter(self._recalc_outputs([o for o in outputs if o is not None]))
             got: list[str | None] = []
             for i, o in enumerate(outputs):
@@ -165,7 +192,7 @@ class SheetVerdict:
                     results.append(0)
                     continue
                 try:
-                    verdict = sheet_grading.compare_workbooks(gold[i], got[i], task.answer_position)
+                    verdict = sheet_grading.compare_workbooks(case.answer, got[i], task.answer_position, fills[i])
                 except ValueError as exc:
                     raise errors.EnvError(f"Task {task.id}, test case {case.index}: {exc}") from exc
                 results.append(int(verdict.passed))

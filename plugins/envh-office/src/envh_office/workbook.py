@@ -2,7 +2,9 @@
 
 They run no policy code, only parse the workbook, so they need no container; a workbook
 that ``run_python`` produced is checked before openpyxl opens it (a regular file, a zip
-whose parts stay under a size cap: no zip bombs). Edits are transactional: the new
+whose parts stay under a size cap: no zip bombs; every XML part in UTF-8 with no document
+type declaration, and no more cells, shared strings, rows, style records or elements than
+openpyxl can hold: ``census``). Edits are transactional: the new
 workbook is written to a temporary file, reopened, and only then replaces the work file;
 any failure leaves the old file untouched.
 """
@@ -19,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import attrs
 import re2
 
 from .ranges import CellRange, RangeError, col_letters, parse_range
@@ -30,7 +33,10 @@ MAX_INSPECT_CELLS = 2000
 MAX_WRITE_CELLS = 20000
 MAX_FIND_HITS = 100
 CELL_CHARS = 200
-ERROR_VALUES = ("#REF!", "#NAME?", "#DIV/0!", "#VALUE!", "#N/A", "#NUM!", "#NULL!")
+# Excel's error values as a cached value reads (LibreOffice's own Err:5xx codes too)
+ERROR_VALUES = ("#REF!", "#NAME?", "#DIV/0!", "#VALUE!", "#N/A", "#NUM!", "#NULL!", "#SPILL!", "#CALC!",
+                "#GETTING_DATA", "#FIELD!", "#BLOCKED!", "#CONNECT!", "#BUSY!", "#UNKNOWN!", "Err:502", "Err:504",
+                "Err:508", "Err:509", "Err:511", "Err:512", "Err:522", "Err:523")
 
 
 class WorkbookError(Exception):
@@ -61,37 +67,160 @@ def check_file(path: str) -> None:
 
 # a cell's start tag: '<', an optional namespace prefix, 'c', then XML whitespace, '/' or '>'
 _CELL_TAG = re.compile(rb"<(?:[^\s<>/:!?]+:)?c[ \t\r\n/>]")
+# the start tags openpyxl turns into objects one by one, by local name (any prefix)
+_COUNTED_TAG = re.compile(rb"<(?:[^\s<>/:!?]+:)?(c|si|row|xf|font|fill|border|numFmt|dxf)[ \t\r\n/>]")
+# elements whose ``ref`` range openpyxl fills cell by cell (a merged range, a hyperlinked range)
+_RANGE_TAG = re.compile(rb"<(?:[^\s<>/:!?]+:)?(?:mergeCell|hyperlink)[ \t\r\n][^<>]*?\bref\s*=\s*[\"']([^\"'<>]*)[\"']")
+_RANGE_START = re.compile(rb"<(?:[^\s<>/:!?]+:)?(?:mergeCell|hyperlink)[ \t\r\n]")
+_DOCTYPE = re.compile(rb"<!(?:DOCTYPE|ENTITY)", re.IGNORECASE)
+_ENCODING = re.compile(rb"\bencoding\s*=\s*[\"']([^\"']*)[\"']")
+# what an XML parser reads as another encoding: BOMs and the UTF-16/32 and EBCDIC forms of '<'
+_FOREIGN_STARTS = (b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff", b"\x00\x00\x00<", b"<\x00", b"\x00<",
+                   b"\x4c\x6f\xa7\x94", b"\x2b\x2f\x76", b"\xdd\x73\x66\x73", b"\x0e\xfe\xff", b"\xfb\xee\x28")
+_UTF8 = (b"utf-8", b"utf8", b"us-ascii", b"ascii")
 _TAIL_LIMIT = 1 << 16
+MAX_SHARED_STRINGS = MAX_CELLS  # <si>: openpyxl holds every shared string
+MAX_ROWS = MAX_CELLS            # <row>: a row dimension each
+MAX_STYLES = 300_000            # <xf>, <font>, <fill>, <border>, <numFmt>, <dxf>: a style object each
+MAX_ELEMENTS = 8 * MAX_CELLS    # every start tag: anything else openpyxl parses
+_STYLE_TAGS = (b"xf", b"font", b"fill", b"border", b"numFmt", b"dxf")
+
+
+@attrs.frozen(kw_only=True)
+class Census:
+    """What a workbook's parts would make openpyxl build: cells (those written plus those
+    merged and hyperlinked ranges fill), shared strings, rows, style records, elements."""
+
+    cells: int
+    shared_strings: int
+    rows: int
+    styles: int
+    elements: int
+
+
+def _range_area(ref: bytes) -> int:
+    """Cells an ``A1:C3`` range covers (a single cell or an unreadable ref: 1)."""
+    from openpyxl.utils.cell import range_boundaries
+
+    total = 0
+    for piece in ref.decode("ascii", "replace").split():
+        try:
+            min_col, min_row, max_col, max_row = range_boundaries(piece)
+        except (ValueError, TypeError):
+            total += 1
+            continue
+        if None in (min_col, min_row, max_col, max_row):  # 'A:A', '1:1': the whole sheet's extent
+            return 1 << 34
+        total += (max_col - min_col + 1) * (max_row - min_row + 1)
+    return total
+
+
+def _check_encoding(name: str, head: bytes) -> bool:
+    """Whether the part is XML (it starts with '<' after a UTF-8 BOM and spaces); refuses
+    one in any other encoding, which the cell count (over UTF-8 bytes) would not see."""
+    if head.startswith(_FOREIGN_STARTS):
+        raise WorkbookError(f"The workbook part {name} is not UTF-8 (a UTF-16/32 or other byte order mark "
+                            "or encoding); refused.")
+    body = (head[3:] if head.startswith(b"\xef\xbb\xbf") else head).lstrip(b" \t\r\n")
+    if not body.startswith(b"<"):
+        return False  # a picture or another binary part
+    if body.startswith(b"<?xml"):
+        end = body.find(b"?>")
+        if end < 0:
+            raise WorkbookError(f"The workbook part {name} has an XML declaration over {len(head)} bytes; refused.")
+        decl = _ENCODING.search(body, 0, end)
+        if decl is not None and decl.group(1).lower() not in _UTF8:
+            raise WorkbookError(f"The workbook part {name} declares encoding "
+                                f"{decl.group(1)[:40].decode('ascii', 'replace')!r}; only UTF-8 is accepted.")
+    return True
+
+
+def census(path: str, cap: int = MAX_CELLS) -> Census:
+    """Count, streamed over every part, what openpyxl would build; refuse (``WorkbookError``)
+    a part in an encoding other than UTF-8 or with a document type declaration (internal
+    entities multiply cells past any count of the bytes). Stops early once any count is
+    past its cap. Tags in comments count too: over-counting only refuses sooner."""
+    counts = {"cells": 0, "si": 0, "row": 0, "styles": 0, "elements": 0}
+
+    def tally(data: bytes, end: int) -> None:
+        if _DOCTYPE.search(data, 0, end):
+            raise WorkbookError(f"The workbook part {name} has a document type or entity declaration; refused.")
+        for tag in _COUNTED_TAG.findall(data, 0, end):
+            key = "cells" if tag == b"c" else "styles" if tag in _STYLE_TAGS else tag.decode()
+            counts[key] += 1
+        counts["cells"] += sum(_range_area(m.group(1)) for m in _RANGE_TAG.finditer(data, 0, end))
+        view = data[:end]
+        counts["elements"] += view.count(b"<") - view.count(b"</") - view.count(b"<?") - view.count(b"<!")
+
+    def over() -> bool:
+        return (counts["cells"] > cap or counts["si"] > MAX_SHARED_STRINGS or counts["row"] > MAX_ROWS
+                or counts["styles"] > MAX_STYLES or counts["elements"] > MAX_ELEMENTS)
+
+    with zipfile.ZipFile(path) as z:
+        for name in z.namelist():  # every part: a worksheet may live under any name the rels give
+            with z.open(name) as f:
+                tail, first = b"", True
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    if first and not _check_encoding(name, chunk[:512]):
+                        break
+                    first = False
+                    data = tail + chunk
+                    cut = data.rfind(b"<")  # a tag cut by the chunk boundary waits for the next chunk
+                    if cut >= 0 and len(data) - cut > _TAIL_LIMIT and _RANGE_START.match(data, cut):
+                        raise WorkbookError(f"The workbook part {name} has a merged or hyperlinked range tag "
+                                            f"over {_TAIL_LIMIT} bytes; refused.")
+                    if cut < 0 or len(data) - cut > _TAIL_LIMIT:
+                        cut = len(data)
+                    tally(data, cut)
+                    tail = data[cut:]
+                    if over():
+                        break
+                else:
+                    tally(tail + b" ", len(tail) + 1)
+            if over():
+                break
+    return Census(cells=counts["cells"], shared_strings=counts["si"], rows=counts["row"], styles=counts["styles"],
+                  elements=counts["elements"])
 
 
 def count_cells(path: str, cap: int = MAX_CELLS) -> int:
-    """Cell start tags in every part of the workbook (``<c ``, ``<c>``, ``<c\n``, ``<c/>``,
-    ``<x:c r="A1">``: any prefix, any whitespace), streamed; stops past ``cap``. Tags in
-    comments count too: over-counting only refuses sooner."""
-    total = 0
-    with zipfile.ZipFile(path) as z:
-        for name in z.namelist():  # every part: a worksheet may live under any name the rels give
-            tail = b""
-            with z.open(name) as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    data = tail + chunk
-                    cut = data.rfind(b"<")  # a tag cut by the chunk boundary waits for the next chunk
-                    if cut < 0 or len(data) - cut > _TAIL_LIMIT:
-                        cut = len(data)
-                    total += len(_CELL_TAG.findall(data, 0, cut))
-                    tail = data[cut:]
-                    if total > cap:
-                        return total
-                total += len(_CELL_TAG.findall(tail + b" "))
-                if total > cap:
-                    return total
-    return total
+    """Cells openpyxl would hold: ``<c`` start tags (``<c ``, ``<c>``, ``<c\n``, ``<c/>``,
+    ``<x:c r="A1">``: any prefix, any whitespace) plus the cells of merged and hyperlinked
+    ranges; stops past ``cap``. Raises ``WorkbookError`` as ``census`` does."""
+    return census(path, cap).cells
+
+
+def check_contents(path: str) -> None:
+    """Refuse a workbook whose parts would make openpyxl build too much (``census``)."""
+    found = census(path)
+    limits = (("cells", found.cells, MAX_CELLS), ("shared strings", found.shared_strings, MAX_SHARED_STRINGS),
+              ("rows", found.rows, MAX_ROWS), ("style records", found.styles, MAX_STYLES),
+              ("XML elements", found.elements, MAX_ELEMENTS))
+    for what, count, limit in limits:
+        if count > limit:
+            raise WorkbookError(f"The workbook holds more than {limit} {what}; refused.")
+
+
+_CHECKED: dict[tuple[int, int, int, int, int], None] = {}  # files that passed check_contents, by identity
+
+
+def _check_contents_once(path: str) -> None:
+    """``check_contents``, skipped for a file already checked and not changed since."""
+    st = os.stat(path)
+    key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+    if key in _CHECKED:
+        return
+    check_contents(path)
+    if len(_CHECKED) >= 1024:
+        _CHECKED.clear()
+    _CHECKED[key] = None
 
 
 def load(path: str, *, data_only: bool = False) -> Any:
     import openpyxl
 
     check_file(path)
+    _check_contents_once(path)
     # Our own handle: openpyxl leaves its zip open when parsing fails.
     with open(path, "rb") as f:
         try:
@@ -127,6 +256,12 @@ def _show(v: Any) -> str:
     else:
         text = str(v)
     return text if len(text) <= CELL_CHARS else text[:CELL_CHARS] + "…"
+
+
+def stored_cells(ws: Any) -> list[Any]:
+    """The cells a worksheet holds, row by row. ``iter_rows()`` would create every cell of
+    the used rectangle: two cells at A1 and XFD1048576 are 17 billion."""
+    return [ws._cells[key] for key in sorted(ws._cells)]
 
 
 def sheets_of(wb: Any) -> list[dict[str, Any]]:
@@ -187,16 +322,13 @@ def find_cells(path: str, pattern: str, ignore_case: bool = False) -> tuple[str,
     more = False
     try:
         for ws in wb.worksheets:
-            for row in ws.iter_rows():
-                for cell in row:
-                    if cell.value is None or not regex.search(_show(cell.value)):
-                        continue
-                    if len(hits) == MAX_FIND_HITS:
-                        more = True
-                        break
-                    hits.append(f"{ws.title}!{cell.coordinate} = {_show(cell.value)}")
-                if more:
+            for cell in stored_cells(ws):
+                if cell.value is None or not regex.search(_show(cell.value)):
+                    continue
+                if len(hits) == MAX_FIND_HITS:
+                    more = True
                     break
+                hits.append(f"{ws.title}!{cell.coordinate} = {_show(cell.value)}")
             if more:
                 break
     finally:
@@ -309,21 +441,19 @@ def validate(path: str, values_path: str | None) -> tuple[bool, list[str]]:
         return False, [str(exc)]
     try:
         for ws in wb.worksheets:
-            for row in ws.iter_rows():
-                for cell in row:
-                    v = cell.value
-                    if isinstance(v, str) and v.startswith("=") and "#REF!" in v:
-                        problems.append(f"{ws.title}!{cell.coordinate}: formula refers to #REF!")
+            for cell in stored_cells(ws):
+                v = cell.value
+                if isinstance(v, str) and v.startswith("=") and "#REF!" in v:
+                    problems.append(f"{ws.title}!{cell.coordinate}: formula refers to #REF!")
     finally:
         wb.close()
     if values_path:
         vals = load(values_path, data_only=True)
         try:
             for ws in vals.worksheets:
-                for row in ws.iter_rows():
-                    for cell in row:
-                        if isinstance(cell.value, str) and cell.value.strip() in ERROR_VALUES:
-                            problems.append(f"{ws.title}!{cell.coordinate}: {cell.value.strip()}")
+                for cell in stored_cells(ws):
+                    if isinstance(cell.value, str) and cell.value.strip() in ERROR_VALUES:
+                        problems.append(f"{ws.title}!{cell.coordinate}: {cell.value.strip()}")
         finally:
             vals.close()
     return not problems, problems[:50] + ([f"... and {len(problems) - 50} more"] if len(problems) > 50 else [])
