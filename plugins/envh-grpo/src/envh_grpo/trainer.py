@@ -545,6 +545,8 @@ class GRPOTrainer:
             "time/rollout_s": t1 - t0, "time/update_s": t2 - t1, "time/sync_s": t3 - t2, "time/step_s": t3 - t0,
             "lr": float(self.scheduler.get_last_lr()[0]) if self.scheduler is not None else c.optim.lr,
         }
+        if self.cuda:  # this process's peak since the start (what --dry-run's allocated_peak estimates)
+            record["memory/max_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
         self.step_no += 1
         self.position += c.groups_per_step
         self.metrics.log(record)
