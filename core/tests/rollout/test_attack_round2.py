@@ -210,7 +210,7 @@ class _Numpy(hostile.HostileBridge):
     def evaluate(self):
         import numpy as np
 
-        return envh.EvaluationResult(success=self.stopped, score=np.float32(0.25))
+        return envh.EvaluationResult(success=self.stopped, score=np.float32(0.25), metrics={"m": float("nan")})
 
 
 class _StopPolicy:
@@ -270,7 +270,9 @@ def test_numpy_rewards_are_numbers_and_non_finite_data_is_strict_json(tmp_path):
 
     assert export.export([played], "parquet", tmp_path / "t.parquet") == 1
     (row,) = pq.read_table(tmp_path / "t.parquet").to_pylist()
-    assert strict(row["trajectory"])["initial_observation"]["data"] == {"x": "NaN", "y": ["Infinity", 1.0]}
+    stored = strict(row["trajectory"])
+    assert stored["initial_observation"]["data"] == {"x": "NaN", "y": ["Infinity", 1.0]}
+    assert stored["verdict"]["metrics"] == {"m": "NaN"}
     assert export.export([played], "messages", tmp_path / "m.jsonl") == 1
     for line in (tmp_path / "m.jsonl").read_text().splitlines():
         strict(line)

@@ -143,10 +143,14 @@ def test_a_paused_endpoint_is_an_endpoint_failure_not_a_timeout(tmp_path):
         with TrajectoryStore(out) as store:
             rows = store.rows()
             failed = [t for t in store.query() if t.error_class]
-        assert len(failed) == 2 and len(rows) < 10, [r["error_class"] for r in rows]
-        assert all(t.error_class == "policy_error" and t.error_type == "EndpointError" and t.retryable
-                   for t in failed), [(t.error_class, t.error) for t in failed]
-        assert all("did not answer before the episode's 4 s limit" in (t.error or "") for t in failed)
+        assert len(rows) < 10, [r["error_class"] for r in rows]
+        # the episode under way when the server froze may have waited less than half its limit on
+        # the endpoint: that one is a timeout; every later one waited its whole limit
+        stalled = [t for t in failed if t.error_type == "EndpointError"]
+        assert len(stalled) == 2 and len(failed) - len(stalled) <= 1, [(t.error_class, t.error) for t in failed]
+        assert all(t.error_class == "policy_error" and t.retryable for t in stalled)
+        assert all("did not answer a request" in (t.error or "") and "4 s limit" in (t.error or "")
+                   for t in stalled)
 
         again = subprocess.run([*args, "--resume", "--retry", "failed"], env=env, capture_output=True, text=True,
                                timeout=120)
@@ -154,8 +158,9 @@ def test_a_paused_endpoint_is_an_endpoint_failure_not_a_timeout(tmp_path):
         with TrajectoryStore(out) as store:
             latest = store.rows()
             retried = {t.key for t in store.query() if t.retry}
-        assert len(latest) == 10 and all(r["error_class"] is None for r in latest)
-        assert retried == {t.key for t in failed}
+        timed_out = {t.key for t in failed} - {t.key for t in stalled}  # not re-played: not the endpoint's
+        assert len(latest) == 10 and all(r["error_class"] is None for r in latest if r["key"] not in timed_out)
+        assert retried == {t.key for t in stalled}
     finally:
         server.send_signal(signal.SIGCONT)
         server.kill()

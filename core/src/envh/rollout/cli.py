@@ -346,8 +346,15 @@ def export_cmd(run_dir: str, fmt: str, per_request: bool, output: str | None, al
     with TrajectoryStore(run_dir) as store:
         chosen = export.select(store.query(kind=None if all_attempts else "episode"),
                                success=True if success_only else None, split=split, spec=spec, min_reward=min_reward)
-        n = export.export(chosen, fmt, path, system=system, per_request=per_request)
+        unwritten = [0]
+        n = export.export(export.counting_unwritten_calls(chosen, unwritten), fmt, path, system=system,
+                          per_request=per_request)
     click.echo(f"wrote {n} rows to {path}")
+    if unwritten[0] and fmt != "sft":
+        click.echo(f"warning: {unwritten[0]} model turns made native tool calls without the text the model "
+                   "generated (the server's tool parser took it; run the openai policy with token_ids=true to "
+                   "record it): they are exported as tool_calls, which only a chat template that renders tool "
+                   "calls trains on (SmolLM2's does not); --format sft is exact whatever the template", err=True)
 
 
 def register(cli: click.Group) -> None:

@@ -53,7 +53,7 @@ from typing import Any
 from .. import errors
 from .export_verl import decode_verl_frame, rl_table, sft_table, verl_message, verl_messages, verl_tools
 from .samples import Sample, conversations, openai_tools, reply_message, requests, to_messages, tools_of
-from .trajectory import Trajectory, token_ids, trajectory_to_json
+from .trajectory import Trajectory, strict_json, token_ids, trajectory_to_json
 
 __all__ = ["FORMATS", "decode_verl_frame", "export", "openai_tools", "reply_message", "select", "to_messages",
            "token_rows", "tools_of", "verl_message", "verl_messages", "verl_tools", "write_tokens"]
@@ -126,7 +126,7 @@ def _jsonl(rows: Iterable[dict[str, Any]], path: str | Path) -> int:
     n = 0
     with open(check_output(path), "w", encoding="utf-8") as fh:
         for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False, default=repr) + "\n")
+            fh.write(strict_json(row) + "\n")
             n += 1
     return n
 
@@ -273,6 +273,15 @@ def write_tokens(trajectories: Iterable[Trajectory], path: str | Path, per_reque
         pq.write_table(pa.Table.from_pylist(rows), str(check_output(path)))
         return len(rows)
     return _jsonl(rows, path)
+
+
+def counting_unwritten_calls(trajectories: Iterable[Trajectory], tally: list[int]) -> Iterator[Trajectory]:
+    """``trajectories`` unchanged, adding to ``tally[0]`` the model turns whose tool calls
+    have no generated text (``written``): those are exported as native ``tool_calls``,
+    which a chat template without tool support renders as nothing."""
+    for t in trajectories:
+        tally[0] += sum(1 for s in t.steps if s.turn is not None and s.turn.tool_calls and s.turn.written is None)
+        yield t
 
 
 def export(trajectories: Iterable[Trajectory], fmt: str, path: str | Path, *, system: str | None = None,

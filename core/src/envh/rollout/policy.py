@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
 
@@ -11,21 +12,24 @@ import attrs
 from ..types import Action, Observation, TaskRef, ToolSpec
 from .trajectory import ModelTurn
 
-ENDPOINT_MARK = "envh_waiting_on"
+ENDPOINT_MARK = "envh_waiting_on"  # on an exception raised inside ``waiting_on``: (endpoint, seconds waited)
 
 
 @contextlib.contextmanager
 def waiting_on(endpoint: str) -> Iterator[None]:
-    """Wrap a policy's request to a model endpoint. When the episode's time limit runs out
-    inside it (a hung or paused server), the runner records an endpoint failure
-    (``EndpointError``, retryable, counted by ``--max-endpoint-failures``) instead of a
-    timeout of the episode: the endpoint failed, not the policy or the env."""
+    """Wrap one request of a policy to a model endpoint, its retries and their back-off
+    included. When the episode's time limit runs out inside it and this request had then
+    gone unanswered for at least half the limit (a hung, paused or overloaded server), the
+    runner records an endpoint failure (``EndpointError``, retryable, counted by
+    ``--max-endpoint-failures``) instead of a timeout of the episode. A limit that runs out
+    while a healthy server is answering a request of a long episode stays a ``timeout``."""
+    started = time.monotonic()
     try:
         yield
     except BaseException as exc:
         if getattr(exc, ENDPOINT_MARK, None) is None:
             with contextlib.suppress(AttributeError, TypeError):
-                setattr(exc, ENDPOINT_MARK, endpoint)
+                setattr(exc, ENDPOINT_MARK, (endpoint, time.monotonic() - started))
         raise
 
 

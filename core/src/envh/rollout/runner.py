@@ -47,7 +47,15 @@ from .. import errors
 from ..types import Action, EnvResponse, EvaluationResult, Observation, ToolSpec, thaw
 from .policy import ENDPOINT_MARK, PolicyStep
 from .taps import BaseTap
-from .trajectory import EpisodeRequest, ModelTurn, StepRecord, Trajectory, jsonable, trajectory_to_json
+from .trajectory import (
+    EpisodeRequest,
+    ModelTurn,
+    StepRecord,
+    Trajectory,
+    finite,
+    jsonable,
+    trajectory_to_json,
+)
 from .trajectory import read_back as turn_read_back
 from .warm import Warm
 
@@ -230,11 +238,25 @@ def _deadline_message(exc: BaseException, timeout_s: float | None) -> str:
     return str(exc)
 
 
-def _endpoint_deadline(endpoint: str, timeout_s: float | None) -> errors.EndpointError:
-    return errors.EndpointError(
-        f"The endpoint {endpoint} did not answer before the episode's {timeout_s or 0:g} s limit ran out "
-        "(a hung, paused or overloaded server); the episode can be re-played (--retry failed)",
-        kind="deadline", endpoint=endpoint)
+VERDICT_AFTER_DEADLINE_S = 3.0  # under the executors' 5 s grace past the limit
+
+
+def _endpoint_stall(exc: BaseException, timeout_s: float | None) -> errors.EndpointError | None:
+    """The endpoint failure a deadline stands for: it fired inside ``waiting_on`` while one
+    request had gone unanswered for at least half the episode's limit; else ``None`` (the
+    episode simply ran out of time)."""
+    mark = getattr(exc, ENDPOINT_MARK, None)
+    if not (isinstance(mark, tuple) and len(mark) == 2 and timeout_s):
+        return None
+    endpoint, waited = str(mark[0]), float(mark[1])
+    if waited < 0.5 * timeout_s:
+        return None
+    failure = errors.EndpointError(
+        f"The endpoint {endpoint} did not answer a request for {waited:.1f} s, until the episode's "
+        f"{timeout_s:g} s limit ran out (a hung, paused or overloaded server); the episode can be re-played "
+        "(--retry failed)", kind="deadline", endpoint=endpoint)
+    failure.__cause__ = exc
+    return failure
 
 
 def classify(exc: BaseException) -> str:
@@ -336,21 +358,7 @@ def _encodable(obs: Observation) -> Observation:
         obs = attrs.evolve(obs, text=_SURROGATE.sub("\ufffd", obs.text), data=_without_surrogates(thaw(obs.data)))
         return _encodable(obs)
     except ValueError:  # NaN or an infinity: strict JSON (the store, Parquet, other readers) has none
-        return attrs.evolve(obs, data=_finite(thaw(obs.data)))
-
-
-def _finite(value: Any, depth: int = 0) -> Any:
-    """``value`` with non-finite floats spelled as the strings ``"NaN"``, ``"Infinity"`` and
-    ``"-Infinity"``."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
-    if depth > 200:
-        return value
-    if isinstance(value, Mapping):
-        return {k: _finite(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v, depth + 1) for v in value]
-    return value
+        return attrs.evolve(obs, data=finite(thaw(obs.data)))
 
 
 def checked_response(resp: Any) -> EnvResponse:
@@ -674,17 +682,16 @@ def run_episode(request: EpisodeRequest, warm: Warm | None = None, *, registry: 
                 if not episode.done:  # a timer firing after the verdict changes nothing
                     sound_policy_wait = episode.env_sound
                     warm.drop_policy(request.policy, request.policy_options)
-                    endpoint = getattr(exc, ENDPOINT_MARK, None)
-                    if endpoint is not None:  # a hung endpoint: retryable, counted toward the run's stop
-                        failure = _endpoint_deadline(str(endpoint), request.timeout_s)
-                        failure.__cause__ = exc
+                    failure = _endpoint_stall(exc, request.timeout_s)
+                    if failure is not None:  # a hung endpoint: retryable, counted toward the run's stop
                         episode.fail("policy_error", describe(failure), failure)
                     else:
                         episode.fail("timeout", _deadline_message(exc, request.timeout_s), exc)
                     if not sound_policy_wait:
                         warm.drop_env(request.spec_id)
-                    else:  # the policy overran, the env is sound: its verdict still counts
-                        _verdict_within(episode, 10.0)
+                    elif failure is None:  # the policy overran, the env is sound: its verdict still counts
+                        # (within the executors' grace, so a slow evaluate() does not get the worker killed)
+                        _verdict_within(episode, VERDICT_AFTER_DEADLINE_S)
     except _Deadline as exc:  # the timer fired in the handler above
         if not episode.done:
             warm.drop_policy(request.policy, request.policy_options)

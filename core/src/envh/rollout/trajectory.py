@@ -10,6 +10,7 @@ pickles, so a worker running untrusted code cannot hand the parent executable pa
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -295,7 +296,31 @@ def read_back(record: Any) -> Any:
 
 
 def trajectory_to_json(trajectory: Trajectory) -> str:
-    return json.dumps(trajectory_to_data(trajectory), ensure_ascii=False, default=repr)
+    return strict_json(trajectory_to_data(trajectory))
+
+
+def strict_json(data: Any) -> str:
+    """``data`` as strict JSON text: NaN and infinities anywhere (verdict metrics, step
+    info, action arguments of scripted policies, raw outputs) spelled as the strings
+    ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``, which every JSON reader accepts."""
+    try:
+        return json.dumps(data, ensure_ascii=False, default=repr, allow_nan=False)
+    except ValueError:
+        return json.dumps(finite(data), ensure_ascii=False, default=repr, allow_nan=False)
+
+
+def finite(value: Any, depth: int = 0) -> Any:
+    """``value`` with non-finite floats as the strings ``"NaN"``, ``"Infinity"`` and
+    ``"-Infinity"`` (mappings and sequences walked; other values as they are)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if depth > 200:
+        return repr(value)
+    if isinstance(value, Mapping):
+        return {k: finite(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v, depth + 1) for v in value]
+    return value
 
 
 def trajectory_from_json(text: str) -> Trajectory:

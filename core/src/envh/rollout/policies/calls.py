@@ -29,6 +29,17 @@ class ParseError(ValueError):
     """The text is not a call of one of the tools; the message is shown to the model."""
 
 
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def loads_strict(text: str) -> Any:
+    """JSON as the standard defines it: ``NaN`` and ``Infinity`` (which Python's parser
+    accepts) are refused, so no action argument holds a value no store or export can write."""
+    return json.loads(text, parse_constant=_no_constant)
+
+
 def text_tool(tools: list[ToolSpec]) -> tuple[ToolSpec, str] | None:
     """The (tool, string parameter) of a single-tool text env, or ``None``.
 
@@ -104,8 +115,8 @@ def coerce(value: Any, schema: dict[str, Any]) -> Any:
         return {k: coerce(v, props[k]) if k in props else v for k, v in value.items()}
     if kind == "array" and isinstance(value, str) and value.strip().startswith("["):
         try:  # an array sent as its JSON text: '["a", "b"]'
-            decoded = json.loads(value)
-        except (json.JSONDecodeError, RecursionError):
+            decoded = loads_strict(value)
+        except (ValueError, RecursionError):
             decoded = None
         if isinstance(decoded, list):
             value = decoded
@@ -154,8 +165,8 @@ def parse_json_call(data: Any, tools: list[ToolSpec], corrections: list[dict[str
     args = data.get("args", data.get("arguments", {}))
     if isinstance(args, str):
         try:
-            args = json.loads(args) if args.strip() else {}
-        except (json.JSONDecodeError, RecursionError) as exc:
+            args = loads_strict(args) if args.strip() else {}
+        except (ValueError, RecursionError) as exc:
             raise ParseError(f"the arguments are not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(name, str) or not isinstance(args, dict):
         raise ParseError("a JSON action needs a string 'tool' and an object 'args'")
@@ -167,8 +178,8 @@ def parse_call(text: str, tools: list[ToolSpec], corrections: list[dict[str, Any
     stripped = text.strip()
     if stripped.startswith("{"):
         try:
-            data = json.loads(stripped)
-        except (json.JSONDecodeError, RecursionError) as exc:
+            data = loads_strict(stripped)
+        except (ValueError, RecursionError) as exc:
             raise ParseError(f"the action is not valid JSON: {str(exc)[:200]}") from None
         return parse_json_call(data, tools, corrections)
     match = _CALL.match(stripped)

@@ -69,9 +69,12 @@ class ContextOverflow(errors.PolicyError):
         self.limit, self.prompt_tokens, self.reserve = limit, prompt_tokens, reserve
         super().__init__(message)
 
-    def budget_after(self, budget: int | None, counted: int | None) -> int:
+    def budget_after(self, budget: int | None, counted: int | None) -> int | None:
         """A prompt budget that fits: the server's context less the reply's reserve, and
-        scaled by how far our count fell short of the server's when both are known."""
+        scaled by how far our count fell short of the server's when both are known;
+        ``None`` when there was no budget and the server named no limit."""
+        if budget is None and self.limit is None:
+            return None
         candidates = [] if budget is None else [int(budget * 0.75)]
         if self.limit is not None:
             candidates.append(self.limit - self.reserve - 8)
@@ -79,7 +82,7 @@ class ContextOverflow(errors.PolicyError):
         if budget is not None and counted and self.prompt_tokens and self.prompt_tokens > counted:
             # vLLM stops counting at its limit + 1 ("at least N"): then the shortfall is unknown
             candidates.append(int(budget * counted / self.prompt_tokens) - 8 if exact else budget // 2)
-        return max(16, min(candidates) if candidates else 16)
+        return max(64, min(candidates))
 
 
 def describe(kind: str, arg: str | None, **options: Any) -> str:
@@ -159,6 +162,7 @@ class ChatPolicy:
 
     def _reset_episode(self, task: TaskRef | None, seed: int | None) -> None:
         self._task, self._episode_seed, self._turn = task, seed, 0
+        self._refit_budget = None  # a refit holds for the rest of its episode only
         self._turns: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
         self._pending: list[str] = []
         self._last_invalid: str | None = None
@@ -200,6 +204,8 @@ class ChatPolicy:
             answer = self._complete(messages, native, prefill)
         except ContextOverflow as exc:  # the count was off: fit again to what the server says, once
             smaller = exc.budget_after(budget, fitted.get("prompt_tokens"))
+            if smaller is None:  # neither a budget nor the server's limit to fit to
+                raise
             messages, fitted = fitted_request(smaller, refit=True)
             fitted["refit"] = {"reason": str(exc)[:300], "budget_before": budget, "budget": smaller}
             self._refit_budget = smaller

@@ -130,14 +130,18 @@ class OpenAIPolicy(ChatPolicy):
             body["tools"] = tools
         try:
             with waiting_on(self.base_url):
-                answer = httpx.post(url, json=body, timeout=self.timeout,
+                answer = httpx.post(url, json=body, timeout=min(self.timeout, 10.0),
                                     headers={"Authorization": f"Bearer {self._client.api_key}"})
+        except httpx.HTTPError:
+            return None  # unreachable or slow this time: estimate this count, ask again next time
+        if answer.status_code >= 500 or answer.status_code == 429:
+            return None
+        try:
             count = answer.json().get("count") if answer.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, AttributeError):
+        except (ValueError, AttributeError):
             count = None
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            if self._tokenize_url is None:  # never answered: this server has no /tokenize
-                self._tokenize_url = False
+            self._tokenize_url = False  # no /tokenize here (404, 401, another answer): estimate from now on
             return None
         self._tokenize_url = url
         return count
@@ -202,10 +206,14 @@ class OpenAIPolicy(ChatPolicy):
         sampling = {k: v for k, v in request.items() if k not in ("messages", "tools")}
         endpoint = self.base_url or "api.openai.com"
         failures: list[str] = []
+        with waiting_on(endpoint):  # the retries' back-off too: an overloaded server is the endpoint's failure
+            return self._attempts(request, endpoint, failures, sampling)
+
+    def _attempts(self, request: dict[str, Any], endpoint: str, failures: list[str],
+                  sampling: dict[str, Any]) -> Completion:
         for attempt in range(self.retries + 1):
             try:
-                with waiting_on(endpoint):
-                    response = self._client.chat.completions.create(**request)
+                response = self._client.chat.completions.create(**request)
             except self._retryable as exc:
                 failures.append(_describe_failure(exc))
                 if attempt == self.retries:
