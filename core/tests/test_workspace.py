@@ -93,8 +93,8 @@ def test_rule_consolidation_adds_updates_removes_and_skips(tmp_path: Path) -> No
     assert lib.entries["mistakes"][0]["text"] == "avoid dividing before the end"
     assert not list((tmp_path / "notes").glob("*.jsonl"))  # filed under notes/done/v1
     write_note(tmp_path, "ep9", {"text": "forget: avoid dividing before the end"})
-    assert [d["op"] for d in consolidate(tmp_path)] == ["REMOVE"]
-    assert Library(tmp_path).entries["mistakes"] == [] and Library(tmp_path).version == 2
+    assert [d["op"] for d in consolidate(tmp_path)] == ["SKIP"]  # a note never removes an entry
+    assert len(Library(tmp_path).entries["mistakes"]) == 1 and Library(tmp_path).version == 2
 
 
 def test_llm_consolidation_through_an_openai_compatible_endpoint(tmp_path: Path, llm_replay_server) -> None:

@@ -10,12 +10,26 @@ Rules it enforces:
 - values change only through ``end_episode`` (the layer calls it at episode boundaries,
   never mid-episode), each change by at most the parameter's ``step``, never outside its
   bounds (an out-of-bounds ``init`` is refused);
+- easier only on evidence: the window's successes must reject "the rate is at least
+  ``floor``" in an exact one-sided binomial test at level ``ALPHA`` (0.1; ``down_bounds``),
+  so a learner whose true rate is anywhere in the band steps back in at most 10 % of
+  windows however the window closes (window 20, band [0.6, 0.85]: 9.5 % at 0.6, 1.5 % at
+  0.7, 0.1 % at 0.8; with full windows only, 8 or fewer of 20: 5.7 % and 0.5 %). A window
+  too short for the test ever to reject (0.4^n > 0.1 at floor 0.6: n ≤ 2) never steps
+  back; the breaker still catches a collapse;
 - the circuit breaker puts every parameter back to its safe default when success stays
-  below ``floor`` for ``breaker`` consecutive windows;
-- ``early``: a window closes before it is full once its outcomes are at least as
-  conclusive as the weakest full window that would make the same decision (Wilson 95%
+  below ``floor`` for ``breaker`` full windows with no window at or above the floor
+  between (a window closed early never counts: at a true rate in the band it trips with
+  probability about P(full window under the floor)^breaker, 0.10³ at 0.7, window 20);
+- ``early``: a window closes before it is full. Upward once its outcomes are at least as
+  conclusive as the weakest full window that would also make the task harder (Wilson 95%
   bounds: 9 straight successes weigh as much as 18 of 20), so a learner that outgrows a
-  level is not held there for the rest of the window;
+  level is not held there for the rest of the window; downward when the test behind
+  "easier" rejects at that look, its level spent linearly over the window's looks (0 of 5
+  steps back), never in the grace window nor at the easiest values (there the window runs
+  full, for the breaker). The peeking has a stated price: ``operating_characteristic``
+  gives each decision's exact probability per window (window 20, [0.6, 0.85]: harder at a
+  true 0.7 in 7.2 % of windows, 3.5 % without early closes; at 0.9 in 73 %);
 - ``grace``: the first window after a harder move does not step back (a dip right after
   promotion is expected before practice at the new level); it still counts toward the
   breaker, which is what catches a real collapse;
@@ -30,6 +44,8 @@ Rules it enforces:
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -40,7 +56,8 @@ from . import errors
 from .curriculum_params import ParamBounds, ParamPlan, _int, plan_params
 
 FREEZE_VAR = "ENVH_CURRICULUM_FREEZE"
-__all__ = ["FREEZE_VAR", "Curriculum", "ParamBounds", "ParamPlan", "plan_params"]
+ALPHA = 0.1  # the level of the test behind "easier": its rate at any true rate ≥ floor
+__all__ = ["ALPHA", "FREEZE_VAR", "Curriculum", "ParamBounds", "ParamPlan", "plan_params"]
 
 
 @attrs.define
@@ -101,12 +118,13 @@ class Curriculum:
         early = len(self.outcomes) < self.window and self._conclusive(active)
         if len(self.outcomes) < self.window and not early:
             return None
-        rate = sum(self.outcomes) / len(self.outcomes)
+        full, m, n = not early, sum(self.outcomes), len(self.outcomes)
+        rate = m / n
         before, fresh, self.fresh = dict(self.values), self.fresh, False
         if not active:
             self.values = {n: p.safe for n, p in self.plans.items()}
             action, reason = "frozen", "kill switch: parameters held at their safe defaults"
-        elif rate < self.floor and self.below + 1 >= self.breaker:
+        elif full and rate < self.floor and self.below + 1 >= self.breaker:
             self.values = {n: p.safe for n, p in self.plans.items()}
             self.below = 0
             action = "breaker"
@@ -117,10 +135,15 @@ class Curriculum:
         elif rate < self.floor and fresh and self.grace:
             self.below += 1
             action, reason = "hold", f"success {rate:.2f} < floor {self.floor}, first window after a harder move"
-        elif rate < self.floor:
+        elif rate < self.floor and m > self._down(n):
             self.below += 1
+            action, reason = "hold", (f"success {rate:.2f} < floor {self.floor}, not conclusive (a step back "
+                                      f"needs ≤ {self._down(n)} of {n}: P ≤ {ALPHA} at a true {self.floor})")
+        elif rate < self.floor:
+            self.below += 1 if full else 0  # the breaker counts full windows only
             self._move(-1)
-            action, reason = "easier", f"success {rate:.2f} < floor {self.floor}"
+            action, reason = "easier", (f"success {rate:.2f} < floor {self.floor} (≤ {self._down(n)} of {n}: "
+                                        f"P ≤ {ALPHA} at a true {self.floor})")
         elif rate > self.ceiling:
             self.below = 0
             self._move(+1)
@@ -155,19 +178,47 @@ class Curriculum:
 
     def _conclusive(self, active: bool) -> bool:
         """Is the open window already as conclusive as the weakest full window that
-        would decide the same way? Only for the threshold policy while adapting; not
-        downward in the grace window."""
+        would make the task harder? Only for the threshold policy while adapting, and
+        downward only when the test behind "easier" rejects at this look's share of its
+        level (``_down``), not in the grace window and not at the easiest values (there
+        the window runs full, so the breaker, which counts full windows only, still trips)."""
         if not self.early or self.coach is not None or not active:
             return False
-        from .rollout import wilson  # the project's one Wilson interval
-
-        n, m, w = len(self.outcomes), sum(self.outcomes), self.window
-        low, high = wilson(m, n)
-        ups = [k for k in range(w + 1) if k / w > self.ceiling]
-        if ups and low >= wilson(ups[0], w)[0]:
+        m, n = sum(self.outcomes), len(self.outcomes)
+        if _closes_up(m, n, self.window, self.ceiling):
             return True
-        downs = [k for k in range(w + 1) if k / w < self.floor]
-        return bool(downs) and not (self.fresh and self.grace) and high <= wilson(downs[-1], w)[1]
+        at_bound = all(self.values[name] == (plan.high if plan.bounds.harder < 0 else plan.low)
+                       for name, plan in self.plans.items())  # nothing to step back: the window runs full
+        return not (self.fresh and self.grace) and not at_bound and m <= self._down(n)
+
+    def _down(self, n: int) -> int:
+        """The most successes of ``n`` (a look at the open window) that step back: the
+        sequential test behind "easier" (``down_bounds``); -1: none do."""
+        early = self.early and self.coach is None
+        return down_bounds(self.window, float(self.floor), early)[n - 1]
+
+    def operating_characteristic(self, p: float) -> dict[str, float]:
+        """The exact probability of each decision of one window (not the grace window)
+        when every episode succeeds with probability ``p``: ``harder``, ``easier``,
+        ``hold``, and ``below`` (the window runs full and its rate is under ``floor``: one
+        step toward the breaker, which trips after ``breaker`` such windows in a row)."""
+        w, open_ = self.window, {0: 1.0}
+        harder = easier = 0.0
+        for n in range(1, w + 1):
+            grown: dict[int, float] = {}
+            for m, pr in open_.items():
+                grown[m + 1] = grown.get(m + 1, 0.0) + pr * p
+                grown[m] = grown.get(m, 0.0) + pr * (1 - p)
+            early = n < w and self.early and self.coach is None
+            up = {m for m in grown if early and _closes_up(m, n, w, self.ceiling)}
+            down = {m for m in grown if early and m not in up and m <= self._down(n)}
+            harder += sum(grown[m] for m in up)
+            easier += sum(grown[m] for m in down)
+            open_ = {m: pr for m, pr in grown.items() if m not in up | down}
+        harder += sum(pr for m, pr in open_.items() if m / w > self.ceiling)
+        easier += sum(pr for m, pr in open_.items() if m / w < self.floor and m <= self._down(w))
+        below = sum(pr for m, pr in open_.items() if m / w < self.floor)
+        return {"harder": harder, "easier": easier, "hold": 1.0 - harder - easier, "below": below}
 
     def _ask_coach(self, rate: float, recorded: Mapping[str, Any] | None) -> tuple[str, str]:
         from .coach import check_changes, window_stats
@@ -298,3 +349,43 @@ class Curriculum:
         if not self.active:  # the kill switch is on now: hold the safe defaults from here
             self.values = {n: p.safe for n, p in self.plans.items()}
         return missing
+
+
+def binom_cdf(m: int, n: int, p: float) -> float:
+    """P(X ≤ m) for X ~ Binomial(n, p), exactly."""
+    return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(m + 1))
+
+
+@functools.lru_cache(maxsize=64)
+def down_bounds(window: int, floor: float, early: bool) -> tuple[int, ...]:
+    """The sequential test behind "easier": at look n (1..window) the window steps back
+    when its successes are at most ``bounds[n - 1]`` (-1: never). Without early closes
+    only the full window looks (an exact one-sided binomial test of "rate ≥ floor" at level
+    ``ALPHA``); with them every episode is a look and ``ALPHA`` is spent linearly (by look
+    n at most ALPHA·n/window has been spent), computed exactly at a true rate of ``floor``.
+    Crossing is likelier the lower the rate, so at any true rate ≥ floor a window steps
+    back with probability ≤ ``ALPHA``, however many looks it took."""
+    bounds, open_, spent = [], {0: 1.0}, 0.0
+    for n in range(1, window + 1):
+        grown: dict[int, float] = {}
+        for m, pr in open_.items():
+            grown[m + 1] = grown.get(m + 1, 0.0) + pr * floor
+            grown[m] = grown.get(m, 0.0) + pr * (1 - floor)
+        budget = ALPHA * (n / window if early else float(n == window))
+        bound, mass = -1, 0.0
+        for m in sorted(grown):
+            if m / n >= floor or spent + mass + grown[m] > budget + 1e-12:
+                break
+            bound, mass = m, mass + grown[m]
+        spent += mass
+        open_ = {m: pr for m, pr in grown.items() if m > bound}
+        bounds.append(bound)
+    return tuple(bounds)
+
+
+def _closes_up(successes: int, n: int, window: int, ceiling: float) -> bool:
+    """Are ``successes`` of ``n`` (an open window) as conclusive as the weakest full window above ``ceiling``?"""
+    from .rollout import wilson  # the project's one Wilson interval
+
+    ups = [k for k in range(window + 1) if k / window > ceiling]
+    return bool(ups) and n > 0 and wilson(successes, n)[0] >= wilson(ups[0], window)[0]

@@ -2,12 +2,16 @@
 
 Four categories (general skills, task-specific skills, common mistakes, object-location
 priors), at most ``capacity`` entries each (80), evicted least-frequently-used: a new entry
-starts at count 1 and every retrieval adds one. Episodes never write the library: the
+starts at count 1 and every episode that retrieves it adds one (however often it recalls it).
+Episodes never write the library: the
 ``note`` meta-action buffers an insight into the episode's own notes file
 (``notes/<episode>.jsonl``), so any number of workers can share one library while it is
 frozen; ``consolidate`` then decides per note ADD / UPDATE / REMOVE / SKIP (preferring
 UPDATE when a note overlaps an entry), writes the next version atomically and files the
-notes it used. The rule-based consolidator needs nothing; ``LLMConsolidator`` asks any
+notes it used. What one episode can do to the library is bounded: at most
+``NOTES_PER_EPISODE`` (5) of its notes are read, a note never removes an entry (REMOVE is
+refused, and an UPDATE must keep half of the entry's words), so an entry leaves only by
+LFU eviction, and its retrievals count once per entry. The rule-based consolidator needs nothing; ``LLMConsolidator`` asks any
 OpenAI-compatible endpoint.
 """
 
@@ -29,6 +33,8 @@ from . import errors
 CATEGORIES = ("general", "task", "mistakes", "locations")
 CAPACITY = 80
 MAX_TEXT = 1000  # characters of one entry (a note is at most 500): a consolidator cannot flood the library
+NOTES_PER_EPISODE = 5  # notes read from one episode's file; the rest are dropped at consolidation
+KEEP_ON_UPDATE = 0.5  # word overlap an UPDATE must keep with the entry it rewrites
 _WORD = re.compile(r"[a-z0-9]+")
 _MISTAKE = re.compile(r"\b(don'?t|do not|avoid|never|mistake|failed|wrong|instead of)\b")
 _LOCATION = re.compile(r"\b(is|are|usually|often|found|kept)\b.*\b(in|on|at|inside|under)\b")
@@ -63,6 +69,7 @@ class Library:
         self.capacity = capacity
         self.version = 0
         self.entries: dict[str, list[dict[str, Any]]] = {c: [] for c in CATEGORIES}
+        self._recalled: set[int] = set()  # entries already counted by this snapshot's recalls
         path = self.root / "library.json"
         if path.exists():
             try:
@@ -80,14 +87,16 @@ class Library:
     # -- reading (what episodes do) -----------------------------------------------------
     def recall(self, query: str, k: int = 3, *, count: bool = True) -> dict[str, list[str]]:
         """Top ``k`` entries per category by keyword overlap with ``query``; each returned
-        entry's use count goes up (in memory: the frozen library on disk is untouched)."""
+        entry's use count goes up once per snapshot (an episode's), however often it is
+        recalled (in memory: the frozen library on disk is untouched)."""
         out: dict[str, list[str]] = {}
         q = words(query)
         for c in CATEGORIES:
             scored = [(len(q & words(e["text"])), e["count"], i, e) for i, e in enumerate(self.entries[c])]
             best = [s for s in sorted(scored, key=lambda s: (-s[0], -s[1], s[2])) if s[0] > 0][:k]
             for *_, entry in best:
-                if count:
+                if count and id(entry) not in self._recalled:
+                    self._recalled.add(id(entry))
                     entry["count"] += 1
             if best:
                 out[c] = [s[3]["text"] for s in best]
@@ -136,23 +145,30 @@ class Library:
         return sorted((self.root / "notes").glob("*.jsonl"))
 
     def pending_notes(self, files: list[Path] | None = None) -> list[tuple[Path, dict[str, Any]]]:
+        """The notes to consolidate: the first ``NOTES_PER_EPISODE`` of each episode's file."""
         out = []
         for path in self.note_files() if files is None else files:
+            kept = 0
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
                     note = json.loads(line)
                 except json.JSONDecodeError:
                     continue  # a line torn by a killed worker
                 if isinstance(note, dict) and "used" not in note and isinstance(note.get("text", ""), str):
+                    if kept == NOTES_PER_EPISODE:
+                        break  # one episode cannot flood the library (or evict it wholesale)
                     out.append((path, note))
+                    kept += 1
         return out
 
     def count_uses(self, files: list[Path] | None = None) -> int:
         """Fold the retrievals episodes recorded (``write_use``) into the entries' counts,
         so LFU eviction sees what episodes used, not only what this process retrieved.
+        An entry counts once per episode (file), however often that episode recalled it.
         An entry changed or removed since is not matched. Returns the uses counted."""
         counted = 0
         for path in self.note_files() if files is None else files:
+            seen: set[int] = set()
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
                     used = json.loads(line).get("used")
@@ -160,7 +176,8 @@ class Library:
                     continue
                 for category, texts in used.items() if isinstance(used, dict) else ():
                     for entry in self.entries.get(category, []) if isinstance(texts, list) else ():
-                        if entry["text"] in texts:
+                        if entry["text"] in texts and id(entry) not in seen:
+                            seen.add(id(entry))
                             entry["count"] += 1
                             counted += 1
         return counted
@@ -187,9 +204,9 @@ Consolidator = Callable[[Library, dict[str, Any]], dict[str, Any]]
 
 
 def rule_consolidator(library: Library, note: dict[str, Any]) -> dict[str, Any]:
-    """ADD / UPDATE / REMOVE / SKIP by rules: too short → SKIP; ``forget: TEXT`` →
-    REMOVE the entry it overlaps most; overlap ≥ 0.5 with an entry → UPDATE it (the
-    longer text wins); else ADD to the category its words suggest."""
+    """ADD / UPDATE / SKIP by rules: too short → SKIP; ``forget: TEXT`` → SKIP (a note
+    never removes an entry); overlap ≥ 0.5 with an entry → UPDATE it (the longer text
+    wins); else ADD to the category its words suggest."""
     text = " ".join(str(note.get("text", "")).split())
     if len(words(text)) < 3:
         return {"op": "SKIP", "reason": "too short to be a skill"}
@@ -197,11 +214,7 @@ def rule_consolidator(library: Library, note: dict[str, Any]) -> dict[str, Any]:
         return {"op": "SKIP", "reason": f"longer than {MAX_TEXT} characters"}
     category = categorize(text, note.get("task_words", ()))
     if text.lower().startswith("forget:"):
-        target = text.split(":", 1)[1]
-        best = _best(library, target)
-        if best is None or best[2] < 0.5:
-            return {"op": "SKIP", "reason": "nothing like it to forget"}
-        return {"op": "REMOVE", "category": best[0], "index": best[1], "reason": f"overlap {best[2]:.2f}"}
+        return {"op": "SKIP", "reason": NO_REMOVE}
     best = _best(library, text)
     if best is not None and best[2] >= 0.5:
         current = library.entries[best[0]][best[1]]["text"]
@@ -210,6 +223,25 @@ def rule_consolidator(library: Library, note: dict[str, Any]) -> dict[str, Any]:
         return {"op": "UPDATE", "category": best[0], "index": best[1], "text": text,
                 "reason": f"refines an entry (overlap {best[2]:.2f})"}
     return {"op": "ADD", "category": category, "text": text, "reason": "new"}
+
+
+NO_REMOVE = "a note cannot remove an entry (the least used entry is evicted when a category is full)"
+
+
+def note_guard(library: Library, decision: dict[str, Any]) -> dict[str, Any]:
+    """What a note may do, whoever decided it (rules or a model a hostile note can steer):
+    never REMOVE, and UPDATE only an entry whose words the new text keeps (overlap ≥
+    ``KEEP_ON_UPDATE``), so no note deletes an entry by rewriting it."""
+    op = decision.get("op")
+    if op == "REMOVE":
+        return {"op": "SKIP", "reason": NO_REMOVE}
+    if op == "UPDATE":
+        _check(library, decision)  # a malformed decision fails here, before its index is read
+        kept = overlap(decision["text"], library.entries[decision["category"]][decision["index"]]["text"])
+        if kept < KEEP_ON_UPDATE:
+            return {"op": "SKIP", "reason": f"an update must keep the entry's words (overlap {kept:.2f} < "
+                                            f"{KEEP_ON_UPDATE})"}
+    return decision
 
 
 def _best(library: Library, text: str) -> tuple[str, int, float] | None:
@@ -233,8 +265,8 @@ class LLMConsolidator:
         listing = {c: [f"[{i}] {e['text']}" for i, e in enumerate(library.entries[c])] for c in CATEGORIES}
         prompt = ("You maintain an agent's experience library. Decide what to do with a new note.\n"
                   f"Library: {json.dumps(listing)}\nNote: {note.get('text', '')!r}\n"
-                  'Answer with JSON only: {"op": "ADD|UPDATE|REMOVE|SKIP", "category": '
-                  f'"{"|".join(CATEGORIES)}", "index": <entry index for UPDATE/REMOVE>, "text": "<entry text>"}}. '
+                  'Answer with JSON only: {"op": "ADD|UPDATE|SKIP", "category": '
+                  f'"{"|".join(CATEGORIES)}", "index": <entry index for UPDATE>, "text": "<entry text>"}}. '
                   "Prefer UPDATE when the note overlaps an existing entry.")
         import openai
 
@@ -293,6 +325,7 @@ def _consolidate(root: str | Path, consolidator: Consolidator) -> list[dict[str,
     decisions = []
     for _, note in pending:
         decision = consolidator(library, note)
+        decision = note_guard(library, decision)
         library.apply(decision)
         decisions.append({"note": note.get("text"), **decision})
     library.save()

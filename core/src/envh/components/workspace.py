@@ -25,7 +25,7 @@ import attrs
 
 from .. import errors
 from ..env import ActionableEnv
-from ..experience import Library, write_note, write_use
+from ..experience import NOTES_PER_EPISODE, Library, write_note, write_use
 from ..harness import _VERDICT_COMPOSER, EnvHarness
 from ..hostpaths import refuse_host_paths
 from ..spec import BuildContext, LayerSpec
@@ -209,7 +209,8 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
                 closed = [p for p in self.progress if p["status"] in ("done", "tried")]
                 if not closed:
                     return (f"Error: progress is full ({self.spec.progress_capacity} open sub-goals); "
-                            "mark one done, tried or blocked first.")
+                            "mark one done or tried first: the oldest done or tried sub-goal makes room "
+                            "(todo and blocked ones stay).")
                 self.progress.remove(closed[0])
             self.progress.append({"subgoal": subgoal, "status": status})
         listing = "\n".join(f"[{p['status']}] {p['subgoal']}" for p in self.progress)
@@ -230,6 +231,8 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
     def _note(self, text: str) -> str:
         if self.spec.library is None:
             return "Noted for this episode (no experience library is configured, so it will not be kept)."
+        if self.counts["note"] >= NOTES_PER_EPISODE:  # consolidation reads no more than these from one episode
+            return f"Not noted: an episode keeps at most {NOTES_PER_EPISODE} notes, and this one has them."
         task_words = sorted({w for e in self.seen[:1] for w in e.lower().split()})[:50]
         write_note(self.spec.library, self.episode, {"text": text, "task_words": task_words})
         return "Noted (it joins the experience library at the next consolidation)."
