@@ -40,6 +40,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .. import errors
+from . import compare as cmp
 from . import editor, pages, rigpage, steps
 from .playground import DEFAULT_SPEC, MAX_SPEC, Playground
 from .reader import PAGE, RunDirs
@@ -130,6 +131,16 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
             raise LookupError(index)
         return index
 
+    def _choices() -> list[tuple[int, str, str]]:
+        """Every run of every directory, for a compare form: ``(index, name, run id)``."""
+        out = []
+        for i, d in enumerate(runs.dirs):
+            try:  # a damaged store offers no runs; the page still opens
+                out += [(i, d.name, r) for r in runs.run_ids(i)]
+            except sqlite3.Error:
+                continue
+        return out
+
     # the read routes are plain functions: Starlette runs them on its thread pool, so a store
     # a writer keeps locked (up to SQLite's busy timeout) or a large report stalls only its
     # own page, not the event loop every other page and the playground answer on
@@ -159,7 +170,9 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
             return PlainTextResponse("no such episode", 404)
         # ``step``: the page that shows that step (0-based, as numbered on the page)
         page = int(q["step"]) // steps.STEPS if q.get("step") else int(q.get("page", "0") or 0)
-        return HTMLResponse(pages.trajectory_page(steps.steps_page(data, min(max(page, 0), MAX_PAGE)), index, seq))
+        picker = pages.compare_picker(index, seq, _choices(), "compare with the same task in run")
+        return HTMLResponse(pages.trajectory_page(steps.steps_page(data, min(max(page, 0), MAX_PAGE)), index, seq,
+                                                  picker))
 
     def prompt(request: Request) -> Response:
         data = runs.data(_dir(request), int(request.path_params["seq"]))
@@ -169,11 +182,31 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
         return JSONResponse(steps.prompt(data, int(request.path_params["step"]), whole=whole))
 
     def compare(request: Request) -> Response:
+        # ``bd``: the right episode's directory when it is another one's (two runs' stores)
+        q = request.query_params
         index, seqs = _dir(request), (int(request.path_params["a"]), int(request.path_params["b"]))
-        a, b = runs.data(index, seqs[0]), runs.data(index, seqs[1])
+        other = _dir_of(q["bd"]) if q.get("bd") else index
+        a, b = runs.data(index, seqs[0]), runs.data(other, seqs[1])
         if a is None or b is None:
             return PlainTextResponse("no such episode", 404)
-        return HTMLResponse(pages.compare_page(steps.steps_page(a, 0), steps.steps_page(b, 0), index, seqs))
+        total = max(steps.step_count(a), steps.step_count(b))
+        pages_n = max((total + steps.STEPS - 1) // steps.STEPS, 1)
+        page = min(max(int(q.get("page", "0") or 0), 0), pages_n - 1)
+        left = cmp.side(a, page * steps.STEPS, index, seqs[0])
+        right = cmp.side(b, page * steps.STEPS, other, seqs[1])
+        picker = pages.compare_picker(index, seqs[0], _choices(), "right side: the same task in run",
+                                      (other, right.trajectory.run_id))
+        return HTMLResponse(pages.compare_page(left, right, page, pages_n, picker))
+
+    def compare_task(request: Request) -> Response:
+        index, seq = _dir(request), int(request.path_params["seq"])
+        d, _, run_id = request.query_params.get("with", "").partition(":")
+        other = _dir_of(d)
+        found = runs.same_task(index, seq, other, run_id)
+        if found is None:
+            return PlainTextResponse(f"run {run_id!r} has no episode on this episode's task", 404)
+        where = f"/compare/{index}/{seq}/{found}" + (f"?bd={other}" if other != index else "")
+        return RedirectResponse(where, status_code=303)
 
     def file(request: Request) -> Response:
         path = runs.file(_dir(request), request.path_params["name"])
@@ -195,17 +228,8 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
         return HTMLResponse(pages.text_page(title, text, images, index, pool, rounds))
 
     def training(request: Request) -> Response:
-        path = runs.file(_dir(request), "metrics.jsonl")
-        rows = []
-        for line in (path.read_text(errors="replace").splitlines() if path else []):
-            try:  # a line the writer tore, or a number past Python's digit limit: skipped
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict):  # an integer past a float's range is shown as text, not charted
-                rows.append({k: str(v) if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**1023 else v
-                             for k, v in row.items()})
-        return HTMLResponse(pages.training_page(rows))
+        index = _dir(request)
+        return HTMLResponse(pages.training_page(str(runs.dirs[index]), runs.metrics_runs(index)))
 
     def playground(request: Request) -> Response:
         spec = DEFAULT_SPEC
@@ -276,7 +300,8 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
     routes = [
         Route("/", home), Route("/run/{d:int}", run), Route("/traj/{d:int}/{seq:int}", trajectory),
         Route("/api/traj/{d:int}/{seq:int}/prompt/{step:int}", prompt),
-        Route("/compare/{d:int}/{a:int}/{b:int}", compare), Route("/file/{d:int}/{name}", file),
+        Route("/compare/{d:int}/{a:int}/{b:int}", compare), Route("/compare-task/{d:int}/{seq:int}", compare_task),
+        Route("/file/{d:int}/{name}", file),
         Route("/rig/{d:int}", rig), Route("/training/{d:int}", training), Route("/playground", playground),
         Route("/api/play/new", play_new, methods=["POST"]),
         Route("/api/play/{sid}/step", play_step, methods=["POST"]),

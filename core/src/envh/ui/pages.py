@@ -13,6 +13,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ..rollout.trajectory import StepRecord, Trajectory
+from . import charts, compare
+from .charts import MetricsRun
 from .steps import PromptInfo, StepsPage
 
 
@@ -61,7 +63,7 @@ def runs_page(dirs: list[tuple[Any, ...]]) -> str:
             parts.append(f"<p><a href='/rig/{index}'>Experiment report</a></p>")
         elif "report.md" in files or "rig.json" in files:
             parts.append(f"<p><a href='/rig/{index}'>Rig report</a></p>")
-        if "metrics.jsonl" in files:
+        if "metrics.jsonl" in files or "experiment.json" in files:
             parts.append(f"<p><a href='/training/{index}'>Training metrics</a></p>")
     return layout("Runs", "".join(parts) or "<p>No run directories given.</p>")
 
@@ -183,13 +185,29 @@ def trajectory_html(page: StepsPage, index: int, seq: int) -> str:
     return _head(t, page.usage) + pager + table + (pager if page.pages > 1 else "")
 
 
-def trajectory_page(page: StepsPage, index: int, seq: int) -> str:
-    return layout(f"Episode {page.trajectory.key}", trajectory_html(page, index, seq), ("trajectory.js",))
+def trajectory_page(page: StepsPage, index: int, seq: int, picker: str = "") -> str:
+    """``picker``: a form to open this episode beside another run's (``compare_picker``)."""
+    return layout(f"Episode {page.trajectory.key}", picker + trajectory_html(page, index, seq), ("trajectory.js",))
 
 
-def compare_page(a: StepsPage, b: StepsPage, index: int, seqs: tuple[int, int]) -> str:
-    return layout("Compare", f"<div class='cols'><div id='left'>{trajectory_html(a, index, seqs[0])}</div>"
-                             f"<div id='right'>{trajectory_html(b, index, seqs[1])}</div></div>", ("trajectory.js",))
+def compare_picker(index: int, seq: int, choices: list[tuple[int, str, str]], label: str,
+                   selected: tuple[int, str] | None = None) -> str:
+    """A form that opens episode ``seq`` beside the same task's episode in another run;
+    ``choices``: ``(directory index, directory name, run id)`` of every run offered,
+    ``selected`` the one chosen at first."""
+    if not choices:
+        return ""
+    options = "".join(f"<option value='{d}:{escape(run)}'{' selected' if (d, run) == selected else ''}>"
+                      f"{escape(name)} · {escape(run)}</option>" for d, name, run in choices)
+    return (f"<form class='compare-with' method='get' action='/compare-task/{index}/{seq}'>{escape(label)} "
+            f"<select name='with' aria-label='run'>{options}</select> <button type='submit'>Compare</button></form>")
+
+
+def compare_page(a: compare.Side, b: compare.Side, page: int, pages: int, picker: str) -> str:
+    """Two episodes aligned by step (``compare``); ``picker``: ``compare_picker``'s form."""
+    here = f"/compare/{a.dir}/{a.seq}/{b.seq}" + (f"?bd={b.dir}" if b.dir != a.dir else "")
+    links = (run_link(a.dir, a.trajectory.run_id), run_link(b.dir, b.trajectory.run_id), escape(here))
+    return layout("Compare", compare.compare_html(a, b, page, pages, links, picker), ("compare.js",))
 
 
 def text_page(title: str, text: str, images: list[str], index: int, pool: list[dict[str, Any]] | None = None,
@@ -208,29 +226,9 @@ def text_page(title: str, text: str, images: list[str], index: int, pool: list[d
     return layout(title, f"{rounds}{table}<h2>report.md</h2><pre id='report'>{escape(text)}</pre>{imgs}")
 
 
-def _sparkline(values: list[float], width: int = 320, height: int = 80) -> str:
-    if len(values) < 2:
-        return ""
-    lo, hi = min(values), max(values)
-    span = (hi - lo) or 1.0
-    points = " ".join(f"{i * width / (len(values) - 1):.1f},{height - (v - lo) / span * height:.1f}"
-                      for i, v in enumerate(values))
-    return (f"<svg class='chart' width='{width}' height='{height}' viewBox='-2 -2 {width + 4} {height + 4}'>"
-            f"<polyline fill='none' stroke='#2563eb' stroke-width='1.5' points='{points}'/></svg>")
-
-
-def training_page(rows: list[dict[str, Any]]) -> str:
-    keys = sorted({k for r in rows for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
-    charts = "".join(
-        f"<div class='metric-chart'><b>{escape(k)}</b> <span class='muted'>last {escape(str(rows[-1].get(k, '')))}</span><br>"
-        + _sparkline([float(r[k]) for r in rows if isinstance(r.get(k), (int, float))]) + "</div>"
-        for k in keys if k != "step" and (k.startswith(("reward", "success", "loss", "kl")) or len(keys) <= 9))
-    head = "".join(f"<th>{escape(k)}</th>" for k in keys)
-    body = "".join("<tr class='metric'>" + "".join(
-        f"<td>{r[k]:.4g}</td>" if isinstance(r.get(k), (int, float)) else "<td></td>" for k in keys) + "</tr>"
-        for r in rows[-500:])
-    return layout("Training", f"<div class='cols wrap'>{charts}</div>"
-                              f"<table id='metrics'><tr>{head}</tr>{body}</table>")
+def training_page(directory: str, runs: list[MetricsRun]) -> str:
+    """The training runs of a directory as small multiples (``charts``), several overlaid."""
+    return layout("Training", charts.training_html(directory, runs), ("training.js",))
 
 
 def playground_page(bridges: list[str], spec: str) -> str:

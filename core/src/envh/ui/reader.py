@@ -22,6 +22,7 @@ from urllib.parse import quote
 from ..rollout.plan import wilson
 from ..rollout.store import COLUMNS, FILENAME, LATEST
 from ..rollout.trajectory import Trajectory, trajectory_from_json
+from .charts import MetricsRun
 
 PAGE = 50
 #: episodes kept read (two: a compare page's)
@@ -30,6 +31,11 @@ RECENT = 2
 MAX_RIG_EVENTS = 20_000
 #: characters of a pool spec read at most (the playground takes 100,000)
 MAX_POOL_SPEC = 1_000_000
+#: training runs (``metrics.jsonl`` files) a training page overlays at most, and how deep it looks
+MAX_METRIC_RUNS = 24
+METRIC_DEPTH = 3
+#: held-out evaluation files (``eval/step-N.jsonl``) read per training run at most
+MAX_EVAL_FILES = 500
 #: files a run directory may show besides its store (rig plots, reports, training metrics)
 _SHOWABLE = re.compile(r"^[A-Za-z0-9_.-]{1,120}\.(png|svg|md|json|jsonl)$")
 
@@ -124,6 +130,35 @@ class RunDirs:
         finally:
             db.close()
 
+    def run_ids(self, index: int) -> list[str]:
+        """The runs in a directory's store, oldest first (none without a store)."""
+        if not self.has_store(index):
+            return []
+        db = self._db(index)
+        try:
+            return [str(r) for (r,) in db.execute("SELECT run_id FROM runs ORDER BY created")]
+        finally:
+            db.close()
+
+    def same_task(self, index: int, seq: int, other: int, run_id: str) -> int | None:
+        """The final episode of run ``run_id`` (in directory ``other``) on the task of
+        episode ``seq`` (in ``index``): one with the same seed first; ``None`` when the run
+        has none on that task."""
+        db = self._db(index)
+        try:
+            row = db.execute("SELECT task, seed FROM trajectories WHERE seq = ?", (seq,)).fetchone()
+        finally:
+            db.close()
+        if row is None:
+            raise LookupError(f"no episode {seq}")
+        db = self._db(other)
+        try:
+            found = db.execute(f"SELECT seq FROM trajectories WHERE run_id = ? AND kind = 'episode' AND {LATEST} "
+                               "AND task IS ? ORDER BY seed IS ? DESC, seq LIMIT 1", (run_id, row[0], row[1])).fetchone()
+        finally:
+            db.close()
+        return None if found is None else int(found[0])
+
     def data(self, index: int, seq: int) -> dict[str, Any] | None:
         """An episode's stored record as plain JSON data (not built into records: a page
         structures only the steps it shows); ``None`` when there is no such episode. The
@@ -178,6 +213,41 @@ class RunDirs:
         if path.parent != base or not path.is_file():
             return None
         return path
+
+    def metrics_runs(self, index: int) -> list[MetricsRun]:
+        """The training runs in a directory: its own ``metrics.jsonl`` and those in its
+        sub-folders up to ``METRIC_DEPTH`` levels down (an ``envh experiment`` folder keeps
+        one per arm and seed), each with held-out success per step from the
+        ``eval/step-N.jsonl`` files beside it. A file that resolves outside is skipped."""
+        base = self.dirs[index]
+        found = [base / "metrics.jsonl"] + sorted(
+            p for depth in range(1, METRIC_DEPTH + 1) for p in base.glob("/".join(["*"] * depth) + "/metrics.jsonl"))
+        # an experiment's untrained model is evaluated once, in baseline/: every run's step 0
+        shared = self._heldout(index, base / "baseline").get(0)
+        runs: list[MetricsRun] = []
+        for path in found:
+            if len(runs) == MAX_METRIC_RUNS:
+                break
+            if self._inside(index, path):
+                heldout = self._heldout(index, path.parent)
+                if shared is not None and 0 not in heldout and heldout:
+                    heldout = {0: shared, **heldout}
+                label = path.parent.relative_to(base).as_posix()
+                runs.append(MetricsRun(label=label, rows=metric_rows(path), heldout=heldout))
+        return runs
+
+    def _heldout(self, index: int, folder: Path) -> dict[int, float]:
+        """Held-out success rate per eval step: the mean of the rows' ``success``."""
+        out: dict[int, float] = {}
+        files = sorted(folder.glob("eval/step-*.jsonl"))[:MAX_EVAL_FILES]
+        for path in files:
+            if not path.stem[5:].isdigit() or not self._inside(index, path):
+                continue
+            rows = metric_rows(path)
+            flags = [bool(r["success"]) for r in rows if isinstance(r.get("success"), (bool, int, float))]
+            if flags:
+                out[int(path.stem[5:])] = sum(flags) / len(flags)
+        return out
 
     def pool(self, index: int) -> list[dict[str, Any]]:
         """The harness pool of an ``envh rig`` directory: each accepted spec with its entry
@@ -244,3 +314,19 @@ class RunDirs:
             return []
         return sorted(p.name for p in base.iterdir() if p.is_file() and _SHOWABLE.match(p.name)
                       and p.resolve().parent == base)
+
+
+def metric_rows(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file, one a line: a line the writer tore, or a number past
+    Python's digit limit, is skipped; an integer past a float's range is kept as text."""
+    rows = []
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict):
+                rows.append({k: str(v) if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**1023 else v
+                             for k, v in row.items()})
+    return rows

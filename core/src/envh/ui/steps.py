@@ -52,6 +52,11 @@ def _steps(data: dict[str, Any]) -> list[Any]:
     return steps
 
 
+def step_count(data: dict[str, Any]) -> int:
+    """How many steps a stored trajectory has."""
+    return len(_steps(data))
+
+
 def _messages(step: Any) -> list[str] | None:
     turn = step.get("turn") if isinstance(step, dict) else None
     messages = turn.get("messages") if isinstance(turn, dict) else None
