@@ -5,6 +5,11 @@ download is refused with an error the policy sees: nothing a page sends is kept.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import socket
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -20,6 +25,11 @@ PAGES = {
     "/spin": b"<title>spin</title><script>setTimeout(() => { while (true) {} }, 0)</script>",
     "/alerts": b"<title>alerts</title><script>setTimeout(() => { for (;;) alert('again'); }, 0)</script>",
     "/files": b"<title>files</title><a href='/huge.bin'>get the file</a>",
+    "/oom": (b"<title>oom</title><script>setTimeout(() => { const a = []; "
+             b"for (;;) a.push(new Array(1e7).fill(Math.random())); }, 0)</script>"),
+    "/oom-later": (b"<title>oom later</title><script>setTimeout(() => { const a = []; "
+                   b"for (;;) a.push(new Array(1e7).fill(Math.random())); }, 500)</script>"),
+    "/late": b"<title>late</title><p>x</p><script>setTimeout(() => { while (true) {} }, 1200)</script>",
     "/blocked": (b"<title>blocked</title><iframe src='view-source:http://127.0.0.1/'></iframe>"
                  b"<iframe src='chrome-extension://abc/x.html'></iframe>"
                  b"<iframe src='devtools://devtools/bundled/inspector.html'></iframe>"),
@@ -28,6 +38,12 @@ PAGES = {
 
 class _Site(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        if self.path == "/loop":  # a redirect to itself, as a URL rewrite the policy set up could be
+            self.send_response(302)
+            self.send_header("Location", "/loop")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.path == "/huge.bin":  # declares 4 GiB, sends until the browser hangs up
             self.send_response(200)
             self.send_header("Content-Type", "application/octet-stream")
@@ -72,12 +88,12 @@ def site() -> Iterator[str]:
         yield server.url
 
 
-def _env(site: str) -> Any:
+def _env(site: str, ev: dict[str, Any] | None = None, hang_timeout_s: float = 4) -> Any:
     from envh_webarena.webarena.bridge import WebArenaEnv
 
     task = {"task_id": 1, "sites": [], "start_url": f"{site}/", "intent": "probe", "require_login": False,
-            "eval": {"eval_types": ["url_match"], "reference_url": f"{site}/"}}
-    return WebArenaEnv(tasks=[task], max_steps=None, hang_timeout_s=4)
+            "eval": ev or {"eval_types": ["url_match"], "reference_url": f"{site}/"}}
+    return WebArenaEnv(tasks=[task], max_steps=None, hang_timeout_s=hang_timeout_s, judge={"timeout": 0.5})
 
 
 REF = TaskRef(suite="webarena", split="test", instance_id="1")
@@ -145,5 +161,114 @@ def test_a_download_is_refused_with_an_error(site: str) -> None:
         assert not resp.terminated
         resp = env.step(Action(tool="goto", args={"url": f"{site}/huge.bin"}))
         assert "Download is starting" in resp.info["error"]["message"]
+    finally:
+        env.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_page_that_runs_out_of_memory_is_the_policys_failure(site: str) -> None:
+    """Its renderer crashes while the browser lives on: ``page_crashed``, not a replay."""
+    from envh_webarena.runtime import shared_runtime
+
+    env = _env(site)
+    try:
+        env.reset(task=REF)
+        pid = shared_runtime().pid
+        resp = env.step(Action(tool="goto", args={"url": f"{site}/oom"}))
+        if not resp.terminated:  # the crash comes after the goto returned
+            resp = env.step(Action(tool="noop", args={"wait_ms": 3000}))
+        assert resp.terminated and resp.info["terminated_by"] == "page_crashed"
+        assert "crashed" in resp.observation.text
+        verdict = env.evaluate()
+        assert not verdict.success and verdict.metrics["failed_by"]["reason"] == "page_crashed"
+        env.reset(task=REF)  # the next episode starts clean on the same browser
+        assert shared_runtime().pid == pid and env.evaluate().success
+    finally:
+        env.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_crashed_tab_is_that_tabs_fault_only(site: str) -> None:
+    """A background tab's crash does not end the episode; focusing the crashed tab does."""
+    env = _env(site, hang_timeout_s=10)
+    try:
+        env.reset(task=REF)
+        env.step(Action(tool="goto", args={"url": f"{site}/oom-later"}))
+        env.step(Action(tool="new_tab", args={}))
+        resp = env.step(Action(tool="noop", args={"wait_ms": 4000}))  # tab 0 runs out of memory meanwhile
+        assert not resp.terminated and resp.observation.data["url"] == "about:blank"
+        resp = env.step(Action(tool="tab_focus", args={"index": 0}))
+        assert resp.terminated and resp.info["terminated_by"] == "page_crashed"
+    finally:
+        env.close()
+
+
+@pytest.mark.timeout(60)
+def test_the_agents_page_hanging_during_grading_fails_the_verdict(site: str) -> None:
+    """The page spins only after the policy's last look at it: grading hangs on it."""
+    ev = {"eval_types": ["program_html"], "program_html": [
+        {"url": "last", "locator": "document.title", "required_contents": {"exact_match": "late"}}]}
+    env = _env(site, ev, hang_timeout_s=2)
+    try:
+        env.reset(task=REF)
+        env.step(Action(tool="goto", args={"url": f"{site}/late"}))
+        assert env.step(Action(tool="stop", args={"answer": ""})).terminated
+        time.sleep(1.5)  # the page starts spinning
+        verdict = env.evaluate()
+        assert verdict.score == 0.0 and verdict.metrics["failed_by"]["reason"] == "page_hang"
+        assert verdict.metrics["failed_by"]["during"] == "evaluate"
+        assert env.evaluate().metrics["failed_by"]["reason"] == "page_hang"
+    finally:
+        env.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_target_page_the_site_now_breaks_scores_zero_but_an_unreachable_site_is_infra(site: str) -> None:
+    def target(url: str) -> dict[str, Any]:
+        return {"eval_types": ["program_html"], "program_html": [
+            {"url": url, "locator": "", "required_contents": {"must_include": ["x"]}}]}
+
+    env = _env(site, target(f"{site}/loop"))
+    try:
+        env.reset(task=REF)
+        env.step(Action(tool="stop", args={"answer": ""}))
+        verdict = env.evaluate()
+        assert verdict.score == 0.0
+        assert "ERR_TOO_MANY_REDIRECTS" in verdict.metrics["details"]["program_html"][0]["error"]
+    finally:
+        env.close()
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    env = _env(site, target(f"{closed}/page"))
+    try:
+        env.reset(task=REF)
+        env.step(Action(tool="stop", args={"answer": ""}))
+        with pytest.raises(errors.InfraError, match="ERR_CONNECTION_REFUSED"):
+            env.evaluate()
+    finally:
+        env.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_step_outlasting_the_watchdog_on_a_stalled_browser_is_infra(site: str) -> None:
+    """The browser itself does not answer (a stalled host): not the page's hang."""
+    from envh_webarena.runtime import BrowserStall, PageHang, shared_runtime
+
+    env = _env(site, hang_timeout_s=2)
+    try:
+        env.reset(task=REF)
+        pid = shared_runtime().pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)  # the browser process freezes, as on a stalled host
+        try:
+            with pytest.raises(BrowserStall) as info:
+                env.step(Action(tool="goto", args={"url": f"{site}/"}))
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        assert not isinstance(info.value, PageHang) and "did not answer" in str(info.value)
+        env.reset(task=REF)  # a new browser
+        assert env.evaluate().success
     finally:
         env.close()

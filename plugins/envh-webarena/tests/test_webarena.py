@@ -49,13 +49,28 @@ def test_string_match_exact(env) -> None:
     assert not verdict.success and verdict.metrics["details"]["string_match"] == {"exact_match": 0.0}
 
 
-def test_string_match_must_include_takes_the_last_message(env) -> None:
+def test_string_match_grades_the_stop_answer_only(env) -> None:
+    """As WebArena's run.py: the stop action's answer ("" when stopped with none), never a
+    message sent before it; a truncated episode is graded on run.py's early-stop answer."""
     env.reset(task=T(2))
     env.step(A("send_msg_to_user", text="It was posted by alice_hikes."))
+    env.step(A("stop", answer=""))
+    verdict = env.evaluate()
+    assert not verdict.success and verdict.metrics["answer"] == ""
+    env.reset(task=T(2))
+    env.step(A("stop", answer="It was posted by alice_hikes."))
     assert env.evaluate().success
     env.reset(task=T(2))
     env.step(A("stop", answer="bob"))
     assert not env.evaluate().success
+    budget, env.max_steps = env.max_steps, 1
+    try:
+        env.reset(task=T(2))
+        assert env.step(A("send_msg_to_user", text="alice_hikes")).truncated
+        verdict = env.evaluate()
+        assert not verdict.success and verdict.metrics["answer"] == "Early stop: Reach max steps 1"
+    finally:
+        env.max_steps = budget
 
 
 def test_string_match_fuzzy_asks_the_judge(demo_sites, auth_dir, llm_replay_server) -> None:
@@ -75,8 +90,8 @@ def test_string_match_fuzzy_asks_the_judge(demo_sites, auth_dir, llm_replay_serv
         assert not env.evaluate().success
         env.reset(task=T(3))
         env.step(A("stop", answer="Dune"))
-        with pytest.raises(errors.InfraError, match="no verdict"):
-            env.evaluate()
+        verdict = env.evaluate()  # a reply without a verdict: the answer earns nothing
+        assert verdict.score == 0.0 and "no verdict" in verdict.metrics["details"]["string_match"]["fuzzy_match_error"]
     finally:
         env.close()
 

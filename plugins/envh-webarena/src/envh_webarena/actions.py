@@ -138,7 +138,7 @@ def run(session: BrowserSession, tool: str, args: dict[str, Any]) -> dict[str, A
         raise ActionError(f"{tool} timed out: {_first_line(exc)}") from exc
     except Error as exc:
         if is_browser_gone(exc) or session.crashed or not session.browser_alive():
-            session.check_alive()
+            session.check_alive(exc)
             raise errors.InfraError(f"The browser went away during {tool}: {_first_line(exc)}") from exc
         raise ActionError(f"{tool} failed: {_first_line(exc)}") from exc
     except IndexError as exc:

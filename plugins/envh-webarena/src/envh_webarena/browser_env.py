@@ -3,11 +3,15 @@
 A reset opens a fresh context on the worker's shared browser (``runtime.shared_runtime``)
 and lets the subclass load its task; a step runs one BrowserGym action and answers with the
 page as it is afterwards. A policy mistake is an observation whose ``info["error"]`` says
-what was wrong (and the page is unchanged); a dead browser or a crashed page raises
+what was wrong (and the page is unchanged); a dead browser raises
 ``envh.errors.InfraError`` and the next reset relaunches the browser. A step that hangs
 (the page spins in JavaScript, loops on dialogs, or is too big to read within
-``hang_timeout_s``) ends the episode as the policy's failure: the policy brought that page
-about, so replaying the episode would only replay the hang.
+``hang_timeout_s``) while the browser itself still answers, or whose page's renderer
+crashes (a script allocating until it runs out of memory) while the browser lives on,
+ends the episode as the policy's failure (``page_hang``, ``page_crashed``): the policy
+brought that page about, so replaying the episode would only replay the fault. A step
+that outlasts the watchdog while the browser does not answer either (a stalled host) is
+an ``InfraError``.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from envh import (
 
 from envh_webarena import actions
 from envh_webarena.runtime import PageHang, shared_runtime
-from envh_webarena.session import BrowserSession
+from envh_webarena.session import BrowserSession, PageCrashed
 
 STATE_PROPERTIES: dict[str, Any] = {
     "task": {"type": ["object", "null"], "description": "the TaskRef being played (suite, split, instance_id)"},
@@ -44,6 +48,11 @@ STATE_PROPERTIES: dict[str, Any] = {
     "answer": {"type": ["string", "null"], "description": "the answer given with stop, null before stop"},
     "done": {"type": "boolean", "description": "whether the episode has ended"},
 }
+
+
+def page_fault_reason(exc: PageHang | PageCrashed) -> str:
+    """``page_crashed`` or ``page_hang``: how the policy's page ended its episode."""
+    return "page_crashed" if isinstance(exc, PageCrashed) else "page_hang"
 
 
 class BrowserBridge(Bridge):
@@ -194,7 +203,7 @@ class BrowserBridge(Bridge):
                 if not terminated and not self._replaying and self.max_steps is not None \
                         and self.steps >= self.max_steps:
                     self.truncated, info["truncated_by"] = True, f"step budget of {self.max_steps} used"
-        except PageHang as exc:
+        except (PageHang, PageCrashed) as exc:
             self._close_session()
             return self._end_by_page(action.tool, exc)
         except errors.InfraError:
@@ -208,19 +217,23 @@ class BrowserBridge(Bridge):
         return EnvResponse(observation=self._obs, reward=reward, terminated=terminated,
                            truncated=self.truncated, info=info)
 
-    def _end_by_page(self, tool: str, exc: PageHang) -> EnvResponse:
-        """The page hung during the policy's action: the episode ends as a failure."""
+    def _end_by_page(self, tool: str, exc: PageHang | PageCrashed) -> EnvResponse:
+        """The page hung or crashed during the policy's action: the episode ends as a failure."""
         self.done = True
-        self.last_error = (f"The page stopped responding during {tool} (nothing answered within "
-                           f"{self.hang_timeout_s:g} s); the episode ends as a failure.")
-        self.failure = {"reason": "page_hang", "message": str(exc)[:500]}
+        reason = page_fault_reason(exc)
+        if reason == "page_crashed":
+            self.last_error = f"The page crashed during {tool} (its renderer is gone); the episode ends as a failure."
+        else:
+            self.last_error = (f"The page stopped responding during {tool} (nothing answered within "
+                               f"{self.hang_timeout_s:g} s); the episode ends as a failure.")
+        self.failure = {"reason": reason, "message": str(exc)[:500]}
         text = "\n".join([f"Goal: {self.goal[:2000]}", f"URL: {self._page['url']}",
                           f"Last action error: {self.last_error}"])
         self._obs = Observation(text=text, data={"goal": self.goal, "url": self._page["url"], "title": "",
                                                  "tabs": [], "axtree": "", "bids": [], "last_error": self.last_error})
         return EnvResponse(observation=self._obs, reward=self._failure_reward(), terminated=True, truncated=False,
-                           info={"error": {"type": "page_hang", "message": self.last_error},
-                                 "terminated_by": "page_hang"})
+                           info={"error": {"type": reason, "message": self.last_error},
+                                 "terminated_by": reason})
 
     def _observe_now(self) -> Observation:
         assert self.session is not None

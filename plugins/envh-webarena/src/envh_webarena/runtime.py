@@ -64,6 +64,14 @@ class PageHang(errors.InfraError):
     about is what hung (``BrowserBridge`` ends that episode as the policy's failure)."""
 
 
+class BrowserStall(errors.InfraError):
+    """A call into the browser outlasted its watchdog and the browser itself did not answer a
+    trivial DevTools call either (the host stalled, not one page): the browser was killed."""
+
+
+PROBE_S = 2.0  # how long the watchdog waits for the browser to answer before calling it stalled
+
+
 def is_browser_gone(exc: BaseException) -> bool:
     """Whether a Playwright error means the browser, context or page died (not a policy mistake)."""
     text = str(exc)
@@ -326,17 +334,24 @@ class BrowserRuntime:
             self._proc.wait(timeout=10)
 
     @contextlib.contextmanager
-    def watchdog(self, seconds: float, what: str, proc: subprocess.Popen[bytes] | None = None) -> Iterator[None]:
+    def watchdog(self, seconds: float, what: str, proc: subprocess.Popen[bytes] | None = None,
+                 browser: Any = None) -> Iterator[None]:
         """Bound a call into the browser: past ``seconds`` the browser is killed from a
         timer thread (a page spinning in JavaScript blocks ``evaluate`` and CDP calls for
-        ever, and nothing in this thread can interrupt them), so the call fails and the
-        caller raises ``InfraError``; the next episode relaunches the browser. ``proc``: the
-        browser to kill (default: the current one)."""
+        ever, and nothing in this thread can interrupt them), so the call fails; the next
+        episode relaunches the browser. Before the kill the timer asks the browser itself
+        for its version (``Browser.getVersion`` on a browser-level DevTools session, which no
+        page's renderer holds up): answered within ``PROBE_S``, only the page hung
+        (``PageHang``); unanswered, the browser or host stalled (``BrowserStall``). ``proc``,
+        ``browser``: the browser to probe and kill (default: the current one)."""
         proc = proc or self._proc
-        fired = threading.Event()
+        browser = browser if browser is not None else self._browser
+        fired, stalled = threading.Event(), threading.Event()
 
         def fire() -> None:
             if proc is not None and proc.poll() is None:
+                if not self._answers(browser):
+                    stalled.set()
                 fired.set()
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
@@ -350,13 +365,47 @@ class BrowserRuntime:
             yield
         except Exception as exc:
             if fired.is_set():
-                raise PageHang(f"{what} did not finish within {seconds:g} s; the browser "
-                               f"(pid {proc.pid if proc else None}) was killed and restarts next episode") from exc
+                raise self._overran(what, seconds, proc, stalled.is_set()) from exc
             raise
         finally:
             timer.cancel()
+            if timer.is_alive():  # fired: let it finish its probe and kill before judging
+                timer.join()
         if fired.is_set():
-            raise PageHang(f"{what} did not finish within {seconds:g} s; the browser was killed")
+            raise self._overran(what, seconds, proc, stalled.is_set())
+
+    @staticmethod
+    def _overran(what: str, seconds: float, proc: subprocess.Popen[bytes] | None,
+                 stalled: bool) -> errors.InfraError:
+        pid = proc.pid if proc else None
+        if stalled:
+            return BrowserStall(f"{what} did not finish within {seconds:g} s and the browser (pid {pid}) did not "
+                                f"answer a DevTools call within {PROBE_S:g} s either (a stalled host); it was "
+                                "killed and restarts next episode")
+        return PageHang(f"{what} did not finish within {seconds:g} s while the browser still answered; the "
+                        f"browser (pid {pid}) was killed and restarts next episode")
+
+    def _answers(self, browser: Any) -> bool:
+        """Whether ``browser`` answers ``Browser.getVersion`` within ``PROBE_S`` (from any thread)."""
+        from envh_webarena.aio import unwrap
+
+        driver = self._driver
+        if driver is None or browser is None:
+            return False
+        target = unwrap(browser)
+
+        async def ask() -> None:
+            cdp = await target.new_browser_cdp_session()
+            try:
+                await cdp.send("Browser.getVersion")
+            finally:
+                await cdp.detach()
+
+        try:
+            driver.submit(ask).result(timeout=PROBE_S)
+        except Exception:  # noqa: BLE001 - no answer, for whatever reason: the browser did not answer
+            return False
+        return True
 
     def _stop_browser(self) -> None:
         spare, self._spare = self._spare, None

@@ -10,6 +10,13 @@ from envh_webarena import axtree
 from envh_webarena.runtime import BrowserRuntime, is_browser_gone
 
 
+class PageCrashed(errors.InfraError):
+    """The renderer of a page the policy reached crashed (a script that allocated until it ran
+    out of memory, a page that trips a renderer bug) while the browser lives on: an
+    ``InfraError`` everywhere but in a policy's step (and the grading of its page), where
+    ``BrowserBridge`` ends the episode as the policy's failure (``page_crashed``)."""
+
+
 class BrowserSession:
     """A browser context opened for one episode; closed (with its pages) by ``close``.
 
@@ -29,7 +36,7 @@ class BrowserSession:
         self.proc, self.browser, self.port = runtime._proc, runtime._browser, runtime.devtools_port
         self.context.set_default_timeout(action_timeout_ms)
         self.context.set_default_navigation_timeout(navigation_timeout_ms)
-        self.crashed = False
+        self._crashed: list[Any] = []  # the pages whose renderer crashed
         self.probing = False  # the verifier's own pages are not the policy's tabs
         self.pages: list[Any] = []
         self.active = 0
@@ -50,7 +57,14 @@ class BrowserSession:
         self.active = len(self.pages) - 1  # a tab the page opened gets the focus, as in BrowserGym
 
     def _on_crash(self, page: Any) -> None:
-        self.crashed = True
+        if page not in self._crashed:
+            self._crashed.append(page)
+
+    @property
+    def crashed(self) -> bool:
+        """Whether the active page's renderer crashed (another tab's crash is that tab's)."""
+        self._prune()
+        return bool(self.pages) and self.pages[self.active] in self._crashed
 
     def _on_download(self, download: Any) -> None:
         if len(self._refused_downloads) < 20:
@@ -100,12 +114,12 @@ class BrowserSession:
 
     def watchdog(self, seconds: float, what: str) -> Any:
         """``runtime.watchdog`` for this episode's browser."""
-        return self.runtime.watchdog(seconds, what, proc=self.proc)
+        return self.runtime.watchdog(seconds, what, proc=self.proc, browser=self.browser)
 
-    def check_alive(self) -> None:
-        """Raise ``InfraError`` when the browser died or the active page crashed."""
-        if self.crashed:
-            raise errors.InfraError("The page crashed (renderer gone); the next episode opens a new one.")
+    def check_alive(self, error: BaseException | None = None) -> None:
+        """Raise ``InfraError`` when the browser died, ``PageCrashed`` when it lives but the
+        active page crashed (``error``: a Playwright error that may say so before the page's
+        crash event came)."""
         if not self.browser_alive():
             driver = self.runtime._driver
             if driver is not None and not driver.alive():
@@ -113,6 +127,9 @@ class BrowserSession:
                                         "starts a new one with a new browser.")
             raise errors.InfraError(f"Chromium (pid {self.proc.pid if self.proc else None}) died mid-episode; "
                                     "the next reset relaunches it.")
+        if self.crashed or (error is not None and any(s in str(error) for s in ("Target crashed", "Page crashed"))):
+            raise PageCrashed(f"The page at {self.page.url[:300]} crashed (its renderer is gone) while the "
+                              "browser lives on.")
 
     def _channels(self, page: Any, *, fresh: bool = False) -> tuple[Any, Any]:
         from envh_webarena.aio import unwrap
@@ -145,6 +162,7 @@ class BrowserSession:
             tree, bids = self._read(page, max_chars)
         except Error as exc:
             if is_browser_gone(exc) or self.crashed or not self.browser_alive():
+                self.check_alive(exc)
                 raise errors.InfraError(f"The browser went away while reading the page: {exc}") from exc
             # the page navigated while we read it: read it once more after it settled
             try:
@@ -153,6 +171,7 @@ class BrowserSession:
                 tree, bids = self._read(page, max_chars)
             except Error as again:
                 if is_browser_gone(again) or self.crashed or not self.browser_alive():
+                    self.check_alive(again)
                     raise errors.InfraError(f"Could not read the page at {page.url}: {again}") from again
                 # the browser is alive and the page is still busy (a page that opened two
                 # hundred windows at once keeps the renderer busy for seconds): the page's

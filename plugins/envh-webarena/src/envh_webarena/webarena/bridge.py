@@ -4,8 +4,9 @@ WebArena's evaluators.
 A reset optionally resets the sites (``WA_FULL_RESET``: a URL whose GET restores every
 site, as BrowserGym uses), logs in when the task requires it (``login``), opens a fresh
 context with the task's storage state and its start URL(s) (``|AND|`` opens several tabs).
-The episode ends with ``stop(answer)``; the answer is that text, or else the last
-``send_msg_to_user`` message. ``evaluate()`` runs the task's evaluators on the live page
+The episode ends with ``stop(answer)``; the answer graded is that text, as WebArena's
+``run.py`` grades its stop action: ``send_msg_to_user`` messages are not graded, a
+truncated episode is graded on run.py's ``"Early stop: Reach max steps N"``. ``evaluate()`` runs the task's evaluators on the live page
 (cached per step), so the verdict is WebArena's.
 """
 
@@ -18,7 +19,9 @@ from typing import Any
 
 from envh import EvaluationResult, TaskRef, errors
 
-from envh_webarena.browser_env import BrowserBridge
+from envh_webarena.browser_env import BrowserBridge, page_fault_reason
+from envh_webarena.runtime import PageHang
+from envh_webarena.session import BrowserSession, PageCrashed
 from envh_webarena.webarena import config as waconfig
 from envh_webarena.webarena import evaluators, login
 from envh_webarena.webarena.judge import JudgeConfig
@@ -122,35 +125,64 @@ class WebArenaEnv(BrowserBridge):
         return str(self.config["intent"])
 
     def final_answer(self) -> str:
-        if self.answer:
+        """The answer WebArena's ``run.py`` grades (web-arena-x/webarena ``run.py`` at
+        1382a6c, ``create_stop_action``): the stop action's text, "" before one, and the stop
+        action ``early_stop`` makes when the step budget ran out."""
+        if self.answer is not None:
             return self.answer
-        return self.messages[-1] if self.messages else ""
+        if self.truncated:
+            return f"Early stop: Reach max steps {self.max_steps}"
+        return ""
 
     def evaluate(self) -> EvaluationResult:
-        if self.failure is not None and self.config:  # the page the policy reached hung
-            return EvaluationResult(success=False, score=0.0, metrics={
-                "task_id": str(self.config["task_id"]), "failed_by": dict(self.failure), "steps": self.steps})
+        if self.failure is not None and self.config:  # the page the policy reached hung or crashed
+            return self._failed_verdict()
         if self.session is None or not self.config:
             return EvaluationResult(success=False, score=0.0, metrics={"evaluated": False})
         if self._verdict is not None and self._verdict[0] == self.steps:
             return self._verdict[1]
-        self.session.check_alive()
-        # program_html runs the task's JS in pages: bounded like a step (judge calls have their own timeout)
-        session = self.session
-        session.probing = True
         try:
-            settle = evaluators.SETTLE_S * len(self.config["eval"].get("program_html") or [])
-            with session.watchdog(self.hang_timeout_s + self.judge.timeout * 3 + settle, "webarena evaluate"):
-                score, details = evaluators.evaluate(self.config, answer=self.final_answer(),
-                                                     context=session.context, page=session.page, judge=self.judge)
-        finally:
-            session.probing = False
+            score, details = self._run_evaluators(self.session)
+        except (PageHang, PageCrashed) as exc:
+            # the page the episode left (or a target page the site now serves) hung or crashed
+            # while the browser lived on: the policy's doing, so the verdict is a failure
+            self._close_session()
+            self.failure = {"reason": page_fault_reason(exc), "during": "evaluate", "message": str(exc)[:500]}
+            return self._failed_verdict()
         verdict = EvaluationResult(success=score >= 1.0, score=float(score), metrics={
             "task_id": str(self.config["task_id"]), "sites": list(self.config.get("sites") or []),
             "eval_types": list(self.config["eval"]["eval_types"]), "answer": self.final_answer()[:500],
             "details": details, "steps": self.steps})
         self._verdict = (self.steps, verdict)
         return verdict
+
+    def _failed_verdict(self) -> EvaluationResult:
+        assert self.failure is not None
+        return EvaluationResult(success=False, score=0.0, metrics={
+            "task_id": str(self.config["task_id"]), "failed_by": dict(self.failure), "steps": self.steps})
+
+    def _run_evaluators(self, session: BrowserSession) -> tuple[float, dict[str, Any]]:
+        """The task's evaluators: ``string_match`` (the judge has its own timeout, and a slow
+        judge is no page's hang) outside the watchdog, the ones that read pages inside it."""
+        session.check_alive()
+        types = list(self.config["eval"]["eval_types"])
+        score, details = 1.0, dict[str, Any]()
+        if "string_match" in types:
+            score, details["string_match"] = evaluators.string_match(self.config, self.final_answer(), self.judge)
+        on_pages = {**self.config, "eval": {**self.config["eval"],
+                                            "eval_types": [t for t in types if t != "string_match"]}}
+        if not on_pages["eval"]["eval_types"]:
+            return score, details
+        # program_html runs the task's JS in pages: bounded like a step
+        session.probing = True
+        try:
+            settle = evaluators.SETTLE_S * len(self.config["eval"].get("program_html") or [])
+            with session.watchdog(self.hang_timeout_s + settle, "webarena evaluate"):
+                more, more_details = evaluators.evaluate(on_pages, answer=self.final_answer(),
+                                                         context=session.context, page=session.page, judge=self.judge)
+        finally:
+            session.probing = False
+        return score * more, {**details, **more_details}
 
     def _extra_state(self) -> dict[str, Any]:
         return {"sites": list(self.config.get("sites") or []), "start_url": str(self.config.get("start_url", ""))}

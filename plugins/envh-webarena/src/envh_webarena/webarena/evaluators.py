@@ -35,13 +35,15 @@ from envh import errors
 
 from envh_webarena.runtime import is_browser_gone
 from envh_webarena.webarena import helpers
-from envh_webarena.webarena.judge import JudgeConfig, fuzzy_match, unachievable_match
-from envh_webarena.webarena.tokenize import word_tokenize
+from envh_webarena.webarena.judge import JudgeConfig, NoVerdict, fuzzy_match, unachievable_match
+from envh_webarena.webarena.tokenize import AmbiguousBoundary, word_tokenize
 
 
 def clean_answer(answer: str) -> str:
+    """WebArena's ``StringEvaluator.clean_answer``: strip, drop a surrounding quote pair (a lone
+    ``"`` or ``'`` both starts and ends the text, so it becomes ""), lower-case."""
     answer = answer.strip()
-    if len(answer) >= 2 and answer[0] == answer[-1] and answer[0] in "'\"":
+    if answer[:1] in ("'", '"') and answer.endswith(answer[:1]):
         answer = answer[1:-1]
     return answer.lower()
 
@@ -55,35 +57,46 @@ def must_include(ref: str, pred: str, *, tokenize: bool = False) -> float:
     ``must_include`` phrase must be one of NLTK's word tokens ("3" is not in "3.5", "-3")."""
     ref, pred = clean_answer(ref), clean_answer(pred)
     if tokenize and len(ref) == 1 and len(word_tokenize(ref)) == 1:
-        return float(ref in word_tokenize(pred))
+        try:
+            return float(ref in word_tokenize(pred))
+        except AmbiguousBoundary:  # Punkt would need its full model here: never more than NLTK gives
+            return 0.0
     return float(ref in pred)
 
 
 def string_match(task: dict[str, Any], answer: str, judge: JudgeConfig) -> tuple[float, dict[str, Any]]:
     pred = clean_answer(answer)
-    score, parts = 1.0, {}
+    score, parts = 1.0, dict[str, Any]()
     for approach, value in task["eval"]["reference_answers"].items():
-        if approach == "exact_match":
-            s = exact_match(str(value), pred)
-        elif approach == "must_include":
-            values = list(value)
-            s = 1.0
-            for v in values:
-                s *= must_include(str(v), pred, tokenize=len(values) == 1)
-        elif approach == "fuzzy_match":
-            if value == "N/A":
-                s = exact_match("N/A", pred)
-                if s != 1.0:
-                    s = unachievable_match(judge, pred, str(task["eval"].get("string_note", "")), task["intent"])
-            else:
-                s = 1.0
-                for ref in list(value):
-                    s *= (1.0 if not ref else 0.0) if not pred else fuzzy_match(judge, pred, str(ref), task["intent"])
-        else:
-            raise errors.SpecError(f"task {task['task_id']}: unknown reference_answers key {approach!r}")
+        try:
+            s = _string_approach(task, approach, value, pred, judge)
+        except NoVerdict as exc:  # the answer's doing (see judge.py): a failed match, with the reason
+            s, parts[f"{approach}_error"] = 0.0, str(exc)
         parts[approach] = s
         score *= s
     return score, parts
+
+
+def _string_approach(task: dict[str, Any], approach: str, value: Any, pred: str, judge: JudgeConfig) -> float:
+    if approach == "exact_match":
+        s = exact_match(str(value), pred)
+    elif approach == "must_include":
+        values = list(value)
+        s = 1.0
+        for v in values:
+            s *= must_include(str(v), pred, tokenize=len(values) == 1)
+    elif approach == "fuzzy_match":
+        if value == "N/A":
+            s = exact_match("N/A", pred)
+            if s != 1.0:
+                s = unachievable_match(judge, pred, str(task["eval"].get("string_note", "")), task["intent"])
+        else:
+            s = 1.0
+            for ref in list(value):
+                s *= (1.0 if not ref else 0.0) if not pred else fuzzy_match(judge, pred, str(ref), task["intent"])
+    else:
+        raise errors.SpecError(f"task {task['task_id']}: unknown reference_answers key {approach!r}")
+    return s
 
 
 def _parse_url(url: str) -> tuple[str, list[str], dict[str, list[str]]]:
@@ -153,15 +166,25 @@ def program_html(task: dict[str, Any], context: Any, page: Any) -> tuple[float, 
     return score, report
 
 
+# Chromium's network errors for a site that cannot be reached at all (down, not listening,
+# unresolvable): the infrastructure's, whatever the episode did
+UNREACHABLE = ("ERR_CONNECTION_REFUSED", "ERR_CONNECTION_RESET", "ERR_CONNECTION_CLOSED", "ERR_CONNECTION_FAILED",
+               "ERR_CONNECTION_TIMED_OUT", "ERR_TIMED_OUT", "ERR_NAME_NOT_RESOLVED", "ERR_ADDRESS_UNREACHABLE",
+               "ERR_INTERNET_DISCONNECTED", "ERR_EMPTY_RESPONSE", "ERR_PROXY_CONNECTION_FAILED")
+
+
 def _open_target(task: dict[str, Any], target: dict[str, Any], context: Any,
                  current: Any) -> tuple[Any, dict[str, Any] | None]:
     """The page a target reads (``current`` for ``last``), or ``None`` and a failed entry
-    when the page the agent's last URL names does not load."""
+    when the page does not load because of what it serves now (a redirect loop, an
+    aborted load: the site's state after the episode, the policy's doing). A site that
+    cannot be reached, a load that times out or a browser that went away raise
+    ``InfraError``; a page named after the agent's last URL that does not load always fails
+    the target (the agent went somewhere wrong)."""
     from playwright.sync_api import Error
+    from playwright.sync_api import TimeoutError as PWTimeout
 
     url = str(target.get("url", "last"))
-    # a page named after the agent's own last URL: if it does not load, the agent went
-    # somewhere wrong (a failed target), not the site being down (an InfraError)
     from_agent = url.startswith("func:") and helpers.LAST_URL in url
     if url.startswith("func:"):
         url = str(helpers.call(url.removeprefix("func:"), last_url=current.url, page=current))
@@ -173,10 +196,13 @@ def _open_target(task: dict[str, Any], target: dict[str, Any], context: Any,
         probe.wait_for_timeout(SETTLE_S * 1000)
     except Error as exc:
         probe.close()
-        if not from_agent or is_browser_gone(exc):
+        infra = is_browser_gone(exc) or (not from_agent and (
+            isinstance(exc, PWTimeout) or any(code in str(exc) for code in UNREACHABLE)))
+        if infra:
             raise errors.InfraError(f"program_html could not open {url}: {exc}") from exc
+        why = "the page the agent's last URL names" if from_agent else "the target page"
         return None, {"url": url, "locator": str(target.get("locator", ""))[:200], "score": 0.0,
-                      "error": f"the page the agent's last URL names did not load: {exc}"[:500]}
+                      "error": f"{why} did not load: {exc}"[:500]}
     return probe, None
 
 

@@ -5,6 +5,12 @@ WebArena asks GPT-4 whether a student's answer is semantically equivalent to the
 refers to the reason given ("same" / "different"). The same questions go to the endpoint
 configured here: ``base_url``, ``model`` and ``api_key`` (bridge config ``judge``, else
 ``WA_JUDGE_BASE_URL`` / ``WA_JUDGE_MODEL`` / ``OPENAI_API_KEY``).
+
+A reply with no verdict in it, or a request the endpoint refuses (HTTP 400: the answer made
+the prompt too long, or a content filter tripped on it), is the answer's doing:
+``NoVerdict``, which the evaluator scores 0 with the reason (WebArena's ``assert`` would
+crash the evaluation and drop the task). A judge that cannot be reached, times out or
+fails on its side (5xx) is ``InfraError``: the same answer may get a verdict next time.
 """
 
 from __future__ import annotations
@@ -36,6 +42,10 @@ class JudgeConfig:
                    timeout=float(data.get("timeout", 60.0)))
 
 
+class NoVerdict(Exception):  # noqa: N818 - an outcome, not a fault of the code
+    """The judge gave no verdict on this answer (see the module docstring)."""
+
+
 def _ask(cfg: JudgeConfig, prompt: str) -> str:
     if not cfg.base_url:
         raise errors.EnvError("A fuzzy_match task needs a judge: set config.judge.base_url "
@@ -49,6 +59,8 @@ def _ask(cfg: JudgeConfig, prompt: str) -> str:
             model=cfg.model, temperature=0, top_p=1.0, max_tokens=768,
             messages=[{"role": "system", "content": "You are a helpful assistant"},
                       {"role": "user", "content": prompt}])
+    except openai.BadRequestError as exc:
+        raise NoVerdict(f"the judge refused the request (HTTP {exc.status_code}): {exc}"[:500]) from exc
     except openai.OpenAIError as exc:
         raise errors.InfraError(f"The fuzzy-match judge at {cfg.base_url} failed: {exc}") from exc
     return str(reply.choices[0].message.content or "").lower()
@@ -67,7 +79,7 @@ def fuzzy_match(cfg: JudgeConfig, pred: str, reference: str, question: str) -> f
         return 0.0
     if "correct" in answer:
         return 1.0
-    raise errors.InfraError(f"The fuzzy-match judge gave no verdict: {answer[:200]!r}")
+    raise NoVerdict(f"the fuzzy-match judge gave no verdict: {answer[:200]!r}")
 
 
 def unachievable_match(cfg: JudgeConfig, pred: str, reference: str, question: str) -> float:
@@ -81,4 +93,4 @@ def unachievable_match(cfg: JudgeConfig, pred: str, reference: str, question: st
         return 0.0
     if "same" in answer:
         return 1.0
-    raise errors.InfraError(f"The unachievable-task judge gave no verdict: {answer[:200]!r}")
+    raise NoVerdict(f"the unachievable-task judge gave no verdict: {answer[:200]!r}")
