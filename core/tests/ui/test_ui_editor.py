@@ -312,3 +312,56 @@ def test_spec_and_task_edits_say_they_apply_after_reset(page) -> None:
     page.locator("#start").click()
     _state(page, "playing", "Playing: no step yet")
     expect(page.locator("#pending")).to_be_hidden()
+
+
+def test_a_tool_button_fills_a_form_from_its_schema_and_steps_a_well_formed_action(page) -> None:
+    page.fill("#spec", "bridge: toy24\nlayers:\n  - kind: contract\n    code: |\n      def filter_action(action, state, memo):\n"
+                       "          if action.args.get('op') == 'div':\n              return Block(reason='no division')\n"
+                       "  - kind: budget\n    max_steps: 2\n")
+    page.fill("#task", "medium/1,2,6,6")
+    page.locator("#start").click()
+    page.locator("button.tool", has_text="combine").click()
+    form = page.locator("#toolform form[data-tool='combine']")
+    expect(form.locator(".pname")).to_have_text(["i *", "j *", "op *"])  # one input each, required marked
+    i = form.locator("input[name=i]")
+    assert (i.get_attribute("type"), i.get_attribute("min"), i.get_attribute("max")) == ("number", "0", "3")
+    assert i.get_attribute("required") is not None
+    assert form.locator("select[name=op] option").all_inner_texts() == ["add", "sub", "mul", "div"]
+    form.locator("button[type=submit]").click()  # required fields empty: the browser does not send it
+    page.wait_for_timeout(100)
+    assert page.locator("li.logline").count() == 0
+    i.fill("0")
+    form.locator("input[name=j]").fill("1")
+    form.locator("select[name=op]").select_option(label="div")
+    form.locator("button[type=submit]").click()
+    first = page.locator("li.logline").first
+    expect(first.locator("code.act")).to_have_text('combine {"i": 0, "j": 1, "op": "div"}')
+    expect(first.locator(".badge.blocked")).to_have_text("contract: blocked “no division”")
+    assert '"layer"' not in first.inner_text()  # the effect in words, not JSON
+    form.locator("select[name=op]").select_option(label="add")
+    form.locator("button[type=submit]").click()
+    last = page.locator("li.logline").nth(1)
+    expect(last.locator(".tag.ended")).to_have_text(["truncated"])
+    expect(page.locator("#verdict p")).to_have_text("failure · score 0")
+    expect(page.locator("#verdict table.verdict-metrics th")).to_have_text(["steps", "numbers"])
+    assert page.locator("#verdict").inner_text().count("{") == 0
+    assert form.locator("button[type=submit]").is_disabled()  # game over: the form sends nothing
+
+
+def test_a_tool_without_parameters_is_one_button(page) -> None:
+    page.fill("#spec", "bridge: toy24\n")
+    page.locator("#start").click()
+    page.locator("button.tool", has_text="stop").click()
+    form = page.locator("#toolform form[data-tool='stop']")
+    assert form.locator("input, select").count() == 0
+    form.locator("button[type=submit]").click()
+    expect(page.locator("li.logline code.act")).to_have_text("stop {}")
+    expect(page.locator("#state")).to_have_attribute("data-state", "over")
+
+
+def test_yaml_and_bridge_problems_are_marked_on_their_line_while_typing(page) -> None:
+    page.fill("#spec", "bridge: toy24\nlayers:\n  - kind: budget\n    max_steps 3\n  - kind: budget\n")
+    expect(page.locator("#gutter div.marked")).to_have_text(["4"])  # the key without ':', not the next line
+    page.fill("#spec", "bridge: nosuchbridge\nlayers: []\n")  # no Check pressed
+    expect(page.locator("#gutter div.marked")).to_have_text(["1"])
+    assert "Unknown bridge 'nosuchbridge'" in page.locator("#backdrop .msg").inner_text()

@@ -220,7 +220,7 @@ def test_lines_count_as_the_editor_counts_them() -> None:
     text = 'config: {note: "a\u2028b\x85c"}\nbridge: toy24\nlayers: [\n'
     with pytest.raises(errors.SpecError) as info:
         parse_spec(text, REGISTRY)
-    assert [m["line"] for m in editor.markers(text, info.value)] == [4]  # YAML says line 6
+    assert [m["line"] for m in editor.markers(text, info.value)] == [3]  # YAML says line 6; the open "[" is on 3
     text = "# \u2028\nbridge: toy24\nlayers:\n  - kind: contract\n    code: |\n      def filter_action(a, s, m):\n" \
            "          return (\n"
     marks = Playground(REGISTRY).check(text, build=False)["markers"]

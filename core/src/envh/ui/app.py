@@ -297,8 +297,11 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
             return JSONResponse({"error": "give 'spec' as text and 'offset' as an integer"}, 400)
         return JSONResponse(await run_in_threadpool(editor.complete, text, offset, await run_in_threadpool(_schema)))
 
+    def favicon(request: Request) -> Response:  # asked for by documents without a link to one (a served file)
+        return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
+
     routes = [
-        Route("/", home), Route("/run/{d:int}", run), Route("/traj/{d:int}/{seq:int}", trajectory),
+        Route("/favicon.ico", favicon), Route("/", home), Route("/run/{d:int}", run), Route("/traj/{d:int}/{seq:int}", trajectory),
         Route("/api/traj/{d:int}/{seq:int}/prompt/{step:int}", prompt),
         Route("/compare/{d:int}/{a:int}/{b:int}", compare), Route("/compare-task/{d:int}/{seq:int}", compare_task),
         Route("/file/{d:int}/{name}", file),

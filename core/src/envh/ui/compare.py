@@ -75,12 +75,28 @@ def action_text(action: Action | None) -> str:
     return f"{action.tool}({args})"
 
 
-def _short(value: Any, limit: int = 80) -> str:
+def short(value: Any, limit: int = 80) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str, sort_keys=True)
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+@attrs.frozen
+class Badge:
+    """A layer's effect for people: ``text`` in words, ``cls`` its look (blocked, rewritten,
+    acted, quiet), ``title`` the effect as JSON (shown on hover)."""
+
+    cls: str
+    text: str
+    title: str
+
+
 def badge(effect: dict[str, Any]) -> str:
+    """``badge_parts`` as HTML, every part escaped."""
+    b = badge_parts(effect)
+    return f"<span class='badge {b.cls}' title='{escape(b.title)}'>{escape(b.text)}</span>"
+
+
+def badge_parts(effect: dict[str, Any]) -> Badge:
     """A layer's effect in words: which layer, what it did to the action (blocked and why,
     rewritten to what), whether it changed the transition or the observation."""
     name = str(effect.get("kind") or effect.get("layer") or "layer")
@@ -89,24 +105,23 @@ def badge(effect: dict[str, Any]) -> str:
     if did and did != "passed":
         words.append(did)
     if "reason" in effect:
-        words[-1:] = [f"{words[-1] if words else 'blocked'} “{_short(effect['reason'])}”"]
+        words[-1:] = [f"{words[-1] if words else 'blocked'} “{short(effect['reason'])}”"]
     sent = effect.get("sent")
     if isinstance(sent, dict) and "tool" in sent:
         args: dict[str, Any] = sent["args"] if isinstance(sent.get("args"), dict) else {}
-        words.append("→ " + _short(f"{sent['tool']}({', '.join(f'{k}={json.dumps(v, default=str)}' for k, v in args.items())})"))
+        words.append("→ " + short(f"{sent['tool']}({', '.join(f'{k}={json.dumps(v, default=str)}' for k, v in args.items())})"))
     if effect.get("transition"):
         words.append("changed the transition")
     if effect.get("observation"):
         words.append("changed the observation")
     known = {"layer", "kind", "action", "reason", "sent", "transition", "observation", "observation_before", "format"}
-    words += [f"{k}: {_short(v, 40)}" for k, v in effect.items() if k not in known]
+    words += [f"{k}: {short(v, 40)}" for k, v in effect.items() if k not in known]
     quiet = not words or words == ["passed"]
     cls = "blocked" if did == "blocked" else "rewritten" if did not in ("", "passed") else "quiet" if quiet else "acted"
     layer = str(effect.get("layer") or "")
     named = f" ({layer})" if layer and layer != name and not layer.endswith(f":{name}") else ""  # ids are "N:kind"
     text = f"{name}{named}: {' · '.join(words) if words else 'passed'}"
-    title = json.dumps(effect, default=str, sort_keys=True)
-    return f"<span class='badge {cls}' title='{escape(title)}'>{escape(text)}</span>"
+    return Badge(cls, text, json.dumps(effect, default=str, sort_keys=True))
 
 
 def _meta(s: Side, run_link: str) -> str:
@@ -126,13 +141,13 @@ def _cell(step: StepRecord | None, action_html: str, obs_html: str, ended: int) 
         return f"<td class='side none muted'>episode ended ({ended} steps)</td>"
     marks = []
     if step.blocked:
-        marks.append(f"<span class='tag blocked'>blocked: {escape(_short(step.blocked))}</span>")
+        marks.append(f"<span class='tag blocked'>blocked: {escape(short(step.blocked))}</span>")
     if step.executed is not None and step.proposed is not None and step.executed != step.proposed:
-        marks.append(f"<span class='tag rewritten'>proposed {escape(_short(action_text(step.proposed)))}</span>")
+        marks.append(f"<span class='tag rewritten'>proposed {escape(short(action_text(step.proposed)))}</span>")
     if step.invalid:
-        marks.append(f"<span class='tag'>invalid: {escape(_short(step.invalid))}</span>")
+        marks.append(f"<span class='tag'>invalid: {escape(short(step.invalid))}</span>")
     if step.error and not step.blocked and not step.invalid:  # else the error is the block's or the parse's
-        marks.append(f"<span class='tag bad'>env error: {escape(_short(step.error.get('message', step.error)))}</span>")
+        marks.append(f"<span class='tag bad'>env error: {escape(short(step.error.get('message', step.error)))}</span>")
     badges = "".join(badge(e) for e in step.effects if isinstance(e, dict))
     return (f"<td class='side'><div class='act'><code>{action_html or '-'}</code> <span class='reward'>reward "
             f"{step.reward:g}</span> {''.join(marks)}</div>"
@@ -147,7 +162,7 @@ def sent_text(step: StepRecord | None) -> str:
     if step.executed or step.proposed:
         return action_text(step.executed or step.proposed)
     raw = step.raw if isinstance(step.raw, str) else step.turn.text if step.turn is not None else None
-    return _short(raw, 300) if raw else ""
+    return short(raw, 300) if raw else ""
 
 
 def _row(n: int | str, a: StepRecord | None, b: StepRecord | None, ends: tuple[int, int]) -> str:

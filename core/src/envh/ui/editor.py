@@ -267,6 +267,24 @@ def locate(text: str, path: Path, code_line: int | None = None) -> int | None:
     return text.count("\n", 0, at) + 1
 
 
+def yaml_line(text: str, error: BaseException | None) -> int | None:
+    """The 1-based line a YAML syntax ``error`` is about. The scanner reports where it gave
+    up (the next token, often the next line): a token it could not finish (a key without
+    ':', an unclosed quote) is marked where that token starts. A place on a blank line (the
+    end of the text) goes to the last written line before it."""
+    mark = getattr(error, "problem_mark", None)
+    if isinstance(error, yaml.scanner.ScannerError) and error.context_mark is not None:
+        mark = error.context_mark
+    index = getattr(mark, "index", None)
+    if not isinstance(index, int) or not 0 <= index <= len(text):
+        return None
+    lines = text.split("\n")
+    line = text.count("\n", 0, index) + 1
+    while line > 1 and not lines[line - 1].strip():
+        line -= 1
+    return line
+
+
 def markers(text: str, exc: BaseException, located: str | None = None) -> list[dict[str, Any]]:
     """One ``{line, message, path}`` per problem ``exc`` reports (line ``None`` when no
     line can be named). ``located``: the path of the contract code ``exc`` came from."""
@@ -286,9 +304,7 @@ def markers(text: str, exc: BaseException, located: str | None = None) -> list[d
                 steps, path = [*steps, named[1]], f"{path}.{named[1]}"
             out.append({"path": path, "message": message, "line": locate(text, steps)})
     else:
-        mark = getattr(exc.__cause__, "problem_mark", None)  # a YAML syntax error under the SpecError
-        index = getattr(mark, "index", None)
-        line = text.count("\n", 0, index) + 1 if isinstance(index, int) and 0 <= index <= len(text) else None
+        line = yaml_line(text, exc.__cause__)  # a YAML syntax error under the SpecError
         path = None
         if isinstance(exc, errors.UnknownNameError) and str(exc).startswith("Unknown bridge"):
             path, line = "$.bridge", locate(text, ["bridge"])

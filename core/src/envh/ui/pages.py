@@ -23,6 +23,7 @@ def layout(title: str, body: str, scripts: tuple[str, ...] = ()) -> str:
     no inline script or style)."""
     tags = "".join(f"<script src='/static/{name}' defer></script>" for name in scripts)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)} · envh</title>"
+            "<link rel='icon' href='/static/favicon.svg' type='image/svg+xml'>"
             f"<link rel='stylesheet' href='/static/envh.css'>{tags}</head><body><nav><a href='/'>Runs</a>"
             f"<a href='/playground'>Playground</a></nav><main><h1>{escape(title)}</h1>{body}</main></body></html>")
 
@@ -130,20 +131,33 @@ def _prompt(info: PromptInfo | None, src: str) -> str:
             f"<button type='button' class='whole'>whole prompt</button></details>")
 
 
+def _env_error(error: Any) -> str:
+    """A step's env error as a tag: its message, shortened (whole on hover)."""
+    message = str(error.get("message", error) if isinstance(error, dict) else error)
+    return (f"<span class='tag bad env-error' title='{escape(message)}'>env error: "
+            f"{escape(compare.short(message))}</span>")
+
+
 def _step_row(step: StepRecord, info: PromptInfo | None, src: str) -> str:
     marks = []
+    rewritten = step.executed is not None and step.proposed is not None and step.executed != step.proposed
+    env_error = bool(step.error) and not step.blocked and not step.invalid  # else it is the block's or the parse's
     if step.blocked:
         marks.append("<span class='tag blocked'>blocked</span>")
-    if step.executed is not None and step.proposed is not None and step.executed != step.proposed:
+    if rewritten:
         marks.append("<span class='tag rewritten'>rewritten</span>")
     if step.invalid:
         marks.append("<span class='tag'>invalid</span>")
-    cls = "blocked" if step.blocked else "rewritten" if "rewritten" in "".join(marks) else ""
-    seen = escape(step.observation.text)
+    if env_error:
+        marks.append(_env_error(step.error))
+    cls = " ".join(name for name, on in (("blocked", bool(step.blocked)), ("rewritten", rewritten and not step.blocked),
+                                         ("env-error", env_error)) if on)
     base = step.base_observation
-    diff = "" if base is None or base.text == step.observation.text else \
-        f"<div><b>base observation</b><pre class='base'>{escape(base.text)}</pre></div>"
-    effects = "".join(f"<li>{escape(json.dumps(e, default=str))}</li>" for e in step.effects)
+    seen, diff = escape(step.observation.text), ""
+    if base is not None and base.text != step.observation.text:  # the layers' edit, word by word
+        base_html, seen = compare.word_diff(base.text, step.observation.text)
+        diff = f"<div><b>base observation</b><pre class='base'>{base_html}</pre></div>"
+    effects = "".join(compare.badge(e) for e in step.effects if isinstance(e, dict))
     turn = step.turn
     model = ""
     if turn is not None:
@@ -155,7 +169,17 @@ def _step_row(step: StepRecord, info: PromptInfo | None, src: str) -> str:
             f"{f'<br><span class=bad>{escape(step.blocked)}</span>' if step.blocked else ''}"
             f"{f'<br><span class=bad>{escape(step.invalid)}</span>' if step.invalid else ''}</td>"
             f"<td><div class='cols'><div><b>seen</b><pre class='seen'>{seen}</pre></div>{diff}</div>{model}</td>"
-            f"<td>{step.reward}</td><td><ul>{effects}</ul></td></tr>")
+            f"<td>{step.reward}{_step_meta(step)}</td><td><div class='badges'>{effects}</div></td></tr>")
+
+
+def _step_meta(step: StepRecord) -> str:
+    """A step's prompt tokens and env latency, where recorded."""
+    parts = []
+    if "prompt_tokens" in step.usage:
+        parts.append(f"<span class='prompt-tokens'>{step.usage['prompt_tokens']:,} prompt tokens</span>")
+    if step.env_s > 0:
+        parts.append(f"<span class='env-latency'>env {step.env_s * 1000:,.0f} ms</span>")
+    return f"<div class='step-meta muted'>{'<br>'.join(parts)}</div>" if parts else ""
 
 
 def _steps_pager(page: StepsPage, link: str) -> str:
@@ -249,9 +273,9 @@ def playground_page(bridges: list[str], spec: str) -> str:
 <p id='state' class='state' data-state='none'>No game yet: press Reset to start one from the spec on the task.</p>
 <p id='pending' class='pending' hidden>The spec or the task changed since this game started: the game goes on
 as it was reset; the edits apply when you press Reset.</p>
-<div id='tools'></div>
+<div id='tools'></div><div id='toolform'></div>
 <p><input id='action' size='50' placeholder='tool key=value ... or JSON' disabled>
 <button id='step' disabled>Step</button></p>
 <div class='cols'><div><b>policy sees</b><pre id='seen'></pre></div><div><b>base observation</b><pre id='base'></pre></div></div>
-<ol id='log'></ol><p>verdict: <span id='verdict'></span></p>
+<ol id='log'></ol><div class='verdict-box'><b>verdict</b><div id='verdict'></div></div>
 </div></div>""", ("editor.js", "playground.js"))

@@ -19,8 +19,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from .. import errors
 from . import editor
+from .compare import badge_parts
 
 if TYPE_CHECKING:
     from ..plugins.manager import Registry
@@ -167,7 +170,7 @@ class Playground:
         try:
             result = env.reset(task=resolve_task(env, task.strip() or None), seed=0)
             view = self._view(env, result.observation)
-            tools = [{"name": t.name, "description": t.description} for t in env.tools()]
+            tools = [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in env.tools()]
         except Exception as exc:  # noqa: BLE001
             _close(env)
             return error_answer(exc, "resetting")
@@ -194,11 +197,15 @@ class Playground:
             try:
                 resp = env.step(action)
                 out = self._view(env, resp.observation)
+                effects = resp.info.get("envh", [])
                 out.update(action=f"{action.tool} {json.dumps(dict(action.args))}", reward=resp.reward,
-                           done=bool(resp.terminated or resp.truncated), effects=resp.info.get("envh", []))
+                           terminated=bool(resp.terminated), truncated=bool(resp.truncated),
+                           done=bool(resp.terminated or resp.truncated), effects=effects,
+                           badges=[attrs.asdict(badge_parts(dict(e))) for e in effects if isinstance(e, Mapping)])
                 if out["done"]:
                     verdict = env.evaluate()
-                    out["verdict"] = {"success": verdict.success, "score": verdict.score}
+                    out["verdict"] = {"success": verdict.success, "score": verdict.score,
+                                      "metrics": dict(verdict.metrics)}
             except Exception as exc:  # noqa: BLE001
                 return error_answer(exc, f"stepping {action.tool!r}")
         return _json(out)  # type: ignore[no-any-return]
@@ -230,11 +237,21 @@ class Playground:
                     return {"ok": False, "error": str(exc), "markers": editor.markers(text, exc, path)}
             if build:
                 _close(self._make(text))
+            else:  # while typing: the bridge is named by the registry, not built
+                self._bridge_known(data)
             return {"ok": True, "spec_id": spec_id(parsed, self.registry), "markers": []}
         except Exception as exc:  # noqa: BLE001 - every problem is an answer with its lines
             answer = error_answer(exc, "building the spec")
             return {"ok": False, "error": answer["error"], "error_type": answer["error_type"],
                     "markers": editor.markers(text, exc)}
+
+    def _bridge_known(self, data: Any) -> None:
+        """Raise ``UnknownNameError`` when ``data`` names a bridge no plugin provides."""
+        from ..plugins import get_registry
+
+        name = data.get("bridge") if isinstance(data, Mapping) else None
+        if isinstance(name, str):
+            (self.registry or get_registry()).bridge(name)
 
     def close(self) -> None:
         with self.lock:

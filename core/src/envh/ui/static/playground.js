@@ -16,7 +16,7 @@
     $('step').disabled = !playing;
     $('action').disabled = !playing;
     $('start').disabled = state === 'busy';
-    document.querySelectorAll('button.tool').forEach(b => { b.disabled = !playing; });
+    document.querySelectorAll('button.tool, #toolform button').forEach(b => { b.disabled = !playing; });
     pending();
   }
 
@@ -30,7 +30,7 @@
     session = null;
     started = null;
     steps = 0;
-    for (const id of ['seen', 'base', 'log', 'tools', 'verdict']) $(id).replaceChildren();
+    for (const id of ['seen', 'base', 'log', 'tools', 'toolform', 'verdict']) $(id).replaceChildren();
   }
 
   async function api(path, body) {
@@ -53,25 +53,133 @@
     if (out.error) return;
     $('seen').textContent = out.observation;
     $('base').textContent = out.base_observation ?? '(same)';
-    if (out.effects) {
-      const li = document.createElement('li');
-      li.className = 'logline';
-      li.textContent = `${out.action} -> reward ${out.reward}` + (out.done ? ' (done)' : '') + ' ' +
-        JSON.stringify(out.effects);
-      $('log').appendChild(li);
-    }
+    if (out.effects) $('log').appendChild(logLine(out));
     if (out.tools) {
       const buttons = out.tools.map(t => {
         const b = document.createElement('button');
         b.className = 'tool';
         b.textContent = t.name;
         b.title = t.description || '';
-        b.addEventListener('click', () => { $('action').value = t.name + ' '; $('action').focus(); });
+        b.addEventListener('click', () => toolForm(t));
         return b;
       });
       $('tools').replaceChildren(...buttons);
     }
-    if (out.verdict) $('verdict').textContent = JSON.stringify(out.verdict);
+    if (out.verdict) showVerdict(out.verdict);
+  }
+
+  function el(tag, cls, text) {
+    const node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined) node.textContent = String(text);
+    return node;
+  }
+
+  // one step: the action, its reward, how the episode stands, each layer's effect as a badge
+  function logLine(out) {
+    const li = el('li', 'logline');
+    li.append(el('code', 'act', out.action), ' ', el('span', 'reward', `reward ${out.reward}`));
+    if (out.terminated) li.append(' ', el('span', 'tag ended', 'terminated'));
+    if (out.truncated) li.append(' ', el('span', 'tag ended', 'truncated'));
+    const badges = el('div', 'badges');
+    for (const b of out.badges || []) {
+      const span = el('span', 'badge ' + b.cls, b.text);
+      span.title = b.title;
+      badges.appendChild(span);
+    }
+    if (badges.childNodes.length) li.appendChild(badges);
+    return li;
+  }
+
+  function showVerdict(v) {
+    const head = el('p', v.success ? 'ok' : 'bad', v.success ? 'success' : 'failure');
+    head.append(el('span', 'muted', ` · score ${v.score}`));
+    const metrics = Object.entries(v.metrics || {});
+    if (!metrics.length) { $('verdict').replaceChildren(head); return; }
+    const table = el('table', 'verdict-metrics');
+    for (const [k, value] of metrics) {
+      const tr = el('tr');
+      tr.append(el('th', '', k), el('td', '', typeof value === 'string' ? value : JSON.stringify(value)));
+      table.appendChild(tr);
+    }
+    $('verdict').replaceChildren(head, table);
+  }
+
+  // a tool's JSON schema as a form: one input per parameter (enums as selects, numbers as
+  // number inputs, required ones marked); sending it steps with the well-formed JSON action
+  function field(name, prop, required) {
+    const label = el('label', 'param');
+    label.append(el('span', 'pname', name + (required ? ' *' : '')));
+    let input;
+    if (Array.isArray(prop.enum)) {
+      input = el('select');
+      if (!required) input.appendChild(el('option', '', ''));
+      for (const v of prop.enum) {
+        const o = el('option', '', v);
+        o.value = JSON.stringify(v);
+        input.appendChild(o);
+      }
+      input.dataset.kind = 'json';
+    } else if (prop.type === 'integer' || prop.type === 'number') {
+      input = el('input');
+      input.type = 'number';
+      input.step = prop.type === 'integer' ? '1' : 'any';
+      if (prop.minimum !== undefined) input.min = prop.minimum;
+      if (prop.maximum !== undefined) input.max = prop.maximum;
+      input.dataset.kind = 'number';
+    } else if (prop.type === 'boolean') {
+      input = el('input');
+      input.type = 'checkbox';
+      input.dataset.kind = 'boolean';
+    } else {
+      input = el('input');
+      input.dataset.kind = prop.type === 'string' ? 'string' : 'json';
+      if (input.dataset.kind === 'json') input.placeholder = 'JSON';
+    }
+    input.name = name;
+    input.required = required && input.type !== 'checkbox';
+    if (prop.description) input.title = prop.description;
+    input.setAttribute('aria-label', name);
+    label.append(' ', input);
+    return label;
+  }
+
+  function formArgs(form) {
+    const args = {};
+    for (const input of form.querySelectorAll('input, select')) {
+      const kind = input.dataset.kind;
+      if (kind === 'boolean') { args[input.name] = input.checked; continue; }
+      if (input.value === '') continue;
+      if (kind === 'number') args[input.name] = Number(input.value);
+      else if (kind === 'json') {
+        try { args[input.name] = JSON.parse(input.value); } catch (err) { args[input.name] = input.value; }
+      } else args[input.name] = input.value;
+    }
+    return args;
+  }
+
+  function toolForm(tool) {
+    const schema = tool.parameters || {};
+    const props = schema.properties || {};
+    const required = new Set(schema.required || []);
+    const form = el('form', 'toolform');
+    form.dataset.tool = tool.name;
+    form.append(el('b', '', tool.name), ' ');
+    if (tool.description) form.append(el('span', 'muted', tool.description));
+    const fields = el('div', 'params');
+    for (const [name, prop] of Object.entries(props)) fields.appendChild(field(name, prop || {}, required.has(name)));
+    const send = el('button', '', `Step with ${tool.name}`);
+    send.type = 'submit';
+    send.disabled = $('step').disabled;
+    form.append(fields, send);
+    form.addEventListener('submit', e => {
+      e.preventDefault();
+      $('action').value = JSON.stringify({tool: tool.name, args: formArgs(form)});
+      step();
+    });
+    $('toolform').replaceChildren(form);
+    const first = form.querySelector('input, select');
+    (first || send).focus();
   }
 
   async function start() {
