@@ -252,3 +252,19 @@ def test_an_overflow_the_estimate_missed_is_fitted_again_and_retried(server):
     assert refits, [turn.context for turn, _u in turns]
     assert all(r["budget"] < r["budget_before"] and "maximum context length" in r["reason"] for r in refits)
     assert all(usage["prompt_tokens"] <= MAX_MODEL_LEN - 16 for _turn, usage in turns)
+
+
+def test_token_ids_are_recorded_by_default_against_vllm(server):
+    """No ``token_ids`` option: against vLLM (its ``/v1/models`` lists ``max_model_len``) the
+    policy asks for token ids and logprobs anyway, so the generated text (``written``,
+    which the exports train on) is recorded without a flag."""
+    from envh.rollout.policies.openai import OpenAIPolicy
+
+    policy = OpenAIPolicy("smollm2", base_url=server["base_url"], max_tokens=24, timeout=120, retries=1,
+                          tool_format="text", temperature=0.0)
+    with Corridor() as env:
+        turns = play_corridor(policy, env, 1)
+    policy.close()
+    turn, usage = turns[0]
+    assert turn.completion_token_ids and len(turn.logprobs) == len(turn.completion_token_ids)
+    assert usage["completion_tokens"] == len(turn.completion_token_ids)

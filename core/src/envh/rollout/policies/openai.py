@@ -37,7 +37,10 @@ class OpenAIPolicy(ChatPolicy):
         default temperature (0.7) samples, so K rollouts of a task differ.
     :param seed: base of the per-request seeds: each request sends a seed derived from
         (seed, task, episode seed, turn); ``None`` sends none.
-    :param token_ids: ask a vLLM server for token ids and logprobs (recorded per turn).
+    :param token_ids: ask a vLLM server for token ids and logprobs (recorded per turn, with
+        the text the model generated before vLLM's tool parser took its calls out, which the
+        exports train on). ``"auto"`` (default): when the server is vLLM (its ``/v1/models``
+        lists a ``max_model_len``); ``True``/``False``: always/never.
     :param tokenizer: a local tokenizer (HF folder, ``.gguf`` or embedded name such as
         ``smollm2``) to count prompt tokens exactly. Without one (``count="auto"``) a vLLM
         server counts them (its ``/tokenize``); other servers' prompts are estimated at 3
@@ -57,7 +60,7 @@ class OpenAIPolicy(ChatPolicy):
 
     def __init__(self, arg: str | None = None, *, model: str | None = None, base_url: str | None = None,
                  api_key_env: str = "OPENAI_API_KEY", temperature: float = 0.7, top_p: float | None = None,
-                 max_tokens: int | None = 512, seed: int | None = 0, token_ids: bool = False,
+                 max_tokens: int | None = 512, seed: int | None = 0, token_ids: bool | str = "auto",
                  tokenizer: str | None = None, max_context: int | None = None, timeout: float = 60.0,
                  retries: int = 3, backoff_s: float = 1.0, max_backoff_s: float = 30.0,
                  extra_body: dict[str, Any] | None = None, count: str = "auto", **chat: Any) -> None:
@@ -80,6 +83,8 @@ class OpenAIPolicy(ChatPolicy):
                     f"pass_env=[{api_key_env!r}].")
             key = "EMPTY"
         self.base_url, self.temperature, self.top_p, self.max_tokens = base_url, temperature, top_p, max_tokens
+        if token_ids not in (True, False, "auto"):
+            raise ValueError(f"token_ids must be true, false or 'auto', got {token_ids!r}")
         self.seed, self.token_ids, self.tokenizer_name = seed, token_ids, tokenizer
         self.base_seed = 0 if seed is None else int(seed)
         self.timeout, self.retries, self.backoff_s, self.max_backoff_s = timeout, retries, backoff_s, max_backoff_s
@@ -193,7 +198,7 @@ class OpenAIPolicy(ChatPolicy):
         if tools:
             req["tools"] = tools
         extra = dict(self.extra_body or {})
-        if self.token_ids:
+        if self.token_ids is True or (self.token_ids == "auto" and self._served_context() is not None):
             req["logprobs"] = True
             extra.setdefault("return_token_ids", True)
         if extra:
