@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import re
 import secrets
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
@@ -88,7 +89,12 @@ def _same(given: str, token: str) -> bool:
 def _host_name(host: str) -> str:
     host = host.strip().lower()
     if host.startswith("["):
-        return host[: host.find("]") + 1] if "]" in host else host
+        end = host.find("]")
+        if end < 0:
+            return host
+        rest = host[end + 1:]
+        # only a port may follow the literal: "[::1]evil.example" is not the loopback
+        return host[: end + 1] if rest == "" or re.fullmatch(r":\d{1,5}", rest) else host
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
@@ -366,7 +372,6 @@ def create_app(dirs: Sequence[str | Path], *, token: str | None = None, host: st
 def serve(dirs: list[str], *, host: str = "127.0.0.1", port: int = 0) -> None:
     """Run the app until interrupted, printing the URL with its access token (on the
     server's own ``*.localhost`` name when it answers on loopback)."""
-    import socket
 
     import uvicorn
 
@@ -374,10 +379,63 @@ def serve(dirs: list[str], *, host: str = "127.0.0.1", port: int = 0) -> None:
         if not Path(d).is_dir():
             raise errors.EnvhError(f"Run directory {d!r} does not exist.")
     app = create_app(dirs, host=host)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    shown = app.state.name if _host_name(host) in LOCAL_HOSTS | {"0.0.0.0"} else host  # all addresses: loopback too
-    url = f"http://{shown}:{sock.getsockname()[1]}/?token={app.state.token}"
+    socks = bind_sockets(host, port)
+    local = _host_name(host) in LOCAL_HOSTS | {"0.0.0.0", "::"}  # all addresses: loopback too
+    shown = app.state.name if local else (f"[{host}]" if ":" in host else host)
+    url = f"http://{shown}:{socks[0].getsockname()[1]}/?token={app.state.token}"
     print(f"envh ui: {url}", flush=True)
-    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=socks)
+
+
+def bind_sockets(host: str, port: int = 0, *, tries: int = 20) -> list[Any]:
+    """Listening sockets for ``host``:``port``. On a loopback (or every) address the server
+    holds the port on *both* loopbacks, 127.0.0.1 and ::1: browsers try ``*.localhost`` on
+    ::1 first and fall back to 127.0.0.1 only when ::1 refuses, so a port held on 127.0.0.1
+    alone lets any local process listen on [::1] at it and receive the token URL. A port
+    whose ::1 side is taken is refused (``--port P``) or another is picked (port 0). Only a
+    machine without an IPv6 loopback gets the IPv4 socket alone."""
+    import errno
+    import socket
+
+    def listen(family: int, address: str, at: int) -> socket.socket:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((address, at))
+            sock.listen(2048)  # before the URL is printed: a bound socket not yet listening can be shared
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    name = _host_name(host).strip("[]")
+    if name not in {"127.0.0.1", "localhost", "::1", "0.0.0.0", "::"}:
+        family = socket.AF_INET6 if ":" in name else socket.AF_INET
+        return [listen(family, name, port)]
+    first = ("::" if name == "::" else "0.0.0.0" if name == "0.0.0.0" else "127.0.0.1")
+    for _ in range(tries if port == 0 else 1):
+        v4 = listen(socket.AF_INET6 if first == "::" else socket.AF_INET, first, port)
+        at = v4.getsockname()[1]
+        if first == "::":  # every IPv6 address (V6ONLY): every IPv4 one beside it
+            try:
+                return [v4, listen(socket.AF_INET, "0.0.0.0", at)]
+            except OSError:
+                v4.close()
+                if port:
+                    raise
+                continue
+        try:
+            return [v4, listen(socket.AF_INET6, "::1", at)]
+        except OSError as exc:
+            v4.close()
+            if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT) or not socket.has_ipv6:
+                return [listen(socket.AF_INET if first != "::" else socket.AF_INET6, first, at)]
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            if port:
+                raise errors.EnvhError(
+                    f"Port {port} is free on 127.0.0.1 but taken on ::1 by another process: a browser "
+                    "would send the access token there. Pick another port (or leave --port out).") from None
+    raise errors.EnvhError(f"No port free on both 127.0.0.1 and ::1 after {tries} tries.")
