@@ -70,22 +70,30 @@ class Solver:
         pass
 
 
+FRESH = __import__("random").Random(0)
+
+
 class Rate:
     """Known true rates: with probability ``rates[n]`` (n = numbers at the start) it plays the
     solver's plan, else it stops at once (a loss unless the start already shows 24). The
-    draw comes from the episode seed, so the rate of any candidate is known exactly."""
+    draw comes from the episode seed, so the rate of any candidate is known exactly. With
+    ``fresh=True`` it comes from one stream of this process instead (seeded, so a test run in
+    one process is repeatable): episodes on the same seed are then independent draws, the
+    least favourable case for a paired comparison."""
 
     policy_id = "test-rate"
 
-    def __init__(self, arg=None, rates=None, **options):
+    def __init__(self, arg=None, rates=None, fresh=False, **options):
         self.rates = {int(k): float(v) for k, v in (rates or {}).items()}
+        self.fresh = bool(fresh)
         self.play = False
 
     def start(self, *, task, tools, observation, seed=None):
         import random
 
         n = len(observation.data.get("numbers", []))
-        self.play = random.Random(f"rate-{seed}").random() < self.rates.get(n, 1.0 if n <= 1 else 0.0)
+        draw = FRESH.random() if self.fresh else random.Random(f"rate-{seed}").random()
+        self.play = draw < self.rates.get(n, 1.0 if n <= 1 else 0.0)
 
     def act(self, observation, tools):
         action = _solver_move(observation.data) if self.play else Action(tool="stop")

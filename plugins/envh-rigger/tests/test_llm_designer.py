@@ -78,7 +78,7 @@ def test_sandbox_violation_and_unsolvable_candidates_cost_no_rollouts(registry, 
     # each failure reached the model in the next prompt, typed
     assert "static: Contract code error" in requests[2]["messages"][1]["content"]
     assert "unsolvable: the reference solution no longer wins" in requests[4]["messages"][1]["content"]
-    validated = attempts[2]["result"]["n"]
+    validated = attempts[2]["result"]["n"] + attempts[2]["result"]["confirmation"]["n"]
     assert summary["usage"]["rollouts"] == 5 + validated
 
 

@@ -40,7 +40,13 @@ def test_sr_band_accepts_only_a_truly_in_band_candidate(registry, tmp_path, seed
     assert summary["stops"] == {f"toy24/{TASK}": "accepted"}, summary
     [(entry, spec)] = _accepted(registry, tmp_path / f"sr{seed}")
     n = _start_numbers(registry, spec)
-    assert 0.4 <= rates.get(n, 1.0 if n == 1 else 0.0) <= 0.6, (n, entry["meta"])
+    true = rates.get(n, 1.0 if n == 1 else 0.0)
+    if entry["meta"].get("continuous") == "guide":  # the guide knob on an entry (see below)
+        true += (1 - true) * entry["meta"]["rate"] ** (n - 1)
+    assert 0.4 <= true <= 0.6, (n, true, entry["meta"])
+    # an "in" is confirmed on fresh seeds before it is accepted
+    confirmation = entry["stats"]["validation"]["confirmation"]
+    assert confirmation["decision"] == "in" and confirmation["decisive"] and confirmation["n"] >= 5
 
 
 def test_sr_band_with_no_true_candidate_accepts_none(registry, tmp_path):
@@ -187,3 +193,31 @@ def test_code_a_designer_wrote_is_validated_with_a_worker_pool_too(registry, tmp
     (attempt,) = [e["attempt"] for e in Journal(tmp_path / "pool").events(kind="attempt")]
     assert attempt["layers"][0]["trust"] == "untrusted"
     assert attempt["result"]["n"] >= 1 and not attempt["result"]["error_classes"], attempt["result"]
+
+
+NOOP = """
+def filter_action(action, state, memo):
+    return None
+"""
+
+
+@pytest.mark.parametrize("target", ["beats-baseline:0.2", "beats-baseline:0", "beats-baseline:-0.2"])
+def test_a_candidate_that_changes_nothing_is_never_accepted_by_a_relative_target(registry, tmp_path, target):
+    """A no-op contract over a policy that wins half its episodes by independent draws: the
+    old band around a 5-rollout base estimate accepted such a candidate 24-81 % of the time.
+    Now base and candidate play the same seeds and the paired lift test decides (at most
+    0.025 + 0.0125 + 0.00625 over these three rounds; this run is repeatable)."""
+    from envh_rigger.journal import Journal
+
+    out = tmp_path / target.replace(":", "_")
+    summary = _rig(registry, tmp_path, out.name, policy="rate", policy_options={"rates": {4: 0.5}, "fresh": True},
+                   target=target, designer="writer", designer_options={"code": NOOP}, rounds=3)
+    assert summary["stops"][f"toy24/{TASK}"] == "rounds", summary
+    attempts = [e["attempt"] for e in Journal(out).events(kind="attempt")]
+    assert len(attempts) == 3 and all(a["verdict"] == "rejected" for a in attempts)
+    for a in attempts:
+        lift = a["result"]["lift"]
+        assert lift["verdict"] == "not" and lift["pairs"] >= 10 and "paired lift test" in a["reason"]
+    assert [a["result"]["lift"]["alpha"] for a in attempts] == [0.025, 0.0125, 0.00625]
+    report = (out / "report.md").read_text()
+    assert "paired lift test" in report and "lift over the base on the same" in report

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from envh import errors
@@ -153,3 +155,54 @@ def test_p_0_and_1_settle_in_five_wherever_the_guarantee_allows_it(band):
     for p in (0.0, 1.0):
         runs = [v.run(lambda k, p=p: list(rng.random(k) < p), band) for _ in range(20)]
         assert all(dec != "in" and len(outs) <= 5 for dec, outs in runs), (p, runs[0])
+
+
+# -- the paired lift test of relative targets ------------------------------------------------
+
+@pytest.mark.parametrize("delta", [0.0, 0.1, 0.2, 0.5])
+@pytest.mark.parametrize("rnd", [1, 2, 4])
+def test_a_no_better_candidate_passes_the_lift_test_at_most_alpha_at_every_base_rate(delta, rnd):
+    """Exact on the lattice, over base rates 0..1 and candidates equal to or worse than the
+    base: the bound holds whatever the nuisance rate (no point estimate enters it)."""
+    from envh_rigger.stats import LiftTest, round_alpha
+
+    test = LiftTest(delta=delta, alpha=round_alpha(rnd))
+    worst = max(test.operating(p, p - gap)[0] for p in np.linspace(0, 1, 41) for gap in (0.0, 0.05, 0.2)
+                if p - gap >= 0)
+    assert worst <= test.alpha, worst
+    assert sum(round_alpha(r) for r in range(1, 60)) <= 0.05
+
+
+def test_the_lift_test_simulated_agrees_with_its_exact_figures_and_has_power():
+    from envh_rigger.stats import LiftTest
+
+    test = LiftTest(delta=0.2, alpha=0.025)
+    rng = np.random.default_rng(3)
+    for p_base, p_cand in ((0.3, 0.3), (0.2, 0.6), (0.1, 0.4)):
+        exact, mean_n = test.operating(p_base, p_cand)
+        sims, ns = [], []
+        for _ in range(3000):
+            pairs = []
+            while (more := test.next_batch(pairs)) > 0:
+                pairs += [(float(rng.random() < p_base), float(rng.random() < p_cand)) for _ in range(more)]
+            sims.append(test.decide(pairs) == ("beats", True))
+            ns.append(len(pairs))
+        assert abs(np.mean(sims) - exact) < 4 * math.sqrt(max(exact * (1 - exact), 1e-4) / 3000) + 0.002
+        assert abs(np.mean(ns) - mean_n) < 1.5
+    assert test.operating(0.1, 0.5)[0] >= 0.95  # a lift of D + 0.2 from 0.1 is found
+    assert test.operating(0.3, 0.6)[0] >= 0.7
+
+
+def test_pairs_with_the_same_outcome_never_pass_and_an_early_clear_lift_stops_early():
+    from envh_rigger.stats import LiftTest
+
+    test = LiftTest(delta=0.0, alpha=0.025)
+    same = [(1.0, 1.0), (0.0, 0.0)] * 30
+    assert test.decide(same) == ("not", True)
+    clear = [(0.0, 1.0)] * 10
+    assert test.next_batch(clear) == 0 and test.decide(clear) == ("beats", True)
+    assert test.next_batch([]) == 10 and test.next_batch(clear[:4]) == 6
+    # a lift below the one asked for is not accepted however significant
+    test = LiftTest(delta=0.5, alpha=0.025)
+    modest = [(0.0, 1.0)] * 24 + [(0.0, 0.0)] * 36  # +0.4 over 60 pairs
+    assert test.decide(modest)[0] == "not"

@@ -61,7 +61,23 @@ def test_baseline_already_in_target_needs_no_candidate(registry, tmp_path):
     summary = rig(RigConfig(policy="solver", tasks="medium/1,2,6,6", target="sr:0.8-1",
                             out=str(tmp_path / "r")), registry=registry)
     assert summary["stops"] == {"toy24/medium/1,2,6,6": "baseline_in_target"}
-    assert summary["usage"]["rollouts"] == 5
+    [event] = Journal(tmp_path / "r").events("toy24/medium/1,2,6,6", "baseline")
+    check = event["check"]  # the band validator decided on the base itself, from the 5 observed on
+    assert check["decision"] == "in" and check["decisive"] and check["n"] >= 5
+    assert summary["usage"]["rollouts"] == check["n"]
+
+
+def test_a_baseline_that_looks_in_the_band_in_five_rollouts_is_judged_before_the_task_closes(registry, tmp_path):
+    """A true 0.18 showing 2 of 5 (seeds 15..19): the band validator plays the base on and
+    finds it below [0.4, 0.6], so the loop goes to work instead of closing the task."""
+    out = tmp_path / "r"
+    summary = rig(RigConfig(policy="rate", policy_options={"rates": {4: 0.18}}, tasks="medium/1,2,6,6",
+                            target="sr:0.4-0.6", seed=15, rounds=1, out=str(out)), registry=registry)
+    [event] = Journal(out).events("toy24/medium/1,2,6,6", "baseline")
+    assert event["stats"]["successes"] == 2 and event["stats"]["n"] == 5
+    assert event["check"]["decision"] == "below" and event["check"]["n"] > 5
+    assert event["direction"] == "scaffold"
+    assert summary["stops"]["toy24/medium/1,2,6,6"] != "baseline_in_target"
 
 
 def test_task_crash_is_isolated_and_retried_on_resume(registry, tmp_path):

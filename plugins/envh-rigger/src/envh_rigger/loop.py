@@ -23,8 +23,10 @@ from .episodes import candidate_acted, steps_of, summarize
 from .journal import Journal
 from .pool import HarnessPool
 from .rollouts import Rollouts
-from .stats import SequentialValidator
+from .stats import LiftTest, SequentialValidator, round_alpha
 from .targets import SUCCESS_FLOOR, Target
+
+CONFIRM_OFFSET = 500  # a round's confirmation seeds start here past its validation's
 
 
 @attrs.define(kw_only=True)
@@ -49,6 +51,7 @@ class LoopRun:
     seed: int = 0
     echo: Callable[[str], None] = lambda _msg: None
     diagnoser: str = "stats"
+    confirm: bool = True  # replay a band verdict of "in" on fresh seeds (family-wise control)
     weakness: Any = None  # a resolved weakness.Weakness for weakness targets
     _diagnose: Any = None
 
@@ -128,7 +131,8 @@ class TaskLoop:
         self.r.usage.rollouts = self.r.rollouts.count()
         return trajs, self.r.measure(trajs)
 
-    def _sequence(self, spec: dict[str, Any], rnd: int, played: list[Any], used: int, more: int) -> list[Any]:
+    def _sequence(self, spec: dict[str, Any], rnd: int, played: list[Any], used: int, more: int,
+                  phase: str | None = None) -> list[Any]:
         """Episodes ``used .. used + more`` of this validation's seed sequence, playing what is
         missing. A pool plays at least one episode per worker: episodes past the point where
         the rule stops are kept as spares and never enter the decision, which reads the
@@ -142,31 +146,72 @@ class TaskLoop:
                 # validation needs, so the run would stop earlier with more workers
                 spare = 0
             n = missing + spare
-            seeds = [self.r.seed + 1000 * rnd + len(played) + i for i in range(n)]
+            phase = phase or f"validate:{rnd}"
+            first = self.r.seed + 1000 * rnd + (CONFIRM_OFFSET if phase.startswith("confirm") else 0)
+            seeds = [first + len(played) + i for i in range(n)]
             sid = spec_id(spec, self.r.registry)
-            if not all(self.r.rollouts.cached(self.r.rollouts.key(self.task, sid, f"validate:{rnd}", s))
-                       for s in seeds):
+            if not all(self.r.rollouts.cached(self.r.rollouts.key(self.task, sid, phase, s)) for s in seeds):
                 self._spend(missing)  # the spares only use workers that would idle
-            played += self.r.rollouts.run(spec, self.task, seeds, f"validate:{rnd}")
+            played += self.r.rollouts.run(spec, self.task, seeds, phase)
             self.r.usage.rollouts = self.r.rollouts.count()
         return played[used:used + more]
 
-    def validate(self, spec: dict[str, Any], rnd: int, band: tuple[float, float]) -> tuple[list[Any], dict[str, Any]]:
+    def validate(self, spec: dict[str, Any], rnd: int, band: tuple[float, float],
+                 phase: str | None = None) -> tuple[list[Any], dict[str, Any]]:
+        """Fresh rollouts of ``spec`` until the target's rule decides: the band validator for
+        absolute targets, the paired lift test against the base for relative ones."""
+        if self.r.target.relative:
+            return self._validate_lift(spec, rnd, band)
         binary = self.r.target.binary
         played: list[Any] = []
         values: list[float] = []
         while (more := self.r.validator.next_batch(values, band, binary=binary)) > 0:
-            values += [self.r.value(t) for t in self._sequence(spec, rnd, played, len(values), more)]
+            values += [self.r.value(t) for t in self._sequence(spec, rnd, played, len(values), more, phase)]
         decision, decisive = self.r.validator.decide(values, band, binary=binary)
         stats = self.r.measure(played[:len(values)])
         stats.update(decision=decision, decisive=decisive, band=list(band),
                      confidence=self.r.validator.confidence(values, band, binary=binary))
-        used = len(values)
+        return self._floor(spec, rnd, played, len(values), played[:len(values)], stats)
+
+    def _validate_lift(self, spec: dict[str, Any], rnd: int,
+                       band: tuple[float, float]) -> tuple[list[Any], dict[str, Any]]:
+        """Base and candidate on the same seeds, in pairs, until the lift test decides
+        (``stats.LiftTest`` at this round's share of the rig's family-wise rate)."""
+        target = self.r.target
+        test = LiftTest(delta=abs(target.lift), alpha=round_alpha(rnd))
+        lower = target.lift < 0  # the candidate must be lower: compare complements
+        played: list[Any] = []
+        base_played: list[Any] = []
+        pairs: list[tuple[float, float]] = []
+        while (more := test.next_batch(pairs)) > 0:
+            n = len(pairs)
+            cand = self._sequence(spec, rnd, played, n, more)
+            base = self._sequence(self.base, rnd, base_played, n, more)
+            for b, c in zip(base, cand, strict=True):
+                vb, vc = self.r.value(b), self.r.value(c)
+                pairs.append((1 - vb, 1 - vc) if lower else (vb, vc))
+        verdict, decisive = test.decide(pairs)
+        used = len(pairs)
+        trajs = played[:used]
+        stats = self.r.measure(trajs)
+        base_stats = self.r.measure(base_played[:used])
+        metric = target.metric
+        lift = stats[metric] - base_stats[metric] if used else 0.0
+        decision = "in" if verdict == "beats" else ("above" if lower else "below")
+        stats.update(decision=decision, decisive=decisive, band=list(band),
+                     lift={"measured": lift, "asked": target.lift, "pairs": used, "base": base_stats[metric],
+                           "verdict": verdict, "alpha": test.alpha, "boundary_c": round(test.c, 4),
+                           "characteristic": test.characteristic(min(1.0, max(0.0, base_stats[metric])))})
+        return self._floor(spec, rnd, played, used, trajs, stats)
+
+    def _floor(self, spec: dict[str, Any], rnd: int, played: list[Any], used: int, trajs: list[Any],
+               stats: dict[str, Any], phase: str | None = None) -> tuple[list[Any], dict[str, Any]]:
+        """The weakness target's success floor (its own validation), and the spares count."""
         if self.r.weakness is not None:  # the floor: success must not collapse with the weakness
-            wins = [float(t.success) for t in played[:used]]
+            wins = [float(t.success) for t in trajs]
             floor = (SUCCESS_FLOOR, 1.0)
             while (more := self.r.validator.next_batch(wins, floor)) > 0:
-                wins += [float(t.success) for t in self._sequence(spec, rnd, played, len(wins), more)]
+                wins += [float(t.success) for t in self._sequence(spec, rnd, played, len(wins), more, phase)]
             stats["floor_decision"] = self.r.validator.decide(wins, floor)[0]
             used = max(used, len(wins))
         stats["spares"] = len(played) - used  # played ahead by idle workers, not in any decision
@@ -178,17 +223,27 @@ class TaskLoop:
         baseline_trajs, baseline = self.observe()
         band = r.target.band(baseline)
         direction = r.target.direction(baseline)
+        check = None
+        if not r.target.relative:
+            # K rollouts prove nothing either way (2 of 5 at a true 0.18 looks in [0.4, 0.6];
+            # 1 of 5 at a true 0.5 looks below): the band validator decides on the base
+            # itself, its first K episodes the observed ones
+            _trajs, check = self.validate(self.base, 0, band, phase="observe")
+            edge = {"below": band[0] - 1, "above": band[1] + 1}.get(check["decision"], (band[0] + band[1]) / 2)
+            direction = r.target.direction({**baseline, r.target.metric: edge})
         diagnosis = r.diagnose(baseline_trajs, baseline, self.base["bridge"], self.kinds)
         r.journal.append(self.key, "baseline", {"spec_id": spec_id(self.base, r.registry), "stats": baseline,
-                                                "band": list(band), "direction": direction,
+                                                "band": list(band), "direction": direction, "check": check,
                                                 "diagnosis": diagnosis, "usage": r.usage.to_data(),
                                                 "reference": self._reference_note(),
                                                 "weakness": r.weakness.predicate if r.weakness else None,
                                                 "weakness_read_by": r.weakness.translated_by if r.weakness else None})
         r.echo(f"[{self.key}] baseline {baseline['success_rate']:.2f} ({baseline['n']} rollouts), "
                f"band {band} on {r.target.metric}, direction {direction or 'none needed'}")
-        if direction is None:
-            return "baseline_in_target"
+        if direction is None and check is not None:
+            r.echo(f"[{self.key}] the base itself is {'in' if check['decisive'] else 'perhaps in'} the band "
+                   f"({check[r.target.metric]:.2f} over {check['n']} rollouts)")
+            return "baseline_in_target" if check["decisive"] else "baseline_undecided"
         if not r.target.reachable(band):
             r.echo(f"[{self.key}] the band {band} is too narrow to judge (the baseline leaves no room): "
                    "target unreachable")
@@ -231,6 +286,8 @@ class TaskLoop:
             trajs, stats = self.validate(spec, self.round, band)
             self.last_trajs = trajs
             verdict, reason = self._judge(stats, trajs, proposal)
+            if verdict == "accepted" and r.confirm and not r.target.relative:
+                verdict, reason = self._confirm(spec, band, stats)
             attempt = Attempt(round=self.round, layers=proposal.layers, diagnosis=proposal.diagnosis,
                               rationale=proposal.rationale, meta=proposal.meta, verdict=verdict,
                               reason=reason, result=stats, spec_id=spec_id(spec, r.registry),
@@ -249,6 +306,20 @@ class TaskLoop:
                 if direction is None:
                     return "accepted"
         return "rounds"
+
+    def _confirm(self, spec: dict[str, Any], band: tuple[float, float], stats: dict[str, Any]) -> tuple[str, str]:
+        """A band verdict of "in" is played again on fresh seeds and must say "in" again: a
+        candidate clearly out of the band then passes a round with chance <= 0.10^2, so a task
+        accepts one over R rounds with chance <= R / 100 (0.05 at the default 5 rounds)."""
+        _trajs, again = self.validate(spec, self.round, band, phase=f"confirm:{self.round}")
+        stats["confirmation"] = {k: again[k] for k in ("n", "decision", "decisive", self.r.target.metric)}
+        if again["decision"] == "in" and again["decisive"]:
+            return "accepted", f"{self.r.target.metric} in the band, confirmed on {again['n']} fresh rollouts"
+        if again["decision"] != "in":
+            stats["decision"] = again["decision"]  # the designer brackets by what the two agree on
+        return "rejected", (f"in the band at first, but on {again['n']} fresh rollouts {self.r.target.metric} "
+                            f"{again[self.r.target.metric]:.2f} is {again['decision']} it"
+                            f"{'' if again['decisive'] else ' (not decisive)'}: not confirmed")
 
     def _reference_note(self) -> str:
         with make(self.base, registry=self.r.registry) as env:
@@ -284,6 +355,11 @@ class TaskLoop:
         if stats["successes"] == 0 and stats["blocked_steps"] > 0:
             return "rejected", ("no success and actions were blocked: the candidate may make the task "
                                 "unsolvable for this policy; loosen it")
+        if decision != "in" and "lift" in stats:
+            lift = stats["lift"]
+            return "rejected", (f"the paired lift test did not show {self.r.target.metric} moving by "
+                                f"{lift['asked']:+g} from the base's (measured {lift['measured']:+.2f} over "
+                                f"{lift['pairs']} seed pairs, at alpha {lift['alpha']:g})")
         if decision != "in":
             return "rejected", f"{self.r.target.metric} {decision} the band"
         if not stats.get("decisive", True):

@@ -22,7 +22,7 @@ from envh import TaskRef
 
 from .budget import Usage
 from .journal import Journal
-from .stats import SequentialValidator, wilson
+from .stats import ALPHA_RIG, LiftTest, SequentialValidator, round_alpha, wilson
 from .targets import Target
 
 PLOT = "metric_per_round.png"
@@ -132,7 +132,17 @@ def _confidence(res: dict[str, Any]) -> str:
             + "; the verdict is the stopping rule's, whose error rates are stated per band)")
 
 
-def _guarantee(target: Target, band: list[float], validator: SequentialValidator) -> str:
+def _guarantee(target: Target, band: list[float], validator: SequentialValidator,
+               baseline: dict[str, Any] | None = None) -> str:
+    if target.relative:
+        base = min(1.0, max(0.0, float((baseline or {}).get(target.metric, 0.0))))
+        test = LiftTest(delta=abs(target.lift), alpha=round_alpha(1))
+        parts = [f"{k}: P(accept) = {v['p_beats']:.3f} with {v['pairs']:.1f} seed pairs"
+                 for k, v in test.characteristic(base).items()]
+        return (f"paired lift test (base and candidate on the same seeds): a candidate no better than its base "
+                f"is accepted with probability <= {test.alpha:g} in round 1, halving each round "
+                f"(<= {ALPHA_RIG:g} over the whole task, whatever the base's rate); exact at a base {target.metric} "
+                f"of {base:.2f} with independent outcomes, round 1: " + "; ".join(parts))
     if not target.binary:
         return ("mean-steps rule: decided past an edge at 10 rollouts when clear, else at n >= max(20, "
                 "(z s / (w/2))^2, (skewness / 0.2)^2); stated P(in | centre) >= 0.85, P(in | an edge -/+ one "
@@ -146,7 +156,9 @@ def _guarantee(target: Target, band: list[float], validator: SequentialValidator
     for p in sorted({round(max(0.0, band[0] - w / 2), 4), round(min(1.0, band[1] + w / 2), 4)} - {0.0, 1.0}):
         probs, n = validator.design_for((band[0], band[1])).operating(p)
         parts.append(f"P(in | p={p:.2f}) = {probs['in']:.2f} with {n:.1f} rollouts")
-    return "validator's exact error rates at this band: " + "; ".join(parts)
+    return ("validator's exact error rates at this band: " + "; ".join(parts)
+            + "; an 'in' is played again on fresh seeds and must say 'in' again (a clearly-out candidate passes "
+            "both with probability <= 0.01, so a task accepts one over R rounds with probability <= R / 100)")
 
 
 def write_report(out: Path, journal: Journal, tasks: list[TaskRef], target: Target, usage: Usage,
@@ -197,7 +209,11 @@ def write_report(out: Path, journal: Journal, tasks: list[TaskRef], target: Targ
                 lines.append(f"  Weakness predicate: `{b['weakness']}`{by}")
             if b.get("reference"):
                 lines.append(f"  Solvability check: {b['reference']}")
-            lines.append(f"  {_guarantee(target, b['band'], validator)}.")
+            if b.get("check"):
+                c = b["check"]
+                lines.append(f"  The base judged against the band on {c['n']} rollouts: {c['decision']}"
+                             f"{'' if c.get('decisive', True) else ' (not decisive)'}.")
+            lines.append(f"  {_guarantee(target, b['band'], validator, b['stats'])}.")
         for a in r["attempts"]:
             what = a["meta"] or {"kinds": [layer.get("kind") for layer in a["layers"]]}
             res = a.get("result")
@@ -206,6 +222,14 @@ def write_report(out: Path, journal: Journal, tasks: list[TaskRef], target: Targ
             lines.append(f"- round {a['round']}: {what} → {measured} → **{a['verdict']}** ({a['reason'][:200]})")
             if (a.get("cascade") or {}).get("reference"):
                 lines.append(f"  - solvability: {a['cascade']['reference']}")
+            if res and res.get("lift"):
+                lift = res["lift"]
+                lines.append(f"  - lift over the base on the same {lift['pairs']} seeds: {lift['measured']:+.2f} "
+                             f"(asked {lift['asked']:+g}; base {lift['base']:.2f}), test at alpha {lift['alpha']:g}: "
+                             f"{lift['verdict']}")
+            if res and res.get("confirmation"):
+                conf = res["confirmation"]
+                lines.append(f"  - confirmation on {conf['n']} fresh rollouts: {conf['decision']}")
             if res and res.get("wins_with_rewrites"):
                 lines.append(f"  - {res['wins_with_rewrites']} of {res['successes']} wins had actions the candidate "
                              f"replaced ({res['rewritten_steps']} replaced steps in all): the harness played part "

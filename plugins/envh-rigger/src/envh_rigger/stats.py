@@ -80,8 +80,8 @@ REAL_K_MAX = 200  # beyond this the band is too narrow for the spread: the verdi
 # guarantees (binary) the design is checked against
 P_IN_CENTRE, P_IN_OUT, N_EXTREME = 0.85, 0.10, 5.0
 
-__all__ = ["DECISIONS", "BinaryDesign", "SequentialValidator", "design", "fixed_decision",
-           "mean_interval", "true_class", "wilson"]
+__all__ = ["ALPHA_RIG", "DECISIONS", "BinaryDesign", "LiftTest", "SequentialValidator", "design",
+           "fixed_decision", "lift_boundary", "mean_interval", "round_alpha", "true_class", "wilson"]
 
 
 def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
@@ -388,3 +388,153 @@ def _real_decide(values: Sequence[float], band: tuple[float, float], cap: int) -
     decision = true_class(mean, band)
     # past the cap the stated rates do not hold: a side is still safe to report, "in" is not
     return decision, n >= min(need, cap) and (need <= cap or decision != "in")
+
+
+# -- relative targets: a paired two-sample sequential test --------------------------------
+#
+# ``beats-baseline:D`` and ``weakness:...`` compare a candidate with its base, so a band
+# around the base's 5-rollout estimate (what they once were) accepts a candidate identical
+# to the base about a third of the time. Instead base and candidate play the same episode
+# seeds, in pairs, and the pairs decide. With a = pairs where only the candidate scores and
+# b = pairs where only the base scores, the lift p_cand - p_base equals P(a) - P(b) for any
+# dependence between the two (an identical candidate has P(a) = P(b) by symmetry). Given
+# the m = a + b discordant pairs, a ~ Bin(m, q) with q <= 1/2 whenever the candidate is no
+# better: the walk S = a - b is a fair (or downward) coin walk, whatever the base's rate.
+# The test accepts at a look when S >= ceil(C sqrt(m)) (a repeated-significance boundary
+# calibrated exactly on the fair walk, checked at every m, so any look schedule keeps it)
+# *and* the observed lift S / n is at least D. So
+#
+#     P(accept | candidate no better than its base) <= alpha   (exact, no nuisance rate)
+#
+# and over a rig the rounds spend alpha_rig = 0.05 as alpha_r = alpha_rig / 2^r (round r =
+# 1, 2, ...), so the chance that a task accepts *any* candidate no better than its base is
+# at most 0.05, however many rounds run. Power depends on the pair distribution;
+# ``LiftTest.operating(p_base, p_cand)`` gives it exactly for independent outcomes (the
+# least favourable case for a positively correlated pair), and the report prints it.
+
+ALPHA_RIG = 0.05  # family-wise: P(a task accepts any candidate no better than its base)
+LIFT_LOOKS = (10, 20, 30, 45, 60)  # pairs at which the lift test looks
+FUTILITY_Z = 1.2816  # stop early when a one-sided 90 % upper bound on the lift is below D
+
+
+def round_alpha(rnd: int, alpha: float = ALPHA_RIG) -> float:
+    """Round ``rnd``'s share of the rig's family-wise rate (sums to ``alpha`` over all rounds)."""
+    return alpha / 2 ** max(1, int(rnd))
+
+
+@functools.lru_cache(maxsize=64)
+def lift_boundary(alpha: float, m_max: int) -> float:
+    """Smallest C (to 1e-4) with P(S_m >= ceil(C sqrt(m)) for some m <= m_max) <= alpha on a
+    fair +-1 walk, computed exactly."""
+
+    def crossing(c: float) -> float:
+        bound = [math.ceil(c * math.sqrt(m) - 1e-12) for m in range(m_max + 1)]
+        alive = np.zeros(2 * m_max + 1)  # position + m_max
+        alive[m_max] = 1.0
+        crossed = 0.0
+        for m in range(1, m_max + 1):
+            alive = 0.5 * (np.roll(alive, 1) + np.roll(alive, -1))
+            pos = np.arange(-m_max, m_max + 1)
+            hit = pos >= bound[m]
+            crossed += float(alive[hit].sum())
+            alive[hit] = 0.0
+        return crossed
+
+    lo, hi = 0.5, 8.0
+    while hi - lo > 1e-4:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if crossing(mid) > alpha else (lo, mid)
+    return hi
+
+
+@attrs.frozen(kw_only=True)
+class LiftTest:
+    """Whether a candidate beats its base by at least ``delta`` (see the comment above).
+
+    ``pairs`` are (base outcome, candidate outcome) on the same episode seed, in seed order.
+    ``next_batch(n)`` says how many more pairs to play (0: decide now); ``decide(pairs)``
+    gives ``"beats"`` or ``"not"`` and whether the rule stopped.
+    """
+
+    delta: float
+    alpha: float
+    looks: tuple[int, ...] = LIFT_LOOKS
+
+    @property
+    def c(self) -> float:
+        return lift_boundary(self.alpha, self.looks[-1])
+
+    def next_batch(self, pairs: Sequence[tuple[float, float]]) -> int:
+        n = len(pairs)
+        if n and self._stop(pairs) is not None:
+            return 0
+        later = [k for k in self.looks if k > n]
+        return later[0] - n if later else 0
+
+    def _stop(self, pairs: Sequence[tuple[float, float]]) -> str | None:
+        n = len(pairs)
+        a = sum(1 for b, c in pairs if c and not b)
+        b = sum(1 for b, c in pairs if b and not c)
+        return self._rule(n, a, b)
+
+    def _rule(self, n: int, a: int, b: int) -> str | None:
+        """At a look of ``n`` pairs: "beats", "not" or None (go on)."""
+        if n not in self.looks and n < self.looks[-1]:
+            return None
+        s, m = a - b, a + b
+        if m and s >= math.ceil(self.c * math.sqrt(m) - 1e-12) and s >= self.delta * n - 1e-9:
+            return "beats"
+        if n >= self.looks[-1]:
+            return "not"
+        var = max(m / n - (s / n) ** 2, 0.0)
+        if s / n + FUTILITY_Z * math.sqrt(max(var, 1.0 / n) / n) < self.delta:
+            return "not"
+        return None
+
+    def decide(self, pairs: Sequence[tuple[float, float]]) -> tuple[str, bool]:
+        rule = self._stop(pairs) if pairs else None
+        if rule is not None:
+            return rule, True
+        return "not", False
+
+    def operating(self, p_base: float, p_cand: float) -> tuple[float, float]:
+        """Exact P(beats) and mean pairs played when base and candidate succeed independently
+        with these rates (a positively correlated pair has fewer discordant pairs: the
+        no-better rate stays <= alpha, power is higher)."""
+        p01, p10 = (1 - p_base) * p_cand, p_base * (1 - p_cand)
+        p00 = 1 - p01 - p10
+        n_max = self.looks[-1]
+        alive = np.zeros((1, 1))
+        alive[0, 0] = 1.0  # alive[a, b]
+        beats, mean_n = 0.0, 0.0
+        for n in range(1, n_max + 1):
+            mean_n += float(alive.sum())
+            nxt = np.zeros((n + 1, n + 1))
+            nxt[:-1, :-1] += alive * p00
+            nxt[1:, :-1] += alive * p01
+            nxt[:-1, 1:] += alive * p10
+            alive = nxt
+            if n in self.looks:
+                for a in range(n + 1):
+                    for b in range(n + 1 - a):
+                        if alive[a, b] == 0.0:
+                            continue
+                        rule = self._rule(n, a, b)
+                        if rule == "beats":
+                            beats += float(alive[a, b])
+                        if rule is not None:
+                            alive[a, b] = 0.0
+        return beats, mean_n
+
+    def characteristic(self, p_base: float) -> dict[str, dict[str, float]]:
+        """P(beats) and mean pairs at a base rate: no lift, the lift D, D + 0.1 and D + 0.2."""
+        out = {}
+        for name, lift in (("no lift", 0.0), ("lift D", self.delta), ("lift D+0.1", self.delta + 0.1),
+                           ("lift D+0.2", self.delta + 0.2)):
+            p_cand = min(1.0, max(0.0, p_base + lift))
+            if name != "no lift" and p_cand - p_base < lift - 1e-9:
+                continue  # out of reach from this base rate
+            prob, n = self.operating(p_base, p_cand)
+            out[name] = {"p_base": round(p_base, 4), "p_cand": round(p_cand, 4), "p_beats": round(prob, 4),
+                         "pairs": round(n, 2)}
+        return out

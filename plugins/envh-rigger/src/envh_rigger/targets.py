@@ -6,9 +6,12 @@ value asks for that much below), ``weakness:"submits without running tests"`` or
 ``weakness:repeats:3`` (a predicate over trajectories, see ``weakness.py``: the share of
 episodes where the behaviour shows *and* the episode fails must rise by at least
 ``WEAKNESS_MARGIN`` over the baseline's, while the success rate stays at or above
-``SUCCESS_FLOOR``; both measured with the same validator). Every target reduces to a
-band on one metric once the baseline is known; a band narrower than the validator's
-minimum width is reported as unreachable instead of tried.
+``SUCCESS_FLOOR``). Absolute targets (``sr``, ``steps``) are judged by the band validator;
+relative ones (``beats-baseline``, ``weakness``) by the paired lift test
+(``stats.LiftTest``: base and candidate play the same seeds), so a candidate that changes
+nothing is accepted at most ``stats.ALPHA_RIG`` of the time per task. Each still has a band
+(the base's estimate plus the lift) for the designer's hints; a band narrower than the
+validator's minimum width is reported as unreachable instead of tried.
 """
 
 from __future__ import annotations
@@ -52,6 +55,16 @@ class Target:
         return not self.binary or band[1] - band[0] >= MIN_WIDTH - 1e-9
 
     @property
+    def relative(self) -> bool:
+        """Judged against the base by the paired lift test (``stats.LiftTest``), not a band."""
+        return self.kind in ("beats-baseline", "weakness")
+
+    @property
+    def lift(self) -> float:
+        """The lift a relative target asks for, on its metric (negative: that much lower)."""
+        return WEAKNESS_MARGIN if self.kind == "weakness" else self.delta
+
+    @property
     def binary(self) -> bool:
         return self.metric != "mean_steps"
 
@@ -69,6 +82,8 @@ class Target:
 
     def direction(self, baseline: dict[str, Any]) -> Literal["scaffold", "pressure"] | None:
         """Make the task easier (scaffold) or harder (pressure); ``None``: already there."""
+        if self.relative:  # the candidate must differ from its base: never there already
+            return "pressure" if self.kind == "weakness" or self.delta < 0 else "scaffold"
         value = float(baseline.get(self.metric, 0.0))
         lo, hi = self.band(baseline)
         if lo <= value <= hi:
@@ -84,10 +99,11 @@ class Target:
         if self.kind == "steps":
             return f"mean steps in [{self.lo:g}, {self.hi:g}]"
         if self.kind == "beats-baseline":
-            return f"success rate at least {self.delta:+g} from the baseline's"
+            return (f"success rate at least {self.delta:+g} from the base's (base and candidate paired by "
+                    "episode seed; the lift test's error rates are stated)")
         return (f"the weakness {self.text!r} bites measurably more often (the share of episodes where "
-                f"it shows and the episode fails rises by >= {WEAKNESS_MARGIN:g}; success stays >= "
-                f"{SUCCESS_FLOOR:g})")
+                f"it shows and the episode fails rises by >= {WEAKNESS_MARGIN:g} over the base's on the same "
+                f"seeds, by the paired lift test; success stays >= {SUCCESS_FLOOR:g})")
 
     def __str__(self) -> str:
         if self.kind in ("sr", "steps"):
