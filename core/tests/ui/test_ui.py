@@ -261,7 +261,6 @@ def test_rig_report_and_training_pages(page, server) -> None:
     assert page.locator("#metrics tr.metric").count() == 4
     assert "reward/solved" in page.locator("#metrics").inner_text()
     assert page.locator(".metric-chart svg polyline").count() == 2  # reward/solved and loss over steps
-    shot(page, "training")
 
 
 def test_playground_plays_a_stack_with_untrusted_contract_code(page, server) -> None:
