@@ -289,3 +289,37 @@ class SeedBlocker(envh.EnvHarness):
         if action.tool == "stop" and self.seed in self.seeds:
             return envh.Block(reason="no stopping in this episode")
         return action
+
+
+class Slipper:
+    """Plays the solver's move from the current numbers, except that when the move is a
+    ``sub`` or ``div`` (``slips``) it plays ``add`` on the same positions instead with
+    probability ``q`` (drawn from the episode seed and the step): near-perfect on add and
+    mul, weak on the operators it slips on. Without a plan it stops."""
+
+    policy_id = "test-slipper"
+
+    def __init__(self, arg=None, q=0.8, slips=("sub", "div"), **options):
+        self.q, self.slips = float(q), tuple(slips)
+        self.seed, self.turn = 0, 0
+
+    def start(self, *, task, tools, observation, seed=None):
+        self.seed, self.turn = seed, 0
+
+    def act(self, observation, tools):
+        import random
+
+        self.turn += 1
+        action = _solver_move(observation.data)
+        if action.tool == "combine" and action.args["op"] in self.slips:
+            if random.Random(f"slip-{self.seed}-{self.turn}").random() < self.q:
+                action = Action(tool="combine", args={**action.args, "op": "add"})
+        return PolicyStep(action=action, raw=action.tool)
+
+    def close(self):
+        pass
+
+
+@envh.hookimpl(specname="envh_policies")
+def slipper_policy():
+    return [envh.PolicyInfo(name="slipper", factory=Slipper)]

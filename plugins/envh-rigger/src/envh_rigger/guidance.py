@@ -21,7 +21,10 @@ ALFWorld stage off every plan) the guide passes actions untouched.
 
 With a ``focus`` the replacements concentrate where the weakness is: only off-reference
 actions that match it (a tool, a pattern over the JSON arguments, an action the episode
-already took) are candidates for replacement; the others pass untouched. The designer takes
+already took) are candidates for replacement; the others pass untouched. An ``expected``
+focus (``{"expected": {"tools": [...], "pattern": ...}}``) matches the *reference's* next
+step instead: the policy's action is replaced only where the reference plays the class
+the divergence diagnosis found the policy slipping on (``divergence.py``). The designer takes
 the focus from the weakness predicate that bites most in the failed episodes (``focus_for``).
 """
 
@@ -94,9 +97,25 @@ class GuideContract(EnvHarness):
             return call in self._seen
         return True
 
+    def _expected_in_focus(self, call: str) -> bool:
+        """With an ``expected`` focus: the reference's next step from here is of the focused
+        class (the policy's action is off it), so the policy is about to slip there."""
+        spec = self.focus.get("expected")
+        if not spec:
+            return True
+        plan = self._plan if self._plan else reference_from_here(self.inner)
+        self._plan = plan or None
+        if not plan or _call(plan[0]) == call:
+            return False
+        step = plan[0]
+        if spec.get("tools") and step.tool not in spec["tools"]:
+            return False
+        pattern = spec.get("pattern")
+        return not pattern or bool(re.search(str(pattern), json.dumps(_plain(step.args), sort_keys=True)))
+
     def filter_action(self, action: Action, state: Mapping[str, Any]) -> Action | Block:
         call = _call(action)
-        focused = self._in_focus(action, call)
+        focused = self._in_focus(action, call) and self._expected_in_focus(call)
         self._seen.append(call)
         if not focused or self.rate <= 0.0:  # never replaced: no reference is asked (a planner costs)
             self._plan = self._plan[1:] if self._plan and _call(self._plan[0]) == call else None

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 from envh import Action, Registry, TaskRef, make, spec_id
 
-from . import cascade
+from . import cascade, divergence
 from .budget import Budget, BudgetExhausted, Usage
 from .designers.base import Attempt, DesignContext, Designer, Proposal
 from .episodes import candidate_acted, steps_of, summarize
@@ -25,6 +25,7 @@ from .pool import HarnessPool
 from .rollouts import Rollouts
 from .stats import LiftTest, SequentialValidator, round_alpha
 from .targets import SUCCESS_FLOOR, Target
+from .weakness import probes
 
 CONFIRM_OFFSET = 500  # a round's confirmation seeds start here past its validation's
 
@@ -52,6 +53,7 @@ class LoopRun:
     echo: Callable[[str], None] = lambda _msg: None
     diagnoser: str = "stats"
     confirm: bool = True  # replay a band verdict of "in" on fresh seeds (family-wise control)
+    divergence: bool = True  # replay failed episodes against the bridge's reference when diagnosing
     weakness: Any = None  # a resolved weakness.Weakness for weakness targets
     _diagnose: Any = None
 
@@ -73,13 +75,24 @@ class LoopRun:
         return float(t.success)
 
     def diagnose(self, trajs: list[Any], stats: dict[str, Any], bridge: str,
-                 kinds: dict[str, str] | None = None) -> dict[str, Any]:
+                 kinds: dict[str, str] | None = None, *, spec: dict[str, Any] | None = None,
+                 task: TaskRef | None = None) -> dict[str, Any]:
         """The chosen diagnoser (through ``envh_diagnosers``) on a batch of rollouts, with the
-        bridge's error taxonomy."""
+        bridge's error taxonomy; then, where the bridge has a reference solution, the failed
+        episodes replayed against it (``divergence.py``): the action class the policy loses
+        the task on, with counts, and the weakness predicates too common to name anything."""
         if self._diagnose is None:
             name, _, arg = self.diagnoser.partition(":")
             self._diagnose = self.registry.diagnosers()[name].load()(arg or None)
-        return dict(self._diagnose(trajs, stats, bridge=bridge, registry=self.registry, kinds=kinds or {}))
+        out = dict(self._diagnose(trajs, stats, bridge=bridge, registry=self.registry, kinds=kinds or {}))
+        if self.divergence and spec is not None and task is not None and any(not t.success for t in trajs):
+            div = divergence.replay(spec, task, trajs, self.registry)
+            if div is not None:
+                out["divergence"] = div
+                out["uninformative"] = divergence.uninformative(probes(self.registry, bridge, focused=False), trajs)
+                if div.get("weakest"):
+                    out["summary"] = f"{divergence.summary(div)}; {out.get('summary', '')}".rstrip("; ")
+        return out
 
 
 def _layer_ids(base: dict[str, Any], layers: list[dict[str, Any]]) -> set[str]:
@@ -231,7 +244,7 @@ class TaskLoop:
             _trajs, check = self.validate(self.base, 0, band, phase="observe")
             edge = {"below": band[0] - 1, "above": band[1] + 1}.get(check["decision"], (band[0] + band[1]) / 2)
             direction = r.target.direction({**baseline, r.target.metric: edge})
-        diagnosis = r.diagnose(baseline_trajs, baseline, self.base["bridge"], self.kinds)
+        diagnosis = r.diagnose(baseline_trajs, baseline, self.base["bridge"], self.kinds, spec=self.base, task=self.task)
         r.journal.append(self.key, "baseline", {"spec_id": spec_id(self.base, r.registry), "stats": baseline,
                                                 "band": list(band), "direction": direction, "check": check,
                                                 "diagnosis": diagnosis, "usage": r.usage.to_data(),
@@ -302,7 +315,7 @@ class TaskLoop:
                 self.base, self.attempts = spec, []
                 baseline_trajs, baseline = self.observe()
                 direction = r.target.direction(baseline)
-                diagnosis = r.diagnose(baseline_trajs, baseline, self.base["bridge"], self.kinds)
+                diagnosis = r.diagnose(baseline_trajs, baseline, self.base["bridge"], self.kinds, spec=self.base, task=self.task)
                 if direction is None:
                     return "accepted"
         return "rounds"

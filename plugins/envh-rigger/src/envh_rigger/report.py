@@ -203,6 +203,16 @@ def write_report(out: Path, journal: Journal, tasks: list[TaskRef], target: Targ
                 ev = claim.get("evidence", {})
                 lines.append(f"  - {claim.get('axis')}: {claim.get('claim')} — episode seed {ev.get('seed')}, "
                              f"step {ev.get('step')}: \"{str(ev.get('quote', ''))[:120]}\"")
+            div = diag.get("divergence")
+            if div:
+                rows_ = sorted(div["expected"].items(), key=lambda kv: -kv[1]["fatal_rate"])[:6]
+                lines.append(f"  Replayed against the reference ({div['replayed']} failed episodes), where the "
+                             "reference plays each class: " + "; ".join(
+                                 f"{cls} lost {r['fatal']}/{r['taken']} [{r['interval'][0]:.2f}, {r['interval'][1]:.2f}]"
+                                 for cls, r in rows_))
+            if diag.get("uninformative"):
+                lines.append("  True of every failed episode, so naming no weakness: "
+                             + ", ".join(f"`{p}`" for p in diag["uninformative"]))
             if b.get("weakness"):
                 by = {"keywords": " (read from the words by keywords)",
                       "designer": " (read from the words by the designer)"}.get(b.get("weakness_read_by") or "", "")

@@ -333,14 +333,21 @@ def weakness_focus(ctx: Any) -> tuple[dict[str, Any] | None, str]:
     beyond the won ones, and its name; ``(None, "")`` when none separates them."""
     from .guidance import focus_for
 
-    entries = table(ctx.registry, ctx.bridge)
-    probes = []
+    episodes = list(ctx.episodes)
+    return focus_for(probes(ctx.registry, ctx.bridge), [t for t in episodes if not t.success],
+                     [t for t in episodes if t.success])
+
+
+def probes(registry: Any, bridge: str, *, focused: bool = True) -> list[Any]:
+    """The predicates (built-in and the bridge's) usable at their default arguments; with
+    ``focused`` only those a guide can focus on."""
+    entries = table(registry, bridge)
+    out = []
     for name, entry in entries.items():
-        if entry.focus is None:
+        if focused and entry.focus is None:
             continue
         try:
-            probes.append(_make(name, check_predicate(name, entries), entries, ""))
+            out.append(_make(name, check_predicate(name, entries), entries, ""))
         except errors.EnvhError:  # needs arguments (calls:TOOL): nothing to probe with
             continue
-    episodes = list(ctx.episodes)
-    return focus_for(probes, [t for t in episodes if not t.success], [t for t in episodes if t.success])
+    return out

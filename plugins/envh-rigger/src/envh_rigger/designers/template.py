@@ -18,6 +18,7 @@ from typing import Any
 
 from envh import make
 
+from ..divergence import class_focus
 from ..templates import templates_for
 from ..weakness import weakness_focus
 from .base import DesignContext, Proposal, metric_must_rise
@@ -129,6 +130,12 @@ class TemplateDesigner:
         template takes a focus."""
         if "focus" not in inspect.signature(template.instantiate).parameters:
             return base + template.instantiate(env, ctx.task, rate), ""
+        weakest = ((ctx.diagnosis or {}).get("divergence") or {}).get("weakest")
+        if weakest:  # the class the replay against the reference found the policy losing on
+            focus = class_focus(weakest["class"])
+            if weakest["side"] == "expected":
+                focus = {"expected": focus}
+            return base + template.instantiate(env, ctx.task, rate, focus=focus), f"diverges:{weakest['class']}"
         focus, predicate = weakness_focus(ctx)
         return base + template.instantiate(env, ctx.task, rate, focus=focus), predicate
 
