@@ -178,3 +178,36 @@ def test_a_failing_planner_is_named_and_a_stage_it_cannot_plan_from_is_rejected(
     monkeypatch.setattr(PddlState, "replan", lambda self, infos: [])  # the planner finds no plan
     result = cascade.check(spec, [_stage(MOVED_TO_SHELF)], built.task, registry=registry, seeds=[0])
     assert not result.ok and result.stage == "unsolvable" and result.reference == "none from the candidate's start"
+
+
+def test_a_policy_that_never_heats_is_diagnosed_by_the_heat_step(tmp_path: Path) -> None:
+    """On a real ALFWorld heat game, a policy that plays the walkthrough but skips ``heat``
+    fails every episode; the game stays winnable (it could go back and heat), so each
+    episode is decided by its first step off the planner's reference: the diagnosis names
+    ``do:heat`` where the reference plays it, still winnable after, and nothing is fatal."""
+    from envh_alfworld.builder import build_games
+    from envh_alfworld.examples import EXAMPLE_ROOMS
+    from envh_alfworld.rooms import room_from_dict
+    from envh_rigger.divergence import replay, summary
+    from envh_rigger.rollouts import Rollouts
+
+    data = tmp_path / "alfworld"
+    (built,) = build_games([room_from_dict(EXAMPLE_ROOMS["pick_heat_then_place_in_recep"])], data)
+    spec = {"bridge": "alfworld", "config": {"data_path": str(data), "max_steps": 12}}
+    skipped = [c for c in built.walkthrough if not c.lower().startswith("heat ")]
+    assert len(skipped) == len(built.walkthrough) - 1
+    script = tmp_path / "no-heat.json"
+    script.write_text(json.dumps({built.task.instance_id: [{"tool": "do", "args": {"command": c}} for c in skipped]}))
+    registry = envh.get_registry()
+    rollouts = Rollouts(tmp_path / "runs", policy=f"scripted:{script}", registry=registry, max_steps=12,
+                        policy_options={"when_done": "repeat"})
+    trajs = rollouts.run(spec, built.task, [0, 1, 2], "observe")
+    assert not any(t.success for t in trajs)
+    div = replay(spec, built.task, trajs, registry)
+    weakest = div["weakest"]
+    assert weakest["class"] == "do:heat" and weakest["side"] == "expected", div
+    assert weakest["decisive"] == weakest["taken"] == 3 and weakest["fatal"] == 0
+    assert all(d["expected"] == "do:heat" and d["did"] == "do:go" and d["winnable_after"] for d in div["divergences"])
+    text = summary(div)
+    assert text.startswith("the episodes leave the reference where the reference plays do:heat"), text
+    assert "still winnable after 3 of 3" in text

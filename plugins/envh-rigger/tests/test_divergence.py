@@ -46,7 +46,7 @@ def test_a_policy_slipping_on_sub_is_diagnosed_by_that_class(registry, tmp_path)
     sub, add = div["expected"]["combine:sub"], div["expected"]["combine:add"]
     assert div["replayed"] == min(len(failed), 8)  # at most MAX_EPISODES failures are replayed
     k = div["replayed"]
-    assert sub["fatal"] == sub["taken"] == k and add["fatal"] == 0 and add["taken"] >= k
+    assert sub["fatal"] == sub["decisive"] == sub["taken"] == k and add["decisive"] == 0 and add["taken"] >= k
     assert all(d["expected"] == "combine:sub" and d["did"] == "combine:add" and d["depth"] == 1
                for d in div["divergences"])
     assert "combine:sub" in summary(div) and f"{k} of {k}" in summary(div)

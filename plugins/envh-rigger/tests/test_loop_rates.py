@@ -152,7 +152,9 @@ def test_code_a_designer_wrote_runs_in_the_jail(registry, tmp_path):
 
 
 def test_a_band_the_baseline_pushes_past_one_is_reported_unreachable(registry, tmp_path):
-    summary = _rig(registry, tmp_path, "far", policy="rate", policy_options={"rates": {4: 0.2}},
+    """A lift of 0.95 needs a base <= 0.05; a base showing 2 of 5 excludes that (Wilson lower
+    bound 0.12), so no round is spent. (One of 5 would not: its lower bound is 0.04.)"""
+    summary = _rig(registry, tmp_path, "far", policy="rate", policy_options={"rates": {4: 0.6}},
                    target="beats-baseline:0.95")
     assert summary["stops"] == {f"toy24/{TASK}": "target_unreachable"}
     assert summary["usage"]["rollouts"] == 5  # the observation only: no round was spent

@@ -7,14 +7,17 @@ Toy24's solver, ALFWorld's planner, ...); after it, whether one still exists. A 
 taken from a winnable state is counted under two action classes: the class of the
 reference's next step (what the policy should have done: ``combine:sub``) and the class
 of what the policy did (``stop``). A step after which no reference exists any more (and
-the episode did not win) is *fatal*: the episode was lost there. Per class::
+the episode did not win, nor merely ran out of steps) is *fatal*: the episode was lost
+there. Each failed episode's *decisive* step is its first fatal one, else (a game that stays
+winnable to the end, as ALFWorld's mostly do) its first step off the reference. Per class::
 
-    taken  - steps taken from a winnable state with this class
-    off    - of those, where the policy's action differed from the reference's step
-    fatal  - of those, after which the task could no longer be won
+    taken     - steps from a winnable state with this class, up to the decisive one
+    off       - of those, where the policy's action differed from the reference's step
+    fatal     - of those, after which the task could no longer be won
+    decisive  - of those, the episode's decisive step
 
-The weakness is the class with the highest Wilson lower bound on fatal / taken (at least
-two fatal steps; a tie between the two sides is broken in ``_weakest``): a class the policy slips on stands out against the classes it plays
+The weakness is the class with the highest Wilson lower bound on decisive / taken (at
+least two; a tie between the two sides is broken in ``_weakest``): a class the policy slips on stands out against the classes it plays
 well, where "stopped without reaching the goal" is true of every failed episode and names
 nothing. ``uninformative`` lists the weakness predicates that show in every failed
 episode (and so cannot tell a weakness apart). The replay is deterministic where the
@@ -75,11 +78,16 @@ def _proposed(step: Any) -> Action | None:
 
 def replay(spec: dict[str, Any], task: TaskRef, trajs: Sequence[Any], registry: Registry,
            *, max_episodes: int = MAX_EPISODES) -> dict[str, Any] | None:
-    """Per-class counts over the failed episodes of ``trajs`` (``None``: no reference)."""
+    """Per-class counts over the failed episodes of ``trajs`` (``None``: no reference).
+
+    Each failed episode has one *decisive* step: its first fatal step (after which the task
+    cannot be won; running out of steps is not one), else, where the game stays winnable to
+    the end (ALFWorld: a skipped step can be made up later), its first step off the
+    reference. Steps up to the decisive one count as ``taken`` under their classes."""
     failed = [t for t in trajs if not t.success and not getattr(t, "error_class", None)][:max_episodes]
     expected: dict[str, dict[str, int]] = {}
     taken: dict[str, dict[str, int]] = {}
-    firsts: list[dict[str, Any]] = []
+    decisive: list[dict[str, Any]] = []
     replayed = 0
     with make(spec, registry=registry) as env:
         env.reset(task=task, seed=0)
@@ -88,11 +96,10 @@ def replay(spec: dict[str, Any], task: TaskRef, trajs: Sequence[Any], registry: 
         for traj in failed:
             env.reset(task=task, seed=traj.seed)
             replayed += 1
+            steps: list[dict[str, Any]] = []
             for depth, step in enumerate(traj.steps[:MAX_STEPS]):
                 action = _proposed(step)
-                if action is None:
-                    break
-                plan = reference_from_here(env)
+                plan = reference_from_here(env) if action is not None else None
                 if not plan:
                     break  # lost before this step (or a dead end the layers made)
                 ref = plan[0]
@@ -101,27 +108,33 @@ def replay(spec: dict[str, Any], task: TaskRef, trajs: Sequence[Any], registry: 
                 response = env.step(action)
                 ended = response.terminated or response.truncated
                 won = bool(ended and env.evaluate().success)
-                fatal = not won and (ended or reference_from_here(env) is None)
-                for table, cls in ((expected, action_class(ref)), (taken, action_class(action))):
-                    row = table.setdefault(cls, {"taken": 0, "off": 0, "fatal": 0})
+                winnable = not response.terminated and reference_from_here(env) is not None
+                fatal = not won and not winnable and not (response.truncated and not response.terminated)
+                steps.append({"depth": depth, "expected": action_class(ref), "did": action_class(action),
+                              "off": off, "fatal": fatal, "winnable_after": winnable})
+                if fatal or ended:
+                    break
+            pick = next((i for i, st in enumerate(steps) if st["fatal"]), None)
+            if pick is None:
+                pick = next((i for i, st in enumerate(steps) if st["off"]), None)
+            for i, st in enumerate(steps if pick is None else steps[:pick + 1]):
+                for table, cls in ((expected, st["expected"]), (taken, st["did"])):
+                    row = table.setdefault(cls, {"taken": 0, "off": 0, "fatal": 0, "decisive": 0})
                     row["taken"] += 1
-                    row["off"] += int(off)
-                    row["fatal"] += int(fatal)
-                if fatal:
-                    firsts.append({"seed": traj.seed, "depth": depth, "expected": action_class(ref),
-                                   "did": action_class(action)})
-                    break
-                if ended:
-                    break
-    return {"replayed": replayed, "expected": _rates(expected), "taken": _rates(taken), "divergences": firsts,
+                    row["off"] += int(st["off"])
+                    row["fatal"] += int(st["fatal"])
+                    row["decisive"] += int(i == pick)
+            if pick is not None:
+                decisive.append({"seed": traj.seed, **steps[pick]})
+    return {"replayed": replayed, "expected": _rates(expected), "taken": _rates(taken), "divergences": decisive,
             "weakest": _weakest(expected, taken)}
 
 
 def _rates(table: dict[str, dict[str, int]]) -> dict[str, dict[str, Any]]:
     out = {}
     for cls, row in sorted(table.items()):
-        lo, hi = wilson(row["fatal"], row["taken"])
-        out[cls] = {**row, "fatal_rate": row["fatal"] / row["taken"], "interval": [round(lo, 4), round(hi, 4)],
+        lo, hi = wilson(row["decisive"], row["taken"])
+        out[cls] = {**row, "rate": row["decisive"] / row["taken"], "interval": [round(lo, 4), round(hi, 4)],
                     "winnable_after_off": (row["off"] - row["fatal"]) / row["off"] if row["off"] else None}
     return out
 
@@ -136,9 +149,9 @@ def _weakest(expected: dict[str, dict[str, int]], taken: dict[str, dict[str, int
     best: dict[str, dict[str, Any]] = {}
     for side, table in (("expected", expected), ("taken", taken)):
         for cls, row in table.items():
-            if row["fatal"] < 2:
+            if row["decisive"] < 2:
                 continue
-            lo = wilson(row["fatal"], row["taken"])[0]
+            lo = wilson(row["decisive"], row["taken"])[0]
             if side not in best or lo > best[side]["lower"] + 1e-12:
                 best[side] = {"class": cls, "side": side, "lower": lo, **row}
     if len(best) < 2:
@@ -155,19 +168,22 @@ def summary(div: dict[str, Any] | None) -> str:
         return "no reference solution: no divergence diagnosis"
     w = div.get("weakest")
     if not w:
-        return (f"no action class loses the task twice in {div['replayed']} replayed failures: no class "
-                "stands out")
-    lo, hi = wilson(w["fatal"], w["taken"])
-    where = ("where the reference plays" if w["side"] == "expected" else "when the policy plays")
+        return (f"no action class decides two of the {div['replayed']} replayed failures: no class stands out")
+    lo, hi = wilson(w["decisive"], w["taken"])
     key = "expected" if w["side"] == "expected" else "did"
-    depths = [d["depth"] for d in div["divergences"] if d[key] == w["class"]]
-    pairs = [(d["expected"], d["did"]) for d in div["divergences"] if d[key] == w["class"]]
+    mine = [d for d in div["divergences"] if d[key] == w["class"]]
+    where = ("where the reference plays" if w["side"] == "expected" else "when the policy plays")
+    lost = sum(d["fatal"] for d in mine)
+    verb = "the task is lost" if lost * 2 >= max(1, len(mine)) else "the episodes leave the reference"
+    pairs = [(d["expected"], d["did"]) for d in mine]
     common = max(set(pairs), key=pairs.count) if pairs else None
     instead = (f" (most often the reference's {common[0]} played as {common[1]})"
                if common and common[0] != common[1] else "")
-    return (f"the task is lost {where} {w['class']}{instead}: {w['fatal']} of {w['taken']} such steps from a "
+    depths = [d["depth"] for d in mine]
+    still = (f"; still winnable after {len(mine) - lost} of {len(mine)}" if lost < len(mine) else "")
+    return (f"{verb} {where} {w['class']}{instead}: {w['decisive']} of {w['taken']} such steps from a "
             f"winnable state (95% interval {lo:.2f}-{hi:.2f}), at depth {min(depths) if depths else '?'}"
-            f"-{max(depths) if depths else '?'}")
+            f"-{max(depths) if depths else '?'}{still}")
 
 
 def uninformative(predicates: Sequence[Any], trajs: Sequence[Any]) -> list[str]:

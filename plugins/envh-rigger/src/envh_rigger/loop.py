@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 from envh import Action, Registry, TaskRef, make, spec_id
+from envh.rollout import wilson
 
 from . import cascade, divergence
 from .budget import Budget, BudgetExhausted, Usage
@@ -54,6 +55,7 @@ class LoopRun:
     diagnoser: str = "stats"
     confirm: bool = True  # replay a band verdict of "in" on fresh seeds (family-wise control)
     divergence: bool = True  # replay failed episodes against the bridge's reference when diagnosing
+    tasks: int = 1  # tasks in the rig: the lift tests' family-wise rate is split over them
     weakness: Any = None  # a resolved weakness.Weakness for weakness targets
     _diagnose: Any = None
 
@@ -191,7 +193,7 @@ class TaskLoop:
         """Base and candidate on the same seeds, in pairs, until the lift test decides
         (``stats.LiftTest`` at this round's share of the rig's family-wise rate)."""
         target = self.r.target
-        test = LiftTest(delta=abs(target.lift), alpha=round_alpha(rnd))
+        test = LiftTest(delta=abs(target.lift), alpha=round_alpha(rnd, tasks=self.r.tasks))
         lower = target.lift < 0  # the candidate must be lower: compare complements
         played: list[Any] = []
         base_played: list[Any] = []
@@ -214,7 +216,9 @@ class TaskLoop:
         stats.update(decision=decision, decisive=decisive, band=list(band),
                      lift={"measured": lift, "asked": target.lift, "pairs": used, "base": base_stats[metric],
                            "verdict": verdict, "alpha": test.alpha, "boundary_c": round(test.c, 4),
-                           "characteristic": test.characteristic(min(1.0, max(0.0, base_stats[metric])))})
+                           "tasks": self.r.tasks,
+                           "characteristic": test.characteristic(min(1.0, max(0.0, base_stats[metric])),
+                                                                 lower=lower)})
         return self._floor(spec, rnd, played, used, trajs, stats)
 
     def _floor(self, spec: dict[str, Any], rnd: int, played: list[Any], used: int, trajs: list[Any],
@@ -257,7 +261,7 @@ class TaskLoop:
             r.echo(f"[{self.key}] the base itself is {'in' if check['decisive'] else 'perhaps in'} the band "
                    f"({check[r.target.metric]:.2f} over {check['n']} rollouts)")
             return "baseline_in_target" if check["decisive"] else "baseline_undecided"
-        if not r.target.reachable(band):
+        if not self._reachable(band, baseline):
             r.echo(f"[{self.key}] the band {band} is too narrow to judge (the baseline leaves no room): "
                    "target unreachable")
             return "target_unreachable"
@@ -333,6 +337,22 @@ class TaskLoop:
         return "rejected", (f"in the band at first, but on {again['n']} fresh rollouts {self.r.target.metric} "
                             f"{again[self.r.target.metric]:.2f} is {again['decision']} it"
                             f"{'' if again['decisive'] else ' (not decisive)'}: not confirmed")
+
+    def _reachable(self, band: tuple[float, float], baseline: dict[str, Any]) -> bool:
+        """An absolute band narrower than the validator can judge is not tried. A relative
+        target is given up only when the K observed rollouts *exclude* every base rate from
+        which the lift is possible (Wilson, 95 %): a lift of D needs a base <= 1 - D (a lower
+        target one >= |D|); a 5-rollout estimate alone decides nothing."""
+        target = self.r.target
+        if not target.relative:
+            return target.reachable(band)
+        lift = target.lift
+        if abs(lift) >= 1:
+            return False
+        n = int(baseline.get("n", 0))
+        hits = round(float(baseline.get(target.metric, 0.0)) * n)
+        lo, hi = wilson(hits, n) if n else (0.0, 1.0)
+        return lo <= 1 - lift if lift >= 0 else hi >= -lift
 
     def _reference_note(self) -> str:
         with make(self.base, registry=self.r.registry) as env:

@@ -133,16 +133,16 @@ def _confidence(res: dict[str, Any]) -> str:
 
 
 def _guarantee(target: Target, band: list[float], validator: SequentialValidator,
-               baseline: dict[str, Any] | None = None) -> str:
+               baseline: dict[str, Any] | None = None, tasks: int = 1) -> str:
     if target.relative:
         base = min(1.0, max(0.0, float((baseline or {}).get(target.metric, 0.0))))
-        test = LiftTest(delta=abs(target.lift), alpha=round_alpha(1))
+        test = LiftTest(delta=abs(target.lift), alpha=round_alpha(1, tasks=tasks))
         parts = [f"{k}: P(accept) = {v['p_beats']:.3f} with {v['pairs']:.1f} seed pairs"
-                 for k, v in test.characteristic(base).items()]
+                 for k, v in test.characteristic(base, lower=target.lift < 0).items()]
         return (f"paired lift test (base and candidate on the same seeds): a candidate no better than its base "
                 f"is accepted with probability <= {test.alpha:g} in round 1, halving each round "
-                f"(<= {ALPHA_RIG:g} over the whole task, whatever the base's rate); exact at a base {target.metric} "
-                f"of {base:.2f} with independent outcomes, round 1: " + "; ".join(parts))
+                f"(<= {ALPHA_RIG:g} over all {tasks} task(s) of the rig together, whatever the base's rate); exact "
+                f"at a base {target.metric} of {base:.2f} with independent outcomes, round 1: " + "; ".join(parts))
     if not target.binary:
         return ("mean-steps rule: decided past an edge at 10 rollouts when clear, else at n >= max(20, "
                 "(z s / (w/2))^2, (skewness / 0.2)^2); stated P(in | centre) >= 0.85, P(in | an edge -/+ one "
@@ -205,11 +205,11 @@ def write_report(out: Path, journal: Journal, tasks: list[TaskRef], target: Targ
                              f"step {ev.get('step')}: \"{str(ev.get('quote', ''))[:120]}\"")
             div = diag.get("divergence")
             if div:
-                rows_ = sorted(div["expected"].items(), key=lambda kv: -kv[1]["fatal_rate"])[:6]
+                rows_ = sorted(div["expected"].items(), key=lambda kv: -kv[1]["rate"])[:6]
                 lines.append(f"  Replayed against the reference ({div['replayed']} failed episodes), where the "
-                             "reference plays each class: " + "; ".join(
-                                 f"{cls} lost {r['fatal']}/{r['taken']} [{r['interval'][0]:.2f}, {r['interval'][1]:.2f}]"
-                                 for cls, r in rows_))
+                             "reference plays each class, the episodes decided there (lost, else first off it): "
+                             + "; ".join(f"{cls} {r['decisive']}/{r['taken']} [{r['interval'][0]:.2f}, "
+                                         f"{r['interval'][1]:.2f}]" for cls, r in rows_))
             if diag.get("uninformative"):
                 lines.append("  True of every failed episode, so naming no weakness: "
                              + ", ".join(f"`{p}`" for p in diag["uninformative"]))
@@ -223,7 +223,7 @@ def write_report(out: Path, journal: Journal, tasks: list[TaskRef], target: Targ
                 c = b["check"]
                 lines.append(f"  The base judged against the band on {c['n']} rollouts: {c['decision']}"
                              f"{'' if c.get('decisive', True) else ' (not decisive)'}.")
-            lines.append(f"  {_guarantee(target, b['band'], validator, b['stats'])}.")
+            lines.append(f"  {_guarantee(target, b['band'], validator, b['stats'], len(tasks))}.")
         for a in r["attempts"]:
             what = a["meta"] or {"kinds": [layer.get("kind") for layer in a["layers"]]}
             res = a.get("result")

@@ -19,7 +19,7 @@ from envh import EnvSpec, Registry, TaskRef, errors, get_registry, make, parse_s
 
 from .budget import Budget, BudgetExhausted, Usage
 from .journal import Journal
-from .loop import LoopRun, TaskLoop
+from .loop import CONFIRM_OFFSET, LoopRun, TaskLoop
 from .pool import HarnessPool
 from .rollouts import Rollouts
 from .stats import SequentialValidator
@@ -149,8 +149,9 @@ def _check_numbers(config: RigConfig) -> None:
                                ("--workers", config.workers, 1)):
         if int(value) < least:
             raise errors.EnvhError(f"{name} must be at least {least}, got {value}.")
-    if config.k_max is not None and int(config.k_max) < 1:
-        raise errors.EnvhError(f"--k-max must be at least 1, got {config.k_max}.")
+    if config.k_max is not None and not 1 <= int(config.k_max) < CONFIRM_OFFSET:
+        raise errors.EnvhError(f"--k-max must be at least 1 and below {CONFIRM_OFFSET} (a round's confirmation "
+                               f"plays the seeds from {CONFIRM_OFFSET} past its validation's), got {config.k_max}.")
     if config.max_steps is not None and int(config.max_steps) < 1:
         raise errors.EnvhError(f"--max-steps must be at least 1, got {config.max_steps}.")
     b = config.budget
@@ -245,7 +246,7 @@ def rig(config: RigConfig, *, registry: Registry | None = None, explicit: set[st
                   designer=designer, designer_name=config.designer, policy=config.policy, target=target,
                   validator=SequentialValidator(k_max=config.k_max), budget=config.budget, usage=usage,
                   k=config.k, rounds=config.rounds, coevolve=config.coevolve, seed=config.seed, echo=echo,
-                  diagnoser=config.diagnoser, weakness=weakness)
+                  diagnoser=config.diagnoser, weakness=weakness, tasks=len(tasks))
     usage.rollouts = rollouts.count()
     base_pool = HarnessPool.open(config.base_pool) if config.base_pool else None
     stops: dict[str, str] = {}

@@ -406,9 +406,9 @@ def _real_decide(values: Sequence[float], band: tuple[float, float], cap: int) -
 #
 #     P(accept | candidate no better than its base) <= alpha   (exact, no nuisance rate)
 #
-# and over a rig the rounds spend alpha_rig = 0.05 as alpha_r = alpha_rig / 2^r (round r =
-# 1, 2, ...), so the chance that a task accepts *any* candidate no better than its base is
-# at most 0.05, however many rounds run. Power depends on the pair distribution;
+# and a rig over T tasks spends alpha_rig = 0.05 as alpha_r = alpha_rig / T / 2^r (round r =
+# 1, 2, ...), so the chance that the rig accepts *any* candidate no better than its base, on
+# any task, is at most 0.05, however many rounds run. Power depends on the pair distribution;
 # ``LiftTest.operating(p_base, p_cand)`` gives it exactly for independent outcomes (the
 # least favourable case for a positively correlated pair), and the report prints it.
 
@@ -417,9 +417,10 @@ LIFT_LOOKS = (10, 20, 30, 45, 60)  # pairs at which the lift test looks
 FUTILITY_Z = 1.2816  # stop early when a one-sided 90 % upper bound on the lift is below D
 
 
-def round_alpha(rnd: int, alpha: float = ALPHA_RIG) -> float:
-    """Round ``rnd``'s share of the rig's family-wise rate (sums to ``alpha`` over all rounds)."""
-    return alpha / 2 ** max(1, int(rnd))
+def round_alpha(rnd: int, alpha: float = ALPHA_RIG, tasks: int = 1) -> float:
+    """Round ``rnd``'s share of the rig's family-wise rate: ``alpha`` split evenly over the
+    rig's ``tasks``, then halved each round (sums to ``alpha`` over every task and round)."""
+    return alpha / max(1, int(tasks)) / 2 ** max(1, int(rnd))
 
 
 @functools.lru_cache(maxsize=64)
@@ -526,15 +527,20 @@ class LiftTest:
                             alive[a, b] = 0.0
         return beats, mean_n
 
-    def characteristic(self, p_base: float) -> dict[str, dict[str, float]]:
-        """P(beats) and mean pairs at a base rate: no lift, the lift D, D + 0.1 and D + 0.2."""
+    def characteristic(self, p_base: float, *, lower: bool = False) -> dict[str, dict[str, float]]:
+        """P(beats) and mean pairs at a base rate: no lift, half the lift D (between "no
+        better" and D nothing is promised), D, D + 0.1 and D + 0.2. ``lower``: the target
+        asks for that much *below* the base (the test runs on complements; rates are given
+        as the metric's own)."""
         out = {}
-        for name, lift in (("no lift", 0.0), ("lift D", self.delta), ("lift D+0.1", self.delta + 0.1),
-                           ("lift D+0.2", self.delta + 0.2)):
-            p_cand = min(1.0, max(0.0, p_base + lift))
-            if name != "no lift" and p_cand - p_base < lift - 1e-9:
+        q_base = 1 - p_base if lower else p_base
+        for name, lift in (("no lift", 0.0), ("lift D/2", self.delta / 2), ("lift D", self.delta),
+                           ("lift D+0.1", self.delta + 0.1), ("lift D+0.2", self.delta + 0.2)):
+            q_cand = min(1.0, max(0.0, q_base + lift))
+            if name != "no lift" and (q_cand - q_base < lift - 1e-9 or lift <= 0):
                 continue  # out of reach from this base rate
-            prob, n = self.operating(p_base, p_cand)
+            prob, n = self.operating(q_base, q_cand)
+            p_cand = 1 - q_cand if lower else q_cand
             out[name] = {"p_base": round(p_base, 4), "p_cand": round(p_cand, 4), "p_beats": round(prob, 4),
                          "pairs": round(n, 2)}
         return out
