@@ -443,12 +443,13 @@ class Runner:
         if (folder / "done.json").exists():
             return
         config = self.train_config(arm, seed, folder)
-        if not (folder / "checkpoints" / "latest").exists():  # nothing to resume: start clean
+        resume = (folder / "checkpoints" / "latest").exists()
+        if not resume:  # nothing to resume: start clean (the trainer refuses --resume without a checkpoint)
             shutil.rmtree(folder, ignore_errors=True)
         chooser = self._chooser(arm, seed, folder / "curriculum.jsonl") if arm.kind == "curriculum" else None
         tag = f"[{arm.name} seed {seed}]"
         t0, before = time.perf_counter(), float((_read(folder / "elapsed.json") or {}).get("wall_s", 0.0))
-        trainer = GRPOTrainer(config, resume=True, chooser=chooser)
+        trainer = GRPOTrainer(config, resume=resume, chooser=chooser)
         try:
             if chooser is not None:
                 chooser.rewind(trainer.position)
