@@ -272,31 +272,38 @@ MUG_TO_DRAWER = {"name": "pick_and_place_simple-Mug-None-Drawer-envh/test", "tas
 
 
 @pytest.fixture(scope="module")
-def mug_to_drawer(games_root):
+def mug_root(tmp_path_factory, games_root):
+    """A data root of its own: a game built into the session's shared root would change the
+    task counts other tests check."""
+    return tmp_path_factory.mktemp("alfworld-mug")
+
+
+@pytest.fixture(scope="module")
+def mug_to_drawer(mug_root):
     from envh_alfworld.builder import build_games
     from envh_alfworld.rooms import room_from_dict
 
-    (game,) = build_games([room_from_dict(MUG_TO_DRAWER)], games_root)
+    (game,) = build_games([room_from_dict(MUG_TO_DRAWER)], mug_root)
     return game
 
 
-def test_hide_target_never_uses_the_goal_receptacle(games_root, mug_to_drawer):
+def test_hide_target_never_uses_the_goal_receptacle(mug_root, mug_to_drawer):
     """Hiding the mug in a drawer when the goal is 'put a mug in drawer' finishes the game during
     the replay (a ReplayError at reset): the goal's receptacles are no hiding place, neither
     for the template's own choice nor among the designer's magnitudes."""
     from envh_alfworld.design import HideTarget
 
-    state = initial_state(games_root, mug_to_drawer.task)
+    state = initial_state(mug_root, mug_to_drawer.task)
     assert sorted(templates.target_receptacles(state)) == ["drawer 1", "drawer 2"]
     assert templates.hiding_places(state) == ["cabinet 1"]
     for drawer in ("drawer 1", "drawer 2"):
         with pytest.raises(ValueError, match="goal's target"):
             templates.hide_target_in_closed_receptacle(state, receptacle=drawer)
-    with envh.make(spec(games_root)) as env:
+    with envh.make(spec(mug_root)) as env:
         env.reset(task=mug_to_drawer.task, seed=0)
         assert HideTarget().magnitudes(env, mug_to_drawer.task) == ["cabinet 1"]
     stage = templates.hide_target_in_closed_receptacle(state)
-    with envh.make(spec(games_root, stage)) as env:
+    with envh.make(spec(mug_root, stage)) as env:
         env.reset(task=mug_to_drawer.task, seed=0)
         assert env.get_env_state()["world"]["objects"]["mug 1"] == "cabinet 1"
         assert env.evaluate().success is False
