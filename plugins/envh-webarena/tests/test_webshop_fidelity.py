@@ -147,8 +147,10 @@ TYPE_PAIRS = [  # test_goal.py:test_get_type_reward: (goal name, purchased name,
 TYPE_PAIR_R_TYPES = [1.0, 1.0, 0.5, 0.0]
 
 
-@pytest.mark.skipif(reward.type_score_source().startswith("fallback"), reason="spaCy's en_core_web_sm is not "
-                    "installed: the type score uses the fallback (see test_fallback_type_score_is_declared)")
+@pytest.mark.xfail(reward.type_score_source().startswith("fallback"), strict=False, reason=(
+    "spaCy's en_core_web_sm is not on the package index (only unofficial re-uploads), so the type score uses the "
+    "declared fallback (test_fallback_type_score_is_declared) and may differ from WebShop's; with the model "
+    "installed this runs as a plain equality check"))
 @pytest.mark.parametrize(("desired", "bought", "expected", "tol"), TYPE_PAIRS)
 def test_type_score_with_spacy_equals_webshop(desired: str, bought: str, expected: float, tol: float) -> None:
     product = {"query": "q2", "product_category": "a › d › e", "name": bought}
