@@ -310,8 +310,11 @@ class TaskLoop:
                               reason=reason, result=stats, spec_id=spec_id(spec, r.registry),
                               cascade=attrs.asdict(checked))
             self._record(attempt)
+            conf = stats.get("confirmation")
+            confirmed = (f"; on {conf['n']} fresh: {conf[r.target.metric]:.2f} ({conf['decision']})" if conf else "")
+            first = "in" if conf else stats["decision"]  # a confirmation ran only after an "in"
             r.echo(f"[{self.key}] round {self.round}: {proposal.meta or proposal.rationale[:60]} → "
-                   f"sr {stats['success_rate']:.2f} over {stats['n']} ({stats['decision']}) {verdict}")
+                   f"sr {stats['success_rate']:.2f} over {stats['n']} ({first}){confirmed} {verdict}")
             if verdict == "accepted":
                 self._accept(spec, attempt, baseline)
                 if not r.coevolve:
