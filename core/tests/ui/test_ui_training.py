@@ -126,7 +126,7 @@ def test_smoothing_and_hover_values(page, server) -> None:
     assert hover.inner_text().startswith("step 20: 0.1684 (smoothed ")
 
 
-def test_an_experiment_folder_overlays_its_runs(page, server, shot) -> None:
+def test_an_experiment_folder_overlays_its_runs(page, server) -> None:
     page.goto(f"{server}/")
     page.locator("a[href='/training/1']").click()
     assert [li.split(" (")[0].strip() for li in page.locator(".runs-legend li").all_inner_texts()] == [
@@ -140,7 +140,6 @@ def test_an_experiment_folder_overlays_its_runs(page, server, shot) -> None:
     assert not page.locator(".stack-chart svg.stack[data-run='0']").is_visible()
     page.locator(".metric-chart[data-key='reward/solved'] svg").hover()
     assert "arms/rigged/seed-0: " in page.locator(".metric-chart[data-key='reward/solved'] .hover").inner_text()
-    shot(page, "training")  # the README's: two arms of an experiment overlaid, a value hovered
 
 
 @pytest.mark.parametrize("width", [1400, 1000])
