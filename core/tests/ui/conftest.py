@@ -5,7 +5,6 @@ helper modules beside them (``ui_long_episodes``) are importable from every test
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import sys
 import threading
@@ -82,17 +81,3 @@ def watch() -> Callable[[sync_api.Page], list[str]]:
         return seen
 
     return attach
-
-
-@pytest.fixture(scope="session")
-def shot() -> Callable[[sync_api.Page, str], None]:
-    """``shot(page, name)``: with ``ENVH_UI_SCREENSHOTS=DIR``, save the page as DIR/name.png
-    (the README's screenshots come from these runs)."""
-
-    def save(page: sync_api.Page, name: str) -> None:
-        out = os.environ.get("ENVH_UI_SCREENSHOTS")
-        if out:
-            Path(out).mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(Path(out) / f"{name}.png"), full_page=False)
-
-    return save
