@@ -162,7 +162,8 @@ def envh_designers():
 @envh.hookimpl
 def envh_policies():
     return [envh.PolicyInfo(name="coin", factory=Coin), envh.PolicyInfo(name="solver", factory=Solver),
-            envh.PolicyInfo(name="rate", factory=Rate), envh.PolicyInfo(name="slow", factory=Slow)]
+            envh.PolicyInfo(name="rate", factory=Rate), envh.PolicyInfo(name="slow", factory=Slow),
+            envh.PolicyInfo(name="slipper", factory=Slipper)]
 
 
 class Divider:
@@ -318,8 +319,3 @@ class Slipper:
 
     def close(self):
         pass
-
-
-@envh.hookimpl(specname="envh_policies")
-def slipper_policy():
-    return [envh.PolicyInfo(name="slipper", factory=Slipper)]

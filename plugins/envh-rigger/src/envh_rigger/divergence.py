@@ -27,7 +27,6 @@ episode was (seeded layers, a recorded action list); a bridge without a referenc
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -35,7 +34,7 @@ from typing import Any
 from envh import Action, Registry, TaskRef, make
 from envh.rollout import wilson
 
-from .guidance import reference_from_here
+from .guidance import _call, reference_from_here
 
 MAX_EPISODES = 8  # failed episodes replayed (each costs a reference per step)
 MAX_STEPS = 60
@@ -97,18 +96,18 @@ def replay(spec: dict[str, Any], task: TaskRef, trajs: Sequence[Any], registry: 
             env.reset(task=task, seed=traj.seed)
             replayed += 1
             steps: list[dict[str, Any]] = []
+            plan = reference_from_here(env)  # from here on, the reference asked after a step serves the next
             for depth, step in enumerate(traj.steps[:MAX_STEPS]):
                 action = _proposed(step)
-                plan = reference_from_here(env) if action is not None else None
-                if not plan:
+                if action is None or not plan:
                     break  # lost before this step (or a dead end the layers made)
                 ref = plan[0]
-                off = json.dumps([action.tool, dict(action.args)], sort_keys=True, default=str) != json.dumps(
-                    [ref.tool, dict(ref.args)], sort_keys=True, default=str)
+                off = _call(action) != _call(ref)
                 response = env.step(action)
                 ended = response.terminated or response.truncated
                 won = bool(ended and env.evaluate().success)
-                winnable = not response.terminated and reference_from_here(env) is not None
+                plan = None if response.terminated else reference_from_here(env)
+                winnable = plan is not None
                 fatal = not won and not winnable and not (response.truncated and not response.terminated)
                 steps.append({"depth": depth, "expected": action_class(ref), "did": action_class(action),
                               "off": off, "fatal": fatal, "winnable_after": winnable})

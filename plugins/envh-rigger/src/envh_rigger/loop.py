@@ -186,7 +186,7 @@ class TaskLoop:
         stats = self.r.measure(played[:len(values)])
         stats.update(decision=decision, decisive=decisive, band=list(band),
                      confidence=self.r.validator.confidence(values, band, binary=binary))
-        return self._floor(spec, rnd, played, len(values), played[:len(values)], stats)
+        return self._floor(spec, rnd, played, len(values), stats)
 
     def _validate_lift(self, spec: dict[str, Any], rnd: int,
                        band: tuple[float, float]) -> tuple[list[Any], dict[str, Any]]:
@@ -219,16 +219,16 @@ class TaskLoop:
                            "tasks": self.r.tasks,
                            "characteristic": test.characteristic(min(1.0, max(0.0, base_stats[metric])),
                                                                  lower=lower)})
-        return self._floor(spec, rnd, played, used, trajs, stats)
+        return self._floor(spec, rnd, played, used, stats)
 
-    def _floor(self, spec: dict[str, Any], rnd: int, played: list[Any], used: int, trajs: list[Any],
-               stats: dict[str, Any], phase: str | None = None) -> tuple[list[Any], dict[str, Any]]:
+    def _floor(self, spec: dict[str, Any], rnd: int, played: list[Any], used: int,
+               stats: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         """The weakness target's success floor (its own validation), and the spares count."""
         if self.r.weakness is not None:  # the floor: success must not collapse with the weakness
-            wins = [float(t.success) for t in trajs]
+            wins = [float(t.success) for t in played[:used]]
             floor = (SUCCESS_FLOOR, 1.0)
             while (more := self.r.validator.next_batch(wins, floor)) > 0:
-                wins += [float(t.success) for t in self._sequence(spec, rnd, played, len(wins), more, phase)]
+                wins += [float(t.success) for t in self._sequence(spec, rnd, played, len(wins), more)]
             stats["floor_decision"] = self.r.validator.decide(wins, floor)[0]
             used = max(used, len(wins))
         stats["spares"] = len(played) - used  # played ahead by idle workers, not in any decision

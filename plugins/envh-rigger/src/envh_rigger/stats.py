@@ -432,10 +432,10 @@ def lift_boundary(alpha: float, m_max: int) -> float:
         bound = [math.ceil(c * math.sqrt(m) - 1e-12) for m in range(m_max + 1)]
         alive = np.zeros(2 * m_max + 1)  # position + m_max
         alive[m_max] = 1.0
+        pos = np.arange(-m_max, m_max + 1)
         crossed = 0.0
         for m in range(1, m_max + 1):
             alive = 0.5 * (np.roll(alive, 1) + np.roll(alive, -1))
-            pos = np.arange(-m_max, m_max + 1)
             hit = pos >= bound[m]
             crossed += float(alive[hit].sum())
             alive[hit] = 0.0
