@@ -4,6 +4,7 @@ boundaries; breaker, kill switch, audit replay, resume, and the refusals."""
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from pathlib import Path
@@ -15,6 +16,11 @@ from envh.components.curriculum import CurriculumLayer
 from envh.curriculum import Curriculum, ParamBounds, ParamPlan
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+#: These tests choose the audit logs and libraries themselves: a spec that names a host path
+#: needs the caller's trust (the default refuses it), so they build trusted, and say
+#: ``trust="untrusted"`` where the refusal is what they test.
+make = functools.partial(envh.make, trust="trusted")
 
 #: how often the scripted player solves a puzzle of each size
 SKILL = {3: 1.0, 4: 0.75, 5: 0.2}
@@ -46,7 +52,7 @@ def play(env, episodes: int, rng: random.Random, skill=SKILL) -> list[int]:
 def test_a_policy_is_driven_into_the_band_and_held_there(tmp_path: Path) -> None:
     # window 40: the rate's sd at p=0.75 is 0.07, so a window leaves the band [0.6, 0.85]
     # about 1 time in 12 (and comes back after one window); 20 would wobble twice as often
-    with envh.make(spec(audit=str(tmp_path / "audit.jsonl"), policy={"window": 40})) as env:
+    with make(spec(audit=str(tmp_path / "audit.jsonl"), policy={"window": 40})) as env:
         sizes = play(env, 400, random.Random(0))
     # 11 straight wins weigh as much as 35 of 40 (the weakest full window above 0.85), so
     # the first window closes early
@@ -65,7 +71,7 @@ def test_a_policy_is_driven_into_the_band_and_held_there(tmp_path: Path) -> None
 @given(outcomes=st.lists(st.tuples(st.booleans(), st.integers(0, 4)), min_size=1, max_size=30),
        window=st.integers(1, 4))
 def test_parameters_never_change_mid_episode(outcomes, window) -> None:
-    with envh.make(spec(policy={"window": window, "floor": 0.5, "ceiling": 0.5})) as env:
+    with make(spec(policy={"window": window, "floor": 0.5, "ceiling": 0.5})) as env:
         layer = layer_of(env)
         for i, (win, steps) in enumerate(outcomes):
             params = env.reset(seed=i).info["curriculum"]["params"]
@@ -79,7 +85,7 @@ def test_the_breaker_restores_the_safe_default(tmp_path: Path) -> None:
     audit = tmp_path / "audit.jsonl"
     s = spec(params={"size": {"range": [3, 5], "init": 5}},
              policy={"window": 5, "floor": 0.6, "breaker": 2, "early": False}, audit=str(audit))
-    with envh.make(s) as env:
+    with make(s) as env:
         play(env, 11, random.Random(1), skill={3: 0.0, 4: 0.0, 5: 0.0})
         assert layer_of(env).curriculum.values == {"size": 4}  # Toy24's safe default
     kinds = [json.loads(line)["decision"] for line in audit.read_text().splitlines()
@@ -121,16 +127,16 @@ def test_early_windows_need_as_much_evidence_as_a_full_one_and_grace_follows_a_h
 
 
 def test_kill_switch_freezes_at_safe_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    with envh.make(spec(adaptive=False)) as env:
+    with make(spec(adaptive=False)) as env:
         assert set(play(env, 45, random.Random(2))) == {4}
     monkeypatch.setenv("ENVH_CURRICULUM_FREEZE", "1")
-    with envh.make(spec()) as env:
+    with make(spec()) as env:
         assert set(play(env, 45, random.Random(2))) == {4}
 
 
 def test_audit_replay_reproduces_the_parameter_sequence_and_resume_continues(tmp_path: Path) -> None:
     audit = tmp_path / "audit.jsonl"
-    with envh.make(spec(audit=str(audit), policy={"window": 10})) as env:
+    with make(spec(audit=str(audit), policy={"window": 10})) as env:
         first = play(env, 50, random.Random(3))
         layer = layer_of(env)
     state = layer.curriculum.state()  # after close: the 50th episode is recorded too
@@ -144,14 +150,14 @@ def test_audit_replay_reproduces_the_parameter_sequence_and_resume_continues(tmp
         seen.append(replayed.values["size"])
         replayed.end_episode(record["success"])
     assert seen == first and replayed.state() == state
-    with envh.make(spec(audit=str(audit), policy={"window": 10})) as env:  # resume from the log
+    with make(spec(audit=str(audit), policy={"window": 10})) as env:  # resume from the log
         assert layer_of(env).curriculum.state() == state
         assert env.reset(seed=0).info["curriculum"]["episode"] == 51
 
 
 def test_the_curriculum_draws_with_its_own_seed_not_the_envs() -> None:
     def tasks(env_seed_base: int, layer_seed: int) -> list[str]:
-        with envh.make(spec(seed=layer_seed)) as env:
+        with make(spec(seed=layer_seed)) as env:
             return [env.reset(seed=env_seed_base + i).info["envh"][-1]["task"] for i in range(5)]
 
     assert tasks(0, 7) == tasks(1000, 7) != tasks(0, 8)
@@ -159,7 +165,7 @@ def test_the_curriculum_draws_with_its_own_seed_not_the_envs() -> None:
 
 def test_anchor_episodes_keep_the_requested_task() -> None:
     task = envh.TaskRef(suite="toy24", split="hard", instance_id="1,5,5,5")
-    with envh.make(spec(anchor=1.0)) as env:
+    with make(spec(anchor=1.0)) as env:
         result = env.reset(task=task, seed=0)
         assert result.info["curriculum"]["anchored"] and "[0] 1, [1] 5, [2] 5, [3] 5" in result.observation.text
 
@@ -179,7 +185,7 @@ def test_anchor_episodes_keep_the_requested_task() -> None:
 ])
 def test_bad_curricula_are_refused_with_the_reason(layer, message) -> None:
     with pytest.raises(errors.EnvhError, match=message.replace("(", r"\(").replace("[", r"\[")):
-        envh.make(spec(**layer))
+        make(spec(**layer))
 
 
 def test_a_bridge_without_tunable_parameters_is_refused() -> None:
@@ -193,7 +199,7 @@ def test_a_bridge_without_tunable_parameters_is_refused() -> None:
 
     with pytest.raises(errors.SpecError, match="declares no tunable parameters"):
         build(CurriculumSpec(params={"size": {}}, training=True), Plain(),
-              BuildContext(registry=reg, index=0, make=lambda s: envh.make(s, registry=reg)))
+              BuildContext(registry=reg, index=0, make=lambda s: make(s, registry=reg)))
 
 
 @pytest.mark.parametrize("layer", [
@@ -204,7 +210,7 @@ def test_a_bridge_without_tunable_parameters_is_refused() -> None:
 ])
 def test_mistyped_curriculum_values_are_refused_not_rounded_or_crashed_on(layer) -> None:
     with pytest.raises(errors.SpecError):
-        envh.make(spec(**layer))
+        make(spec(**layer))
 
 
 @pytest.mark.parametrize("line", ['[1]', '5', '{"type": "episode", "success": "false"}', '\udcff'])
@@ -212,11 +218,11 @@ def test_a_tampered_audit_log_is_refused_on_resume(tmp_path: Path, line: str) ->
     audit = tmp_path / "audit.jsonl"
     audit.write_text(line + "\n" + json.dumps({"type": "episode", "success": True}) + "\n", errors="surrogateescape")
     with pytest.raises(errors.StateError):
-        envh.make(spec(audit=str(audit)))
+        make(spec(audit=str(audit)))
 
 
 def test_a_saved_state_must_name_exactly_the_planned_parameters() -> None:
-    with envh.make(spec()) as env:
+    with make(spec()) as env:
         env.reset(seed=0)
         layer = layer_of(env)
         saved = layer.layer_state()
@@ -256,24 +262,24 @@ def test_the_runner_refuses_to_evaluate_through_a_curriculum_unless_told_it_trai
 
 def test_resume_refuses_a_log_written_under_another_configuration(tmp_path: Path) -> None:
     audit = tmp_path / "audit.jsonl"
-    with envh.make(spec(audit=str(audit), policy={"window": 10})) as env:
+    with make(spec(audit=str(audit), policy={"window": 10})) as env:
         play(env, 40, random.Random(5))
     for policy in ({"window": 12}, {"window": 10, "ceiling": 0.95}, {"window": 10, "early": False}):
         with pytest.raises(errors.StateError, match="another configuration"):
-            envh.make(spec(audit=str(audit), policy=policy))
-    with envh.make(spec(audit=str(audit), policy={"window": 10})):
+            make(spec(audit=str(audit), policy=policy))
+    with make(spec(audit=str(audit), policy={"window": 10})):
         pass
     records = [json.loads(line) for line in audit.read_text().splitlines()]
     edited = [r for r in records if r["type"] == "episode"][5]
     edited["params"] = {"size": 5 if edited["params"]["size"] != 5 else 3}  # not the size the curriculum chose
     audit.write_text("".join(json.dumps(r) + "\n" for r in records))
     with pytest.raises(errors.StateError, match="ran with"):
-        envh.make(spec(audit=str(audit), policy={"window": 10}))
+        make(spec(audit=str(audit), policy={"window": 10}))
 
 
 def test_a_kill_between_the_episode_and_decision_lines_resumes_and_writes_the_decision(tmp_path: Path) -> None:
     audit = tmp_path / "audit.jsonl"
-    with envh.make(spec(audit=str(audit), policy={"window": 10})) as env:
+    with make(spec(audit=str(audit), policy={"window": 10})) as env:
         play(env, 40, random.Random(6))
         state = layer_of(env).curriculum.state()
     lines = audit.read_text().splitlines()
@@ -281,7 +287,7 @@ def test_a_kill_between_the_episode_and_decision_lines_resumes_and_writes_the_de
     assert json.loads(lines[last_decision - 1])["type"] == "episode"
     torn = lines[:last_decision]  # killed after the episode line, before its decision line
     audit.write_text("\n".join(torn) + "\n")
-    with envh.make(spec(audit=str(audit), policy={"window": 10})) as env:
+    with make(spec(audit=str(audit), policy={"window": 10})) as env:
         resumed = layer_of(env).curriculum.state()
     rewritten = audit.read_text().splitlines()
     assert json.loads(rewritten[-1]) == json.loads(lines[last_decision])
@@ -292,17 +298,17 @@ def test_a_kill_between_the_episode_and_decision_lines_resumes_and_writes_the_de
 def test_the_kill_switch_works_on_a_resumed_run_and_frozen_windows_replay_frozen(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     audit = tmp_path / "audit.jsonl"
-    with envh.make(spec(audit=str(audit), policy={"window": 10})) as env:
+    with make(spec(audit=str(audit), policy={"window": 10})) as env:
         play(env, 30, random.Random(7), skill={3: 1.0, 4: 1.0, 5: 1.0})
         assert layer_of(env).curriculum.values == {"size": 5}
     monkeypatch.setenv("ENVH_CURRICULUM_FREEZE", "1")
-    with envh.make(spec(audit=str(audit), policy={"window": 10})) as env:  # switched on at resume
+    with make(spec(audit=str(audit), policy={"window": 10})) as env:  # switched on at resume
         assert set(play(env, 20, random.Random(8))) == {4}
     decisions = [json.loads(line)["decision"] for line in audit.read_text().splitlines()
                  if json.loads(line)["type"] == "decision"]
     assert decisions[-2:] == ["frozen", "frozen"]
     monkeypatch.delenv("ENVH_CURRICULUM_FREEZE")
-    with envh.make(spec(audit=str(audit), policy={"window": 10})) as env:  # and off again
+    with make(spec(audit=str(audit), policy={"window": 10})) as env:  # and off again
         assert layer_of(env).curriculum.episodes == 50
 
 
@@ -317,29 +323,29 @@ def test_the_runners_plan_refuses_a_curriculum_unless_the_run_trains() -> None:
 
 def test_one_audit_log_serves_one_live_curriculum_and_a_torn_line_is_dropped(tmp_path: Path) -> None:
     audit = tmp_path / "audit.jsonl"
-    with envh.make(spec(audit=str(audit), policy={"window": 5})) as env:
+    with make(spec(audit=str(audit), policy={"window": 5})) as env:
         play(env, 12, random.Random(9))
         with pytest.raises(errors.StateError, match="in use by another live curriculum"):
-            envh.make(spec(audit=str(audit), policy={"window": 5}))
+            make(spec(audit=str(audit), policy={"window": 5}))
     state = layer_of(env).curriculum.state()
     with open(audit, "a") as f:
         f.write('{"type": "episode", "episo')  # killed mid-write
-    with envh.make(spec(audit=str(audit), policy={"window": 5})) as env:
+    with make(spec(audit=str(audit), policy={"window": 5})) as env:
         assert layer_of(env).curriculum.state() == state
         play(env, 3, random.Random(10))
     assert all(json.loads(line) for line in audit.read_text().splitlines())  # appended after a clean cut
-    with envh.make(spec(audit=str(audit), policy={"window": 5})) as env:
+    with make(spec(audit=str(audit), policy={"window": 5})) as env:
         assert layer_of(env).curriculum.episodes == 15
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
     with pytest.raises(errors.StateError, match="Cannot open the curriculum audit log"):
-        envh.make(spec(audit=str(blocked / "audit.jsonl")))
+        make(spec(audit=str(blocked / "audit.jsonl")))
 
 
 def test_anchored_episodes_join_no_window_and_replay_skips_them(tmp_path: Path) -> None:
     audit = tmp_path / "audit.jsonl"
     s = spec(anchor=0.5, audit=str(audit), policy={"window": 4, "early": False})
-    with envh.make(s) as env:
+    with make(s) as env:
         anchored = 0
         for i in range(24):
             result = env.reset(seed=i)
@@ -354,5 +360,5 @@ def test_anchored_episodes_join_no_window_and_replay_skips_them(tmp_path: Path) 
     assert 6 <= anchored <= 18 and state["episodes"] == 24
     decisions = [json.loads(line) for line in audit.read_text().splitlines() if json.loads(line)["type"] == "decision"]
     assert decisions and all(d["window"] == {"episodes": 4, "successes": 4, "rate": 1.0} for d in decisions)
-    with envh.make(s) as env:
+    with make(s) as env:
         assert layer_of(env).curriculum.state() == state

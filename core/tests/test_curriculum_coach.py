@@ -5,6 +5,7 @@ audited, and never stop the run."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -19,6 +20,11 @@ from envh.coach import Coach, check_changes
 from envh.components.curriculum import CurriculumLayer
 from envh.curriculum import Curriculum, ParamBounds, ParamPlan
 from envh.jail import bwrap_path
+
+#: These tests choose the audit logs and libraries themselves: a spec that names a host path
+#: needs the caller's trust (the default refuses it), so they build trusted, and say
+#: ``trust="untrusted"`` where the refusal is what they test.
+make = functools.partial(envh.make, trust="trusted")
 
 pytestmark = pytest.mark.skipif(bwrap_path() is None and os.geteuid() == 0 and not os.environ.get("CI"),
                                 reason="bubblewrap not installed (dev/setup.d/jail.sh)")
@@ -187,7 +193,7 @@ def play(env, episodes: int, rng: random.Random) -> list[int]:
 
 def test_coach_decisions_are_audited_replayed_from_the_log_and_resumed(tmp_path: Path) -> None:
     audit = tmp_path / "audit.jsonl"
-    with envh.make(spec(STREAK, audit)) as env:
+    with make(spec(STREAK, audit)) as env:
         first = play(env, 60, random.Random(4))
         layer = next(e for e in envh.iter_layers(env) if isinstance(e, CurriculumLayer))
     state = layer.curriculum.state()
@@ -198,7 +204,7 @@ def test_coach_decisions_are_audited_replayed_from_the_log_and_resumed(tmp_path:
     # resume: the log, not a re-run of the coach, restores values and memo; a coach that
     # would now decide differently does not rewrite history
     never = "def coach(stats):\n    return None\n"
-    with envh.make(spec(never, audit)) as env:
+    with make(spec(never, audit)) as env:
         assert next(e for e in envh.iter_layers(env) if isinstance(e, CurriculumLayer)).curriculum.state() == state
     # a tampered decision (a jump of two) is refused on resume
     tampered = [dict(r) for r in records]
@@ -206,7 +212,7 @@ def test_coach_decisions_are_audited_replayed_from_the_log_and_resumed(tmp_path:
     moved["after"] = {"size": moved["before"]["size"] + 2}
     audit.write_text("".join(json.dumps(r) + "\n" for r in tampered))
     with pytest.raises(errors.StateError, match="not a change the coach may make"):
-        envh.make(spec(STREAK, audit))
+        make(spec(STREAK, audit))
 
 
 def test_a_coach_spec_is_checked_before_the_run(tmp_path: Path) -> None:
@@ -214,9 +220,9 @@ def test_a_coach_spec_is_checked_before_the_run(tmp_path: Path) -> None:
                             ({"time_limit_ms": 60_000}, "time_limit_ms must be in"),
                             ({"ceilng": 0.9}, "Unknown curriculum policy options")):
         with pytest.raises(errors.EnvhError, match=message):
-            envh.make(spec(policy.pop("code", UP), tmp_path / "a.jsonl", **policy))
+            make(spec(policy.pop("code", UP), tmp_path / "a.jsonl", **policy))
     with pytest.raises(errors.ContractCodeError, match="import of 'subprocess'"):
-        envh.make(spec("import subprocess\ndef coach(stats):\n    return None\n", tmp_path / "a.jsonl"))
+        make(spec("import subprocess\ndef coach(stats):\n    return None\n", tmp_path / "a.jsonl"))
 
 
 def test_a_coach_memo_is_bounded_because_every_decision_logs_it() -> None:

@@ -4,6 +4,7 @@ an LLM consolidator), and the workspace's Progress-full message names what frees
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import envh
@@ -17,6 +18,11 @@ from envh.experience import (
     write_note,
 )
 from envh.testing_llm import text_reply
+
+#: These tests choose the audit logs and libraries themselves: a spec that names a host path
+#: needs the caller's trust (the default refuses it), so they build trusted, and say
+#: ``trust="untrusted"`` where the refusal is what they test.
+make = functools.partial(envh.make, trust="trusted")
 
 TIP = "multiply the two largest numbers first"
 
@@ -34,7 +40,7 @@ def _spec(root: Path) -> dict:
 
 def test_an_episode_recalling_one_entry_many_times_counts_it_once(tmp_path: Path) -> None:
     _library(tmp_path, TIP)
-    with envh.make(_spec(tmp_path)) as env:
+    with make(_spec(tmp_path)) as env:
         for seed in range(2):  # two episodes; the first pumps its recall twelve times
             env.reset(seed=seed)
             for _ in range(12 if seed == 0 else 1):
@@ -61,7 +67,7 @@ def test_notes_from_one_episode_are_capped_at_consolidation(tmp_path: Path) -> N
 
 
 def test_the_workspace_refuses_notes_past_the_cap(tmp_path: Path) -> None:
-    with envh.make(_spec(tmp_path)) as env:
+    with make(_spec(tmp_path)) as env:
         env.reset(seed=0)
         replies = [env.step(Action(tool="note", args={"text": f"tip {i} for later use"})).observation.text
                    for i in range(NOTES_PER_EPISODE + 2)]
@@ -101,7 +107,7 @@ def test_progress_full_names_what_frees_a_slot() -> None:
     def commit(subgoal: str, status: str = "todo") -> str:
         return env.step(Action(tool="commit", args={"subgoal": subgoal, "status": status})).observation.text
 
-    with envh.make(spec) as env:
+    with make(spec) as env:
         env.reset(seed=0)
         commit("a")
         commit("b")

@@ -222,11 +222,13 @@ def test_one_spec_cannot_take_every_jail_of_the_process(monkeypatch: pytest.Monk
 
 
 def test_jails_are_never_shared_between_specs_at_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Legs past a spec's share join that spec's own jails, never another spec's."""
+    """Legs past a spec's share join that spec's own jails, never another spec's (two
+    specs differing by a comment are two specs)."""
     monkeypatch.setattr(stacks, "MAX_PER_STACK", 1)
     leg = {"bridge": "toy24", "layers": [{"kind": "contract", "code": UPPER}]}
     spec = {"bridge": "toy24", "layers": [{"kind": "contract", "code": UPPER}, {"kind": "chain", "legs": [leg] * 2}]}
-    a, b = envh.make(spec, trust="untrusted"), envh.make(spec, trust="untrusted")
+    other = {**spec, "layers": [{"kind": "contract", "code": UPPER + "# another\n"}, spec["layers"][1]]}
+    a, b = envh.make(spec, trust="untrusted"), envh.make(other, trust="untrusted")
     try:
         jails_a = {id(env._jail) for env in (a.inner, *a.legs[1:])}  # type: ignore[attr-defined]
         jails_b = {id(env._jail) for env in (b.inner, *b.legs[1:])}  # type: ignore[attr-defined]
@@ -280,8 +282,8 @@ def test_a_hostile_coach_does_not_reach_another_specs_coach(tmp_path: Path) -> N
     """A coach whose call kills its jail: the coach of another spec keeps its process."""
     hang = "import math\ndef coach(stats):\n    return math.factorial(10**7)\n"
     up = "def coach(stats):\n    return {'size': 1}\n"
-    hostile = envh.make(coach_spec(hang, tmp_path / "a.jsonl"))
-    victim = envh.make(coach_spec(up, tmp_path / "b.jsonl"))
+    hostile = envh.make(coach_spec(hang, tmp_path / "a.jsonl"), trust="trusted")  # the audit log is a host path
+    victim = envh.make(coach_spec(up, tmp_path / "b.jsonl"), trust="trusted")
     try:
         curricula = [next(e for e in envh.iter_layers(env) if isinstance(e, CurriculumLayer)).curriculum
                    for env in (hostile, victim)]

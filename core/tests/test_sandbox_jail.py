@@ -62,8 +62,9 @@ def test_spec_trust_reaches_every_contract_and_chain_leg() -> None:
                    for c in contracts)
     finally:
         env.close()
-    trusted = envh.make({"bridge": "toy24", "layers": [contract_layer(UPPER)]})
+    trusted = envh.make({"bridge": "toy24", "layers": [contract_layer(UPPER)]}, trust="trusted")
     assert trusted.trust == "trusted" and trusted.sandbox is not None
+    assert envh.make({"bridge": "toy24", "layers": [contract_layer(UPPER)]}).trust == "untrusted"  # the default
     layer_only = envh.make({"bridge": "toy24", "layers": [contract_layer(UPPER, trust="untrusted")]})
     assert layer_only.trust == "untrusted"
 

@@ -5,6 +5,7 @@ from pool workers sharing one library; stacks with stage and contract."""
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -16,6 +17,11 @@ from envh import Action, errors
 from envh.experience import Library, LLMConsolidator, consolidate, rule_consolidator, write_note
 from envh.testing_llm import text_reply
 
+#: These tests choose the audit logs and libraries themselves: a spec that names a host path
+#: needs the caller's trust (the default refuses it), so they build trusted, and say
+#: ``trust="untrusted"`` where the refusal is what they test.
+make = functools.partial(envh.make, trust="trusted")
+
 
 def ws(**layer):
     return {"bridge": "toy24", "layers": [{"kind": "workspace", **layer}, {"kind": "budget", "max_steps": 4}]}
@@ -26,7 +32,7 @@ def commit(subgoal: str, status: str = "todo") -> Action:
 
 
 def test_meta_actions_cost_steps_of_the_same_budget_and_never_reach_the_bridge() -> None:
-    with envh.make(ws()) as env:
+    with make(ws()) as env:
         env.reset(task=envh.TaskRef(suite="toy24", split="easy", instance_id="2,3,4"), seed=0)
         assert {"track", "commit", "recall", "note"} <= {t.name for t in env.tools()}
         r1 = env.step(Action(tool="track", args={"query": "world"}))
@@ -43,7 +49,7 @@ def test_meta_actions_cost_steps_of_the_same_budget_and_never_reach_the_bridge()
 
 
 def test_bad_meta_calls_are_error_observations() -> None:
-    with envh.make(ws()) as env:
+    with make(ws()) as env:
         env.reset(seed=0)
         for bad in (Action(tool="commit", args={"subgoal": "x"}), Action(tool="commit", args={"subgoal": "x",
                     "status": "maybe"}), Action(tool="track", args={"query": 3}),
@@ -55,7 +61,7 @@ def test_bad_meta_calls_are_error_observations() -> None:
 
 def test_progress_and_belief_are_bounded() -> None:
     spec = {"bridge": "toy24", "layers": [{"kind": "workspace", "progress_capacity": 2, "belief_capacity": 3}]}
-    with envh.make(spec) as env:
+    with make(spec) as env:
         env.reset(seed=0)
         env.step(commit("a"))
         env.step(commit("b"))
@@ -119,7 +125,7 @@ def test_the_library_is_frozen_during_episodes_and_recall_reads_it(tmp_path: Pat
     lib.apply({"op": "ADD", "category": "mistakes", "text": "never divide by a difference of equal numbers"})
     lib.save()
     before = (tmp_path / "library.json").read_bytes()
-    with envh.make(ws(library=str(tmp_path))) as env:
+    with make(ws(library=str(tmp_path))) as env:
         env.reset(seed=0)
         text = env.step(Action(tool="recall", args={"query": "divide numbers"})).observation.text
         assert "mistakes: never divide by a difference" in text
@@ -142,8 +148,9 @@ def test_workspace_under_stage_and_contract_in_pool_workers_with_a_shared_librar
     proc = subprocess.run([sys.executable, "-c", "from envh.cli import main; main()", "run", str(tmp_path / "spec.json"),
                            "--split", "easy", "-k", "1", "--policy", f"scripted:{tmp_path / 'script.json'}",
                            "--executor", "pool", "--workers", "2", "--out", str(tmp_path / "run"),
-                           # workers keep root's uid (own namespaces): the library lives in a private tmp dir
-                           "--isolation", "namespace"],
+                           # workers keep root's uid (own namespaces): the library lives in a private tmp dir;
+                           # the library is a host path this test chose, which only a trusted run may name
+                           "--isolation", "namespace", "--trust-code"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     notes = Library(lib).pending_notes()
@@ -164,7 +171,7 @@ def test_consolidate_cli(tmp_path: Path) -> None:
 def test_meta_tools_cannot_shadow_the_inner_envs_tools() -> None:
     inner = {"bridge": "toy24", "layers": [{"kind": "workspace"}]}
     with pytest.raises(errors.SpecError, match="already has tools named"):
-        envh.make({**inner, "layers": [{"kind": "workspace"}, {"kind": "workspace"}]})
+        make({**inner, "layers": [{"kind": "workspace"}, {"kind": "workspace"}]})
 
 
 def test_two_consolidations_at_once_lose_nothing(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ meta-actions that are not the policy's, and a hostile or unreachable LLM consoli
 
 from __future__ import annotations
 
+import functools
 import socket
 from pathlib import Path
 
@@ -13,6 +14,11 @@ from envh import Action, errors
 from envh.experience import CAPACITY, Library, LLMConsolidator, consolidate, rule_consolidator, write_note
 from envh.testing_llm import text_reply
 
+#: These tests choose the audit logs and libraries themselves: a spec that names a host path
+#: needs the caller's trust (the default refuses it), so they build trusted, and say
+#: ``trust="untrusted"`` where the refusal is what they test.
+make = functools.partial(envh.make, trust="trusted")
+
 
 def test_retrievals_in_episodes_count_toward_lfu_eviction(tmp_path: Path) -> None:
     lib = Library(tmp_path)
@@ -21,7 +27,7 @@ def test_retrievals_in_episodes_count_toward_lfu_eviction(tmp_path: Path) -> Non
         lib.apply({"op": "ADD", "category": "general", "text": f"filler tip number{i} zzz{i}"})
     lib.save()
     spec = {"bridge": "toy24", "layers": [{"kind": "workspace", "library": str(tmp_path)}]}
-    with envh.make(spec) as env:
+    with make(spec) as env:
         for seed in range(3):  # three episodes each retrieve the oldest entry
             env.reset(seed=seed)
             text = env.step(Action(tool="recall", args={"query": "multiply largest"})).observation.text
@@ -39,12 +45,12 @@ def test_retrievals_in_episodes_count_toward_lfu_eviction(tmp_path: Path) -> Non
 def test_a_budget_inside_the_workspace_is_refused_since_meta_actions_would_be_free() -> None:
     spec = {"bridge": "toy24", "layers": [{"kind": "budget", "max_steps": 2}, {"kind": "workspace"}]}
     with pytest.raises(errors.SpecError, match="outside the workspace"):
-        envh.make(spec)
+        make(spec)
     leg = {"bridge": "toy24", "layers": [{"kind": "budget", "max_steps": 2}]}
     with pytest.raises(errors.SpecError, match="outside the workspace"):  # a chain leg's budget is inside too
-        envh.make({"bridge": "toy24", "layers": [{"kind": "chain", "legs": [leg]}, {"kind": "workspace"}]})
+        make({"bridge": "toy24", "layers": [{"kind": "chain", "legs": [leg]}, {"kind": "workspace"}]})
     # a repetition guard alone inside is fine: it charges no steps
-    with envh.make({"bridge": "toy24", "layers": [{"kind": "budget", "max_repeats": 3},
+    with make({"bridge": "toy24", "layers": [{"kind": "budget", "max_repeats": 3},
                                                   {"kind": "workspace"}]}):
         pass
 
@@ -54,7 +60,7 @@ def test_a_stages_replayed_meta_actions_are_not_counted_as_the_policys() -> None
         {"kind": "workspace"},
         {"kind": "stage", "actions": [{"tool": "commit", "args": {"subgoal": "reach 24", "status": "todo"}},
                                       {"tool": "track", "args": {"query": "world"}}]}]}
-    with envh.make(spec) as env:
+    with make(spec) as env:
         env.reset(seed=0)
         state = env.get_env_state()["workspace"]
         assert state["counts"] == {"track": 0, "commit": 0, "recall": 0, "note": 0}
@@ -94,7 +100,7 @@ def test_save_and_restore_keeps_the_workspace_mid_episode() -> None:
     import json
 
     spec = {"bridge": "toy24", "layers": [{"kind": "workspace"}]}
-    with envh.make(spec) as a, envh.make(spec) as b:
+    with make(spec) as a, make(spec) as b:
         a.reset(seed=0)
         a.step(Action(tool="commit", args={"subgoal": "make 24 from 4 and 6", "status": "todo"}))
         a.step(Action(tool="track", args={"query": "world"}))
@@ -114,7 +120,7 @@ def test_tracking_does_not_show_what_a_stage_replayed_out_of_sight() -> None:
               {"tool": "combine", "args": {"i": 0, "j": 1, "op": "add"}}]
     spec = {"bridge": "toy24", "layers": [{"kind": "workspace"}, {"kind": "stage", "actions": staged}]}
     task = envh.TaskRef(suite="toy24", split="easy", instance_id="1,2,3,4")
-    with envh.make(spec) as env:
+    with make(spec) as env:
         shown = env.reset(task=task, seed=0).observation.text
         belief = env.step(Action(tool="track", args={"query": "world"})).observation.text
         assert env.get_env_state()["workspace"]["belief_size"] == 2  # the reset and the last replayed answer
@@ -125,7 +131,7 @@ def test_tracking_does_not_show_what_a_stage_replayed_out_of_sight() -> None:
 def test_a_library_that_cannot_be_written_is_a_typed_env_error(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("not a directory")
     spec = {"bridge": "toy24", "layers": [{"kind": "workspace", "library": str(tmp_path / "file" / "lib")}]}
-    with envh.make(spec) as env:
+    with make(spec) as env:
         env.reset(seed=0)
         with pytest.raises(errors.EnvError, match="Experience library"):
             env.step(Action(tool="note", args={"text": "multiply the two largest numbers first"}))
@@ -134,9 +140,9 @@ def test_a_library_that_cannot_be_written_is_a_typed_env_error(tmp_path: Path) -
 def test_an_untrusted_spec_cannot_point_the_library_at_a_host_directory(tmp_path: Path) -> None:
     spec = {"bridge": "toy24", "layers": [{"kind": "workspace", "library": str(tmp_path / "victim")}]}
     with pytest.raises(errors.SpecError, match="untrusted spec may not name a host path"):
-        envh.make(spec, trust="untrusted")
+        make(spec, trust="untrusted")
     assert not (tmp_path / "victim").exists()
-    with envh.make({"bridge": "toy24", "layers": [{"kind": "workspace"}]}, trust="untrusted"):
+    with make({"bridge": "toy24", "layers": [{"kind": "workspace"}]}, trust="untrusted"):
         pass
 
 
@@ -160,7 +166,7 @@ def test_a_read_only_library_still_answers_recall(tmp_path: Path) -> None:
     lib.save()
     (tmp_path / "notes").write_text("")  # nothing can be filed under notes/ (as in a read-only share)
     spec = {"bridge": "toy24", "layers": [{"kind": "workspace", "library": str(tmp_path)}]}
-    with envh.make(spec) as env:
+    with make(spec) as env:
         env.reset(seed=0)
         text = env.step(Action(tool="recall", args={"query": "multiply"})).observation.text
         assert "general: multiply the two largest numbers first" in text

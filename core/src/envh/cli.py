@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from . import errors
+from .spec import TRUST_CODE_HELP
 
 
 def _registry() -> Any:
@@ -117,11 +118,12 @@ def tasks_cmd(bridge: str, split: str | None, config_json: str, group: str | Non
 @click.argument("spec")
 @click.option("--task", "task_id", default=None, help="Instance id (SPLIT/ID or ID).")
 @click.option("--seed", default=0, show_default=True)
-def play_cmd(spec: str, task_id: str | None, seed: int) -> None:
+@click.option("--trust-code", is_flag=True, help=TRUST_CODE_HELP)
+def play_cmd(spec: str, task_id: str | None, seed: int, trust_code: bool) -> None:
     """Play SPEC yourself: actions as `tool key=value ...` or JSON."""
     from .play import play
 
-    play(spec, task_id, seed)
+    play(spec, task_id, seed, trust="trusted" if trust_code else None)
 
 
 @cli.group("spec")

@@ -1,7 +1,7 @@
 """Layer options that name a path on the host, in one list.
 
-A spec built as untrusted (a designer model wrote it) may not set them: the process that
-builds the stack would read or write wherever they point. Core's components refuse them
+A spec built as untrusted (``envh.make``'s default: a spec is data from anywhere) may not
+set them: the process that builds the stack would read or write wherever they point. Core's components refuse them
 at build time (``refuse_host_paths``), and a designer loop can find them in spec data
 before building anything (``host_paths``). A component kind with such an option adds it
 here, so every check sees it.
@@ -28,7 +28,7 @@ def refuse_host_paths(kind: str, spec: Any, trust: str) -> None:
     for option, why in HOST_PATH_OPTIONS.get(kind, {}).items():
         if getattr(spec, option, None) is not None:
             raise errors.SpecError(f"An untrusted spec may not name a host path: {why}. Leave it out, or build "
-                                   "the spec as trusted.")
+                                   "the spec with trust='trusted' (--trust-code) if you trust where it points.")
 
 
 def host_paths(data: Any, where: str = "$") -> list[str]:

@@ -61,10 +61,10 @@ def resolve_task(env: Any, task_id: str | None) -> TaskRef | None:
     return TaskRef(suite=suite, split=split or "default", instance_id=ident)
 
 
-def play(spec: str, task_id: str | None, seed: int) -> None:
+def play(spec: str, task_id: str | None, seed: int, trust: str | None = None) -> None:
     from .spec import make
 
-    with make(spec) as env:
+    with make(spec, trust=trust) as env:
         task = resolve_task(env, task_id)
         result = env.reset(task=task, seed=seed)
         click.echo(result.observation.text)

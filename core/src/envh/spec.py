@@ -39,8 +39,9 @@ class EnvSpec:
     bridge: str
     config: dict[str, Any] = attrs.field(factory=dict)
     layers: tuple[LayerSpec, ...] = ()
-    #: ``untrusted``: every layer's code runs in the jail process (envh.jail), whatever
-    #: the layer itself says; for anything an LLM wrote.
+    #: ``untrusted`` lowers the tier of every layer's code to the jail even when ``make``
+    #: is called with ``trust="trusted"``; ``trusted`` (the default) raises nothing: only
+    #: the caller of ``make`` can run spec code in-process.
     trust: Literal["trusted", "untrusted"] = "trusted"
 
 
@@ -51,7 +52,7 @@ class BuildContext:
     registry: Registry
     index: int
     make: Callable[[EnvSpec], ActionableEnv]
-    trust: str = "trusted"
+    trust: str = "untrusted"
 
 
 _BRIDGE_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
@@ -128,16 +129,35 @@ def spec_id(spec: EnvSpec | Mapping[str, Any] | str | Path, registry: Registry |
     return hashlib.sha256(canonical_json(spec_to_data(parsed, registry)).encode()).hexdigest()
 
 
+TRUST_LEVELS = ("trusted", "untrusted")
+#: The help of every command's ``--trust-code`` (one wording for all of them).
+TRUST_CODE_HELP = ("Run the spec's own code (contract code and classes, a curriculum's coach) in this process "
+                   "instead of the jail: faster, and as safe as importing a module from the spec's author. "
+                   "The default jails it.")
+
+
 def make(spec: EnvSpec | Mapping[str, Any] | str | Path, *, registry: Registry | None = None,
          trust: str | None = None) -> ActionableEnv:
     """Build the env stack a spec describes: the bridge, then each layer around it.
-    ``trust="untrusted"`` (or the spec's own ``trust: untrusted``) runs all contract code
-    in the jail; nested specs (chain legs) inherit it."""
+
+    Code that comes with the spec (contract ``code``, a curriculum's coach) runs in the
+    jail (``envh.jail``: its own process, under hard CPU, memory and process limits) unless
+    *this call* says ``trust="trusted"``. A spec cannot raise its own tier: its
+    ``trust: trusted`` changes nothing, its ``trust: untrusted`` (on the spec or on a
+    layer) lowers it even for a trusted call. The trusted tier runs the code in this
+    process with the same capability sandbox and per-call deadline, but nothing bounds its
+    memory or stops a loop inside one C call: trust a spec as you would trust importing a
+    module. Contract classes (``cls``) load only from installed plugins unless the call is
+    trusted. Nested specs (chain legs) are built in the same tier."""
     from .harness import record_layer
     from .plugins.manager import get_registry
 
+    if trust not in (None, *TRUST_LEVELS):
+        raise errors.SpecError(f"trust must be one of {', '.join(TRUST_LEVELS)} (or None: untrusted), "
+                               f"got {trust!r}")
     reg = registry or get_registry()
     parsed = parse_spec(spec, reg)
+    level = "trusted" if trust == "trusted" and parsed.trust != "untrusted" else "untrusted"
     factory = reg.bridge(parsed.bridge).load()
     try:
         env: ActionableEnv = factory(**parsed.config)
@@ -146,10 +166,9 @@ def make(spec: EnvSpec | Mapping[str, Any] | str | Path, *, registry: Registry |
     from .jail.stacks import building
 
     try:
-        with building(env):  # chain legs built below share this spec's jails
+        with building(env, lambda: spec_id(parsed, reg)):  # chain legs built below share this spec's jails
             for i, layer in enumerate(parsed.layers):
                 kind = reg.component_kind(layer.kind)
-                level = "untrusted" if "untrusted" in (trust, parsed.trust) else "trusted"
                 ctx = BuildContext(registry=reg, index=i, make=functools.partial(make, registry=reg, trust=level),
                                    trust=level)
                 try:

@@ -39,6 +39,27 @@ def freeze(value: Any, where: str = "$") -> Any:
         "(dict, list, str, int, float, bool, None). Bridges must not expose runtimes.")
 
 
+def check_plain(value: Any, where: str = "$") -> None:
+    """Raise the ``StateError`` ``freeze`` would for ``value`` that is not plain JSON data,
+    without copying it (the jailed tier sends the state as it is)."""
+    t = type(value)
+    if t in _SCALARS:
+        return
+    if isinstance(value, (dict, MappingProxyType)):
+        for k, v in value.items():
+            if type(k) is not str:
+                raise errors.StateError(f"env state key {k!r} at {where} is not a string")
+            if type(v) not in _SCALARS:
+                check_plain(v, f"{where}.{k}")
+        return
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            if type(v) not in _SCALARS:
+                check_plain(v, f"{where}[{i}]")
+        return
+    freeze(value, where)  # raises for anything else, with the same words
+
+
 class LazyState(Mapping[str, Any]):
     """A read-only mapping of ``source.get_env_state()``, fetched and frozen on first use."""
 

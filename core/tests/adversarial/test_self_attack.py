@@ -32,7 +32,7 @@ def test_an_untrusted_spec_cannot_import_a_python_class(tmp_path, monkeypatch) -
     marker = tmp_path / "imported"
     (tmp_path / "envh_adv_side_effect.py").write_text(f"open({str(marker)!r}, 'w').close()\nclass X: pass\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(SpecError, match="cannot name a Python class"):
+    with pytest.raises(SpecError, match="not a contract class of an installed plugin"):
         envh.make({"bridge": "toy24", "trust": "untrusted",
                    "layers": [{"kind": "contract", "cls": "envh_adv_side_effect:X"}]})
     assert not marker.exists() and "envh_adv_side_effect" not in sys.modules

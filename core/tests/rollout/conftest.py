@@ -68,3 +68,13 @@ def ray_executor():
     yield executor
     executor.close()
     ray.shutdown()
+
+
+@pytest.fixture
+def cli_env():
+    """The environment of an ``envh`` command run as a process: the helper policies on its
+    PYTHONPATH, a fixed terminal width."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH", "")) if p)
+    env["COLUMNS"] = "120"
+    return env

@@ -18,14 +18,6 @@ HERE = Path(__file__).parent
 SPEC = "bridge: toy24\nlayers:\n  - kind: budget\n    max_steps: 10\n"
 
 
-@pytest.fixture
-def cli_env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH", "")) if p)
-    env["COLUMNS"] = "120"
-    return env
-
-
 def envh(*args, env, check=True, **kw):
     proc = subprocess.run([sys.executable, "-c", "from envh.cli import main; main()", *args], env=env,
                           capture_output=True, text=True, timeout=120, **kw)

@@ -153,17 +153,18 @@ def test_focus_comes_from_the_predicate_that_shows_in_the_failures(registry, tmp
 
 
 def test_a_designer_that_is_not_trusted_cannot_name_a_class_to_import(registry, tmp_path):
-    """A contract naming a Python class is imported in this process: only the template
-    designer (reviewed code) may use one, like the mask; anyone else's is refused, free."""
+    """A contract naming a Python class is imported in this process: a designer that is not
+    trusted may name only classes of installed plugins (the mask's); any other
+    module is refused before it is imported, free."""
     cfg = RigConfig(spec={"bridge": "toy24"}, tasks="medium/1,2,6,6", out=str(tmp_path / "cls"), policy="coin",
-                    designer="writer", designer_options={"cls": "envh_rigger.masking:ObservationMask"},
+                    designer="writer", designer_options={"cls": "logging.handlers:SocketHandler"},
                     target="sr:0.4-0.6", rounds=1, workers=1)
     rig(cfg, registry=registry)
     from envh_rigger.journal import Journal
 
     attempts = [e["attempt"] for e in Journal(tmp_path / "cls").events(kind="attempt")]
     assert attempts and all(a["verdict"] == "invalid" and a["result"] is None for a in attempts)
-    assert "cannot name a Python class" in attempts[0]["reason"]
+    assert "not a contract class of an installed plugin" in attempts[0]["reason"]
 
 
 def test_a_designer_that_is_not_trusted_may_not_name_host_paths(registry):

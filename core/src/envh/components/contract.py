@@ -10,15 +10,17 @@ path in ``cls``) or as untrusted source code (``code``) defining any of::
 
 ``None`` means "unchanged". ``memo`` is a dict of JSON data that lives for one episode.
 The code sees only ``envh.capabilities`` (an allow-list of functions, immutable records);
-violations, runtime errors, timeouts and crashes raise ``ContractCodeError``. ``trust``
-picks the tier: ``trusted`` code runs in-process (templates, reviewed specs),
-``untrusted`` code in the jail process (``envh.jail``); a spec marked
-``trust: untrusted`` makes every contract in it untrusted.
+violations, runtime errors, timeouts and crashes raise ``ContractCodeError``. The tier
+comes from the caller of ``envh.make``: code runs in the jail process (``envh.jail``)
+unless ``make(spec, trust="trusted")`` puts it in this process; a layer's or a spec's
+``trust: untrusted`` lowers the tier, its ``trust: trusted`` raises nothing. A ``cls``
+that is not a class of an installed plugin is refused unless the call is trusted.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -32,7 +34,7 @@ from ..jail import wire
 from ..plugins.records import resolve
 from ..sandbox import Sandbox
 from ..spec import BuildContext, LayerSpec
-from ..stateview import LazyState
+from ..stateview import LazyState, check_plain
 from ..types import Action, Block, EnvResponse, Observation, ResetResult, _observation
 
 HOOKS = ("filter_action", "modify_transition", "filter_observation")
@@ -65,7 +67,7 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
     kind = "contract"
 
     def __init__(self, inner: ActionableEnv, code: str, *, time_limit: float = 0.25,
-                 layer_id: str | None = None, trust: str = "trusted", jail: Any = None) -> None:
+                 layer_id: str | None = None, trust: str = "untrusted", jail: Any = None) -> None:
         super().__init__(inner, layer_id=layer_id)
         if trust not in TRUST_LEVELS:
             raise errors.SpecError(f"trust must be one of {', '.join(TRUST_LEVELS)}, got {trust!r}")
@@ -253,6 +255,17 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
         super().close()
 
 
+def plugin_code(module: str, registry: Any) -> bool:
+    """Whether ``module`` belongs to a plugin loaded in ``registry`` (installed code, as
+    trusted as envh: importing it runs nothing new). envh's own classes are not plugin
+    code here: some take options only a trusted caller may set (``CodeContract``'s tier, a
+    workspace's path)."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", module):
+        return False
+    packages = {getattr(p, "__name__", "").partition(".")[0] for p in registry.pm.get_plugins()}
+    return module.partition(".")[0] in packages - {"", "envh"}
+
+
 def _stack_jail(inner: ActionableEnv) -> Any:
     """The jail of the contract layers below in this stack, else one of its spec's jails
     (``envh.jail.stack_jail``): a spec's untrusted code, chain legs included, runs in at
@@ -292,6 +305,7 @@ def _state_data(env: ActionableEnv) -> Any:
     data = env.get_env_state()
     if type(data) is not dict:
         raise errors.StateError("get_env_state() must return a dict")
+    check_plain(data)  # both tiers refuse a state that is not JSON data, with the same words
     return data
 
 
@@ -351,11 +365,15 @@ def build(spec: ContractSpec, inner: ActionableEnv, ctx: BuildContext) -> EnvHar
     if spec.code is not None:
         return CodeContract(inner, spec.code, time_limit=spec.time_limit_ms / 1000, layer_id=layer_id,
                             trust=trust)
-    if trust == "untrusted":  # importing a module runs its code in this process
-        raise errors.SpecError(
-            f"contract {layer_id!r}: an untrusted spec cannot name a Python class ({spec.cls!r}); "
-            "give the hooks as 'code'")
+    refused = errors.SpecError(  # importing a module runs its code in this process
+        f"contract {layer_id!r}: {spec.cls!r} is not a contract class of an installed plugin, and this spec "
+        "is not trusted. Give the hooks as 'code', or build it with trust='trusted' (--trust-code) if you "
+        "trust it as you would trust importing that module.")
+    if trust == "untrusted" and not plugin_code(str(spec.cls).partition(":")[0], ctx.registry):
+        raise refused
     cls = resolve(spec.cls)  # type: ignore[arg-type]
     if not (isinstance(cls, type) and issubclass(cls, EnvHarness)):
         raise errors.SpecError(f"contract cls {spec.cls!r} is not an envh.EnvHarness subclass")
+    if trust == "untrusted" and not plugin_code(cls.__module__, ctx.registry):
+        raise refused  # a plugin module's name for a class of envh's own (CodeContract takes a tier)
     return cls(inner, layer_id=layer_id, **spec.config)  # type: ignore[call-arg]

@@ -7,9 +7,11 @@ code can kill, slow or fill only its own spec's processes. A spec starts at most
 least-loaded of them, so one spec cannot take the ``process.MAX_LIVE`` jails that every
 other stack needs.
 
-A spec is known by the base bridge of the env that the outermost ``envh.make`` in this
-context is building (``building``, which ``make`` enters): a chain builds its legs with
-nested ``make`` calls, and they all see the outermost one's bridge.
+A spec is known by its content (its spec id): every stack ``envh.make`` builds from the
+same spec in this process — a trainer's slots, a pool worker's warm envs, a chain's legs,
+which are built by nested ``make`` calls inside the outermost one (``building``) — shares
+that spec's jails, which live as long as one of those stacks does. Code built outside
+``envh.make`` is grouped by the base bridge of the env it is built on.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
@@ -25,16 +27,53 @@ from .process import Jail
 
 #: Jail processes one spec may start (its share of ``process.MAX_LIVE``).
 MAX_PER_STACK = 4
-_groups: dict[int, list[Jail]] = {}  # id(base bridge of a spec's stack) -> its jails
+
+
+class _Group:
+    """The jails of one spec (weakly: a jail lives as long as code loaded into it, so a
+    stack dropped without ``close()`` still ends its process), and the stacks (their base
+    bridges) that keep the group."""
+
+    def __init__(self) -> None:
+        self._jails: list[weakref.ref[Jail]] = []
+        self.holders: set[int] = set()
+
+    def jails(self) -> list[Jail]:
+        live = [j for j in (ref() for ref in self._jails) if j is not None]
+        self._jails = [weakref.ref(j) for j in live]
+        return live
+
+    def add(self, jail: Jail) -> Jail:
+        self._jails.append(weakref.ref(jail))
+        return jail
+
+
+_groups: dict[Any, _Group] = {}  # spec id (or ("bridge", id)) -> its group
 _lock = threading.Lock()
 _outermost: ContextVar[Any] = ContextVar("envh_jail_outermost", default=None)
 
 
+class _Building:
+    """What the outermost ``make`` is building: its base env and, computed on first use,
+    its spec's id."""
+
+    def __init__(self, env: Any, key: Callable[[], Any]) -> None:
+        self.env, self._key, self._value = env, key, None
+
+    @property
+    def key(self) -> Any:
+        if self._value is None:
+            self._value = self._key()
+        return self._value
+
+
 @contextlib.contextmanager
-def building(env: Any) -> Iterator[None]:
-    """While ``envh.make`` builds layers on ``env``: the spec's code goes to ``env``'s
-    jails, unless an outer ``make`` (this is a chain leg) already named its own."""
-    token = _outermost.set(env) if _outermost.get() is None else None
+def building(env: Any, key: Callable[[], Any] | None = None) -> Iterator[None]:
+    """While ``envh.make`` builds layers on ``env`` (the spec whose id ``key()`` gives):
+    the spec's code goes to that spec's jails, unless an outer ``make`` (this is a chain
+    leg) already named its own."""
+    outer = _outermost.get() is None
+    token = _outermost.set(_Building(env, key or (lambda: ("bridge", id(env))))) if outer else None
     try:
         yield
     finally:
@@ -47,36 +86,33 @@ def stack_jail(env: Any = None) -> Jail:
     built on, when there is one): a new one while the spec has fewer than
     ``MAX_PER_STACK``, else the spec's jail with the fewest programs. Code built outside
     ``envh.make`` on no env gets a jail of its own."""
-    root = _building() or env
-    if root is None:
-        return Jail()
     from ..harness import iter_layers
 
+    held: _Building | None = _outermost.get()
+    if held is None and env is None:
+        return Jail()
+    root = held.env if held is not None else env
     base = iter_layers(root)[-1]
+    key = held.key if held is not None else ("bridge", id(base))
     with _lock:
-        group = _group(base)
-        if group is None:  # a bridge that cannot be weakly referenced: no grouping, no sharing
-            return Jail()
-        if len(group) < MAX_PER_STACK:
-            group.append(Jail())
-            return group[-1]
-        return min(group, key=lambda jail: jail.program_count)
+        group = _groups.setdefault(key, _Group())
+        if id(base) not in group.holders:
+            try:  # the group lives while a stack built on it does
+                weakref.finalize(base, _release, key, group, id(base))
+            except TypeError:  # a bridge that cannot be weakly referenced: no sharing
+                if not group.holders:
+                    _groups.pop(key, None)
+                return Jail()
+            group.holders.add(id(base))
+        jails = group.jails()
+        if len(jails) < MAX_PER_STACK:
+            return group.add(Jail())
+        return min(jails, key=lambda jail: jail.program_count)
 
 
-def _group(base: Any) -> list[Jail] | None:
-    """The jails of the spec whose stack stands on ``base``; dropped with ``base``, so a
-    later bridge at the same address never finds them."""
-    key = id(base)
-    group = _groups.get(key)
-    if group is None:
-        try:
-            weakref.finalize(base, _groups.pop, key, None)
-        except TypeError:
-            return None
-        group = _groups[key] = []
-    return group
-
-
-def _building() -> Any:
-    """The env the outermost ``envh.make`` in this context is building, or None."""
-    return _outermost.get()
+def _release(key: Any, group: _Group, holder: int) -> None:
+    """A stack of ``key``'s spec is gone; the last one takes the group with it (no lock: a
+    finalizer may run while this thread holds it)."""
+    group.holders.discard(holder)
+    if not group.holders and _groups.get(key) is group:
+        _groups.pop(key, None)

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from .. import errors
+from ..spec import TRUST_CODE_HELP
 
 # environment variables that choose what a policy talks to or loads, when no option does
 # (the OpenAI SDK's endpoint, the embedded model's file): part of a run's configuration
@@ -103,11 +104,13 @@ def _policy_file_digest(policy: str) -> str | None:
               "api_key_env (e.g. HF_TOKEN).")
 @click.option("--plugin", "plugins", multiple=True, help="Extra plugin module for the workers to register.")
 @click.option("--training", is_flag=True, help="A training run: the spec may adapt its tasks (curriculum layers).")
+@click.option("--trust-code", is_flag=True, help=TRUST_CODE_HELP)
 def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: str | None, policy: str,
             policy_options: tuple[str, ...], k: int, seed: int, workers: int | None, executor: str | None, out: str,
             resume: bool, retry: str | None, max_steps: int, timeout_s: float, retries: int,
             max_endpoint_failures: int, memory_mb: int | None, cpu_s: float | None, isolation: str | None,
-            pass_env: tuple[str, ...], plugins: tuple[str, ...], training: bool = False) -> None:
+            pass_env: tuple[str, ...], plugins: tuple[str, ...], training: bool = False,
+            trust_code: bool = False) -> None:
     """Play episodes of SPEC with a policy into the run directory --out.
 
     Everything is checked before anything is written: names (spec, tasks, policy,
@@ -149,9 +152,11 @@ def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: st
         from ..components.curriculum import refuse_evaluation
 
         refuse_evaluation(data)
-    tasks = planning.select_tasks(data, reg, task_ids=task_ids, n_tasks=n_tasks, split=split)
+    trust = "trusted" if trust_code else "untrusted"
+    tasks = planning.select_tasks(data, reg, task_ids=task_ids, n_tasks=n_tasks, split=split, trust=trust)
     requests = planning.build_plan(parsed, policy=policy, k=k, tasks=tasks, seed=seed, max_steps=max_steps,
-                                   timeout_s=timeout_s, policy_options=options, registry=reg, training=training)
+                                   timeout_s=timeout_s, policy_options=options, registry=reg, training=training,
+                                   trust=trust)
     if isolation is None:
         from .executors import isolation as fence
 
@@ -161,6 +166,8 @@ def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: st
               "executor": executor, "workers": workers, "retries": retries, "memory_mb": memory_mb,
               "cpu_s": cpu_s, "isolation": isolation, "plugins": sorted(plugins),
               "tasks": [None if t is None else str(t) for t in tasks], "keys": sorted(r.key for r in requests)}
+    if trust_code:  # recorded only when set, so runs from before the flag resume as they were
+        config["trust_code"] = True
     chosen = {name: os.environ[name] for name in POLICY_ENV.get(policy_name, ()) if os.environ.get(name)}
     if chosen:  # another endpoint or model file behind the same policy name is another run
         config["policy_env"] = chosen
@@ -187,6 +194,8 @@ def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: st
 
             where = {"spec": requests[0].spec, "spec_id": requests[0].spec_id} \
                 if requests and "spec" in inspect.signature(check).parameters else {}
+            if where and "trust" in inspect.signature(check).parameters:
+                where["trust"] = trust
             try:
                 check(policy, options, **where)
             except (errors.PolicyError, errors.EnvError) as exc:

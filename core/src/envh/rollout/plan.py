@@ -27,13 +27,14 @@ from .warm import package_versions
 
 
 def select_tasks(spec: Mapping[str, Any], registry: Registry, *, task_ids: Iterable[str] = (),
-                 n_tasks: int | None = None, split: str | None = None) -> list[TaskRef | None]:
+                 n_tasks: int | None = None, split: str | None = None,
+                 trust: str = "untrusted") -> list[TaskRef | None]:
     """Tasks named by id (``ID`` or ``SPLIT/ID``), the first N (of a split), or a whole split;
     ``[None]`` (the bridge's default task) when nothing is asked."""
     ids = list(task_ids)
     if not ids and n_tasks is None and split is None:
         return [None]
-    env = make(dict(spec), registry=registry)
+    env = make(dict(spec), registry=registry, trust=trust)
     try:
         available = env.list_tasks(split)
     finally:
@@ -53,10 +54,12 @@ def select_tasks(spec: Mapping[str, Any], registry: Registry, *, task_ids: Itera
 def build_plan(spec_source: Any, *, policy: str, k: int = 1, tasks: list[TaskRef | None], seed: int = 0,
                max_steps: int = 100, timeout_s: float | None = None, run_id: str = "",
                policy_options: dict[str, Any] | None = None,
-               registry: Registry | None = None, training: bool = False) -> list[EpisodeRequest]:
+               registry: Registry | None = None, training: bool = False,
+               trust: str = "untrusted") -> list[EpisodeRequest]:
     """One request per (task, rollout index). The policy name, the options (JSON data) and
     the limits are checked here, before anything is played or written; a spec that adapts
-    its tasks (a curriculum layer) only for a ``training`` run."""
+    its tasks (a curriculum layer) only for a ``training`` run. ``trust`` is the tier the
+    spec's code runs in (``envh.make``): the jail unless the caller says ``trusted``."""
     from .warm import parse_policy_spec
 
     reg = registry or get_registry()
@@ -65,6 +68,8 @@ def build_plan(spec_source: Any, *, policy: str, k: int = 1, tasks: list[TaskRef
     for name, value, low in (("k", k, 1), ("max_steps", max_steps, 1)):
         if not isinstance(value, int) or value < low:
             raise errors.EnvhError(f"{name} must be an integer ≥ {low}, not {value!r}")
+    if trust not in ("trusted", "untrusted"):
+        raise errors.EnvhError(f"trust must be 'trusted' or 'untrusted', not {trust!r}")
     if timeout_s is not None and not timeout_s > 0:
         raise errors.EnvhError(f"The episode time limit must be positive, not {timeout_s!r}")
     parsed = parse_spec(spec_source, reg)
@@ -75,11 +80,11 @@ def build_plan(spec_source: Any, *, policy: str, k: int = 1, tasks: list[TaskRef
         refuse_evaluation(data)
     return [EpisodeRequest(key=f"{task if task is not None else 'default'}#{r}", spec=data, spec_id=sid,
                            task=task, seed=seed + r, policy=policy, policy_options=dict(options),
-                           run_id=run_id, max_steps=max_steps, timeout_s=timeout_s)
+                           run_id=run_id, max_steps=max_steps, timeout_s=timeout_s, trust=trust)
             for task in tasks for r in range(k)]
 
 
-OPERATIONAL = frozenset({"workers", "retries", "retry", "isolation", "max_endpoint_failures"})
+OPERATIONAL = frozenset({"workers", "retries", "retry", "isolation", "max_endpoint_failures", "trust_code"})
 
 
 def check_options(options: Mapping[str, Any], where: str = "policy option") -> dict[str, Any]:

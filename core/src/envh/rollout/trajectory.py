@@ -41,6 +41,9 @@ class EpisodeRequest:
     max_steps: int = 100
     timeout_s: float | None = None
     attempt: int = 0
+    #: The tier of the spec's code (``envh.make``'s ``trust``): the jail unless whoever
+    #: planned the run said ``trusted``; not part of the spec, so a spec cannot set it.
+    trust: str = "untrusted"
 
 
 @attrs.frozen(kw_only=True)

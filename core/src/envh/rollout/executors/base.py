@@ -239,7 +239,28 @@ def _bridge_configs(spec: Any) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
-def _untrusted(spec: Any) -> bool:
+def _untrusted(request: EpisodeRequest) -> bool:
+    """Whether a request's spec is untrusted: the planner did not trust it (the default), or
+    part of its data is marked ``trust: untrusted``."""
+    return request.trust != "trusted" or _marked_untrusted(request.spec)
+
+
+def _carries_code(spec: Any) -> bool:
+    """Whether a spec's data holds code that runs when it is built: contract ``code`` or
+    ``cls``, a curriculum's coach policy."""
+    stack = [spec]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if value.get("kind") == "contract" or value.get("type") == "coach":
+                return True
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+    return False
+
+
+def _marked_untrusted(spec: Any) -> bool:
     """Whether any part of a spec's data is marked ``trust: untrusted``."""
     stack = [spec]
     while stack:
@@ -334,7 +355,9 @@ def declared_data(requests: Iterable[EpisodeRequest], registry: Any = None,
         add(getattr(info, "data_paths", ()), options, trusted)
 
     for request in requests:
-        trusted = not _untrusted(request.spec)
+        # config-named data follows the spec's own marks, not the code's tier: a run of one's own spec
+        # on root-only data (the usual case as root) must not need --trust-code
+        trusted = not _marked_untrusted(request.spec)
         for bridge, config in _bridge_configs(request.spec):
             declare("bridge", bridge, config, reg.bridge, trusted)
         for kind, layer in _layers(request.spec):

@@ -64,10 +64,10 @@ class InlineExecutor:
                 os._exit(ABANDONED_EXIT)
 
     def check(self, policy: str, options: dict[str, Any], spec: dict[str, Any] | None = None,
-              spec_id: str | None = None) -> None:
+              spec_id: str | None = None, trust: str = "untrusted") -> None:
         """Build ``policy`` and the env of ``spec`` now (they stay warm for the run);
         ``PolicyError`` / ``EnvError`` with the cause when one cannot be built."""
-        problem = preflight(self.warm, policy, options, spec, spec_id)
+        problem = preflight(self.warm, policy, options, spec, spec_id, trust)
         if problem:
             raise preflight_error(policy, problem, "here")
 

@@ -386,16 +386,17 @@ class PoolExecutor:
 
     # -- preflight and diagnostics ---------------------------------------------------------
     def check(self, policy: str, options: dict[str, Any], spec: dict[str, Any] | None = None,
-              spec_id: str | None = None, timeout_s: float = 300.0) -> None:
+              spec_id: str | None = None, timeout_s: float = 300.0, trust: str = "untrusted") -> None:
         """Build ``policy`` (and the env of ``spec``) in a worker, where they will run (they
         stay warm there); raise ``PolicyError`` / ``EnvError`` with the cause when one cannot
         be built."""
         probe = EpisodeRequest(key="check", spec=spec or {}, spec_id=spec_id or "", policy=policy,
-                               policy_options=options)
+                               policy_options=options, trust=trust)
         self._ensure_env([probe])
         self._ensure_access([probe])
         worker = next((w for w in self.pool if w.request is None), None) or self._spawn()
-        worker.send({"op": "check", "policy": policy, "options": options, "spec": spec, "spec_id": spec_id})
+        worker.send({"op": "check", "policy": policy, "options": options, "spec": spec, "spec_id": spec_id,
+                     "trust": trust})
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             ready = selectors.DefaultSelector()

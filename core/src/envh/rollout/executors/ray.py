@@ -36,6 +36,7 @@ from ... import errors
 from ..trajectory import EpisodeRequest, Trajectory, request_to_data, trajectory_from_data
 from .base import (
     WorkerConfig,
+    _carries_code,
     _untrusted,
     bridge_host_access,
     declared_data,
@@ -93,11 +94,11 @@ class EpisodeActor:
                 worker=f"ray:{os.getpid()}", detail=runner.format_traceback(exc)))
 
     def check(self, policy: str, options: dict[str, Any], spec: dict[str, Any] | None = None,
-              spec_id: str | None = None) -> dict[str, Any] | None:
+              spec_id: str | None = None, trust: str = "untrusted") -> dict[str, Any] | None:
         """Build ``policy`` and the env of ``spec`` (they stay warm); what failed, or ``None``."""
         from .worker import preflight
 
-        return preflight(self.warm, policy, options, spec, spec_id)
+        return preflight(self.warm, policy, options, spec, spec_id, trust)
 
     def pid(self) -> int:
         return os.getpid()
@@ -341,7 +342,7 @@ class RayExecutor:
 
     def _ensure_env(self, requests: Iterable[EpisodeRequest]) -> None:
         requests = list(requests)
-        if os.geteuid() == 0 and any(_untrusted(r.spec) for r in requests):
+        if os.geteuid() == 0 and any(_untrusted(r) and _carries_code(r.spec) for r in requests):
             # an actor is a Ray worker: its code may submit tasks with a runtime_env of its own
             # (another py_executable), which the raylet starts as root, outside any fence
             raise errors.EnvhError(
@@ -447,14 +448,14 @@ class RayExecutor:
         return record
 
     def check(self, policy: str, options: dict[str, Any], spec: dict[str, Any] | None = None,
-              spec_id: str | None = None, timeout_s: float = 300.0) -> None:
+              spec_id: str | None = None, timeout_s: float = 300.0, trust: str = "untrusted") -> None:
         """Build ``policy`` (and the env of ``spec``) on an actor, where they will run (they
         stay warm there); raise ``PolicyError`` / ``EnvError`` with the cause."""
         self._ensure_env([EpisodeRequest(key="check", spec={}, spec_id="", policy=policy,
                                          policy_options=options)])
         actor = self.actors[0] if self.actors else self._spawn()
         try:
-            problem = self.ray.get(actor.check.remote(policy, options, spec, spec_id), timeout=timeout_s)
+            problem = self.ray.get(actor.check.remote(policy, options, spec, spec_id, trust), timeout=timeout_s)
         except self.ray.exceptions.RayError as exc:
             self._retire(actor)
             raise errors.InfraError(f"A Ray actor failed while building policy {policy!r}: "
