@@ -34,31 +34,32 @@ def _rig(registry, tmp_path, name, **kw):
     return rig(cfg, registry=registry)
 
 
-# -- 1. absolute targets: a candidate that changes nothing is accepted far above 5 % ------------
+# -- 1. absolute targets: a candidate that changes nothing was accepted far above 5 % ------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known and stated: nothing compares an absolute target's candidate with its base, so near the band an "
-    "identical candidate is accepted at the validator's near-edge rates (bench/identical_candidate.py prints "
-    "them per task: ~0.3 at p in 0.3-0.38 for [0.4, 0.6]); a paired check against the base would cost the "
-    "main job ~30 base episodes per accepted candidate"))
-def test_sr_target_accepts_a_candidate_that_changes_nothing_at_a_base_just_outside_the_band(registry, tmp_path):
+@pytest.mark.parametrize(("rate", "seed"), [(0.35, 0), (0.38, 2), (0.3, 1)])
+def test_sr_target_accepts_a_candidate_that_changes_nothing_at_a_base_just_outside_the_band(
+        registry, tmp_path, rate, seed):
     """Attack: the issue's criterion is "a candidate identical to the base is accepted <= 5 %
-    of the time for every target kind". For ``sr:0.4-0.6`` the loop only asks the band
-    validator (twice: validation + confirmation) whether the candidate is *in*; nothing asks
+    of the time for every target kind". For ``sr:0.4-0.6`` the loop only asked the band
+    validator (twice: validation + confirmation) whether the candidate is *in*; nothing asked
     whether it differs from the base. A base of true rate 0.35 (outside the band, between
     L - w and L, where no rate is stated) is judged "not in" with P = 0.43, and then a no-op
-    candidate passes validation + confirmation with 0.57^2 = 0.33 per round. Exact figures
-    (``design((0.4, 0.6)).operating``): P(task accepts the no-op) = 0.14 in 1 round, 0.37
-    over the default 5 rounds at p = 0.35; 0.31 at p = 0.38; 0.13 at the centre p = 0.5.
-    bench/identical_candidate.py hides this: it simulates one round only and files p = 0.35
-    under a "near" class and p = 0.5 under "inside" ("not an error").
-    Here: seed-driven rate 0.35, a no-op contract, 5 rounds -> the rig accepts it.
-    Expected: a candidate that changes nothing is not accepted (e.g. also require a paired
-    comparison with the base in the direction asked, as for relative targets)."""
-    summary = _rig(registry, tmp_path, "near", policy="rate", policy_options={"rates": {4: 0.35}},
-                   target="sr:0.4-0.6", designer="writer", designer_options={"code": NOOP}, rounds=5, seed=0)
+    candidate passes validation + confirmation with 0.57^2 = 0.33 per round: P(task accepts
+    the no-op) = 0.37 over the default 5 rounds at p = 0.35, 0.31 at p = 0.38.
+    Fixed: an "in" must also show, on the same seeds as the base, that the candidate moved
+    towards the band (``differs.py``, the paired lift test); under a seed-driven policy a
+    no-op plays each seed as the base does, so no pair is discordant and it never passes.
+    Here: seed-driven rates 0.3-0.38, a no-op contract, 5 rounds -> not accepted, and at
+    least one round got that far (the band validator alone would have accepted it)."""
+    summary = _rig(registry, tmp_path, "near", policy="rate", policy_options={"rates": {4: rate}},
+                   target="sr:0.4-0.6", designer="writer", designer_options={"code": NOOP}, rounds=5, seed=seed)
     assert summary["stops"][KEY] != "accepted", (
-        "a no-op candidate of true rate 0.35 (outside [0.4, 0.6]) was accepted for sr:0.4-0.6")
+        f"a no-op candidate of true rate {rate} (outside [0.4, 0.6]) was accepted for sr:0.4-0.6")
+    checked = [a["result"]["differs"] for a in (e["attempt"] for e in Journal(tmp_path / "near").events(kind="attempt"))
+               if (a.get("result") or {}).get("differs")]
+    assert checked, "no round passed validation and confirmation: this run does not exercise the paired check"
+    assert all(d["rule"] == "paired" and d["verdict"] == "not" and d["towards"] == d["away"] == 0 for d in checked), (
+        checked)
 
 
 # -- 2. relative targets: 'target unreachable' from a 5-rollout estimate ------------------------

@@ -79,7 +79,9 @@ def test_sandbox_violation_and_unsolvable_candidates_cost_no_rollouts(registry, 
     assert "static: Contract code error" in requests[2]["messages"][1]["content"]
     assert "unsolvable: the reference solution no longer wins" in requests[4]["messages"][1]["content"]
     validated = attempts[2]["result"]["n"] + attempts[2]["result"]["confirmation"]["n"]
-    assert summary["usage"]["rollouts"] == 5 + validated
+    # and the base's episodes that showed the accepted candidate differs from it (its far run)
+    against_base = attempts[2]["result"]["differs"]["base_episodes"]
+    assert summary["usage"]["rollouts"] == 5 + validated + against_base
 
 
 def test_model_that_never_complies_ends_in_typed_rejections(registry, tmp_path):

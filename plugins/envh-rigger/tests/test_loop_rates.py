@@ -90,6 +90,9 @@ def test_steps_band_accepts_the_candidate_with_the_right_true_mean(registry, tmp
     n = _start_numbers(registry, spec)
     assert 6 <= 3 * (n - 1) + 1 <= 8, (n, entry["meta"])
     assert entry["stats"]["validation"]["decision"] == "in"
+    # and its step counts moved down from the base's (mean 10) on the same seeds: a sign test
+    moved = entry["stats"]["validation"]["differs"]
+    assert moved["rule"] == "paired" and moved["verdict"] == "beats" and moved["towards"] > moved["away"], moved
 
 
 def test_beats_baseline_accepts_a_truly_better_candidate(registry, tmp_path):

@@ -17,14 +17,14 @@ import attrs
 from envh import Action, Registry, TaskRef, make, spec_id
 from envh.rollout import wilson
 
-from . import cascade, divergence
+from . import cascade, differs, divergence
 from .budget import Budget, BudgetExhausted, Usage
 from .designers.base import Attempt, DesignContext, Designer, Proposal
 from .episodes import candidate_acted, steps_of, summarize
 from .journal import Journal
 from .pool import HarnessPool
 from .rollouts import Rollouts
-from .stats import LiftTest, SequentialValidator, round_alpha
+from .stats import LIFT_LOOKS, LiftTest, SequentialValidator, round_alpha
 from .targets import SUCCESS_FLOOR, Target
 from .weakness import probes
 
@@ -305,6 +305,8 @@ class TaskLoop:
             verdict, reason = self._judge(stats, trajs, proposal)
             if verdict == "accepted" and r.confirm and not r.target.relative:
                 verdict, reason = self._confirm(spec, band, stats)
+            if verdict == "accepted" and not r.target.relative:
+                verdict, reason = self._differs(spec, band, stats, r.target.rises(direction))
             attempt = Attempt(round=self.round, layers=proposal.layers, diagnosis=proposal.diagnosis,
                               rationale=proposal.rationale, meta=proposal.meta, verdict=verdict,
                               reason=reason, result=stats, spec_id=spec_id(spec, r.registry),
@@ -340,6 +342,79 @@ class TaskLoop:
         return "rejected", (f"in the band at first, but on {again['n']} fresh rollouts {self.r.target.metric} "
                             f"{again[self.r.target.metric]:.2f} is {again['decision']} it"
                             f"{'' if again['decisive'] else ' (not decisive)'}: not confirmed")
+
+    def _differs(self, spec: dict[str, Any], band: tuple[float, float], stats: dict[str, Any],
+                 up: bool) -> tuple[str, str]:
+        """An absolute target's candidate in the band must also have moved from its base towards
+        it (``differs.py``): free past a base whose first ``far_run`` episodes all fell on the far
+        side; else the base plays the seeds of the candidate's validation and confirmation and
+        the paired lift test decides, so a candidate identical to its base is accepted with
+        probability <= 0.05 per task."""
+        r, rnd = self.r, self.round
+        lead = f"{r.target.metric} in the band{', confirmed' if stats.get('confirmation') else ''}"
+        run = (differs.far_run((float(band[0]), float(band[1])), up, r.rounds, r.confirm, r.validator.k_max)
+               if r.target.binary else None)
+        if run is not None:
+            far = 0.0 if up else 1.0
+            seen, played = self._base_run(run, far)
+            if seen >= run:
+                stats["differs"] = {"rule": "far base", "run": run, "base_episodes": played}
+                return "accepted", (f"{lead}; the base's first {run} episodes all "
+                                    f"{'failed' if up else 'succeeded'}, so it is far enough out that a candidate "
+                                    "identical to it is accepted with probability <= 0.05 per task")
+        phases = [(f"validate:{rnd}", int(stats["n"]))]
+        if stats.get("confirmation"):
+            phases.append((f"confirm:{rnd}", int(stats["confirmation"]["n"])))
+        cand: dict[str, list[Any]] = {}
+        base: dict[str, list[Any]] = {}
+        pairs: list[tuple[float, float]] = []
+        used: dict[str, int] = {}
+        played = 0  # base episodes this check played
+
+        def extend(phase: str, more: int) -> None:
+            nonlocal played
+            c = self._sequence(spec, rnd, cand[phase], used[phase], more, phase)  # mostly read back
+            before = r.rollouts.count()
+            b = self._sequence(self.base, rnd, base[phase], used[phase], more, phase)
+            played += r.rollouts.count() - before
+            used[phase] += more
+            pairs.extend(differs.sign_pairs([r.value(t) for t in b], [r.value(t) for t in c], up))
+
+        for phase, n in phases:
+            cand[phase], base[phase], used[phase] = [], [], 0
+            extend(phase, min(n, LIFT_LOOKS[-1] - len(pairs)))
+        test = LiftTest(delta=differs.FUTILITY_LIFT, alpha=differs.paired_alpha(r.rounds),
+                        looks=differs.looks(len(pairs)))
+        while (more := test.next_batch(pairs)) > 0:
+            extend(phases[-1][0], more)
+        verdict, decisive = test.decide(pairs)
+        towards, away = sum(1 for _, c in pairs if c), sum(1 for b, _ in pairs if b)
+        stats["differs"] = {"rule": "paired", "pairs": len(pairs), "towards": towards, "away": away,
+                            "alpha": test.alpha, "boundary_c": round(test.c, 4), "verdict": verdict,
+                            "decisive": decisive, "far_run": run, "base_episodes": played}
+        where = f"on the same {len(pairs)} seeds as the base, {towards} moved towards the band and {away} away"
+        if verdict == "beats":
+            return "accepted", f"{lead}; {where} (paired test at alpha {test.alpha:g})"
+        stats["decision"] = "below" if up else "above"  # for the designer: not moved enough from the base
+        return "rejected", (f"in the band, but not shown to differ from the base: {where} (paired test at alpha "
+                            f"{test.alpha:g}); a candidate that changes nothing would pass as often")
+
+    def _base_run(self, n: int, far: float) -> tuple[int, int]:
+        """How many of the base's first ``n`` observed episodes (the seeds the base check played)
+        score ``far`` before the first that does not, and how many episodes that played: only
+        those missing, and none once one episode already read back breaks the run."""
+        sid = spec_id(self.base, self.r.registry)
+        played: list[Any] = []
+        for i in range(n):
+            t = self.r.rollouts.cached(self.r.rollouts.key(self.task, sid, "observe", self.r.seed + i))
+            if t is None:
+                break
+            played.append(t)
+        before = self.r.rollouts.count()
+        if len(played) < n and all(self.r.value(t) == far for t in played):
+            self._sequence(self.base, 0, played, len(played), n - len(played), "observe")
+        seen = next((i for i, t in enumerate(played[:n]) if self.r.value(t) != far), min(n, len(played)))
+        return seen, self.r.rollouts.count() - before
 
     def _reachable(self, band: tuple[float, float], baseline: dict[str, Any]) -> bool:
         """An absolute band narrower than the validator can judge is not tried. A relative

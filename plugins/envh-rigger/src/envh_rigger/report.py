@@ -20,6 +20,7 @@ from typing import Any
 
 from envh import TaskRef
 
+from . import differs
 from .budget import Usage
 from .journal import Journal
 from .stats import ALPHA_RIG, LiftTest, SequentialValidator, round_alpha, wilson
@@ -133,7 +134,7 @@ def _confidence(res: dict[str, Any]) -> str:
 
 
 def _guarantee(target: Target, band: list[float], validator: SequentialValidator,
-               baseline: dict[str, Any] | None = None, tasks: int = 1) -> str:
+               baseline: dict[str, Any] | None = None, tasks: int = 1, *, rounds: int = 5) -> str:
     if target.relative:
         base = min(1.0, max(0.0, float((baseline or {}).get(target.metric, 0.0))))
         test = LiftTest(delta=abs(target.lift), alpha=round_alpha(1, tasks=tasks))
@@ -147,7 +148,9 @@ def _guarantee(target: Target, band: list[float], validator: SequentialValidator
         return ("mean-steps rule: decided past an edge at 10 rollouts when clear, else at n >= max(20, "
                 "(z s / (w/2))^2, (skewness / 0.2)^2); stated P(in | centre) >= 0.85, P(in | an edge -/+ one "
                 "width) <= 0.10 (measured on normal, Poisson and geometric counts); an 'in' needing more than "
-                "the cap is refused")
+                "the cap is refused; a candidate in the band must also move its step counts from the base's "
+                f"towards it on the same seeds (paired sign test at alpha {differs.paired_alpha(rounds):g} a round): "
+                f"one identical to its base is accepted with probability <= {differs.ALPHA_PAIRED:g} per task")
     c = validator.characteristic((band[0], band[1]))
     parts = [f"P(in | p={v['p']:.2f}) = {v['p_in']:.2f} with {v['rollouts']:.1f} rollouts" for k, v in c.items()
              if not k.startswith("p=")]
@@ -158,7 +161,17 @@ def _guarantee(target: Target, band: list[float], validator: SequentialValidator
         parts.append(f"P(in | p={p:.2f}) = {probs['in']:.2f} with {n:.1f} rollouts")
     return ("validator's exact error rates at this band: " + "; ".join(parts)
             + "; an 'in' is played again on fresh seeds and must say 'in' again (a clearly-out candidate passes "
-            "both with probability <= 0.01, so a task accepts one over R rounds with probability <= R / 100)")
+            "both with probability <= 0.01, so a task accepts one over R rounds with probability <= R / 100); "
+            "and it must have moved from its base towards the band: free past a base whose first "
+            f"{_far_runs(band, rounds, validator.k_max)} episodes all fell on the far side, else by the paired lift test on the same seeds "
+            f"(alpha {differs.paired_alpha(rounds):g} a round), so a candidate identical to its "
+            f"base is accepted with probability <= {differs.ALPHA_IDENTICAL:g} per task")
+
+
+def _far_runs(band: list[float], rounds: int, k_max: int | None) -> str:
+    runs = {("below" if up else "above"): differs.far_run((band[0], band[1]), up, rounds, True, k_max)
+            for up in (True, False) if (band[0] > 0 if up else band[1] < 1)}
+    return " / ".join(f"{'never' if n is None else n} ({side} the band)" for side, n in runs.items()) or "-"
 
 
 def write_report(out: Path, journal: Journal, tasks: list[TaskRef], target: Target, usage: Usage,
@@ -223,7 +236,8 @@ def write_report(out: Path, journal: Journal, tasks: list[TaskRef], target: Targ
                 c = b["check"]
                 lines.append(f"  The base judged against the band on {c['n']} rollouts: {c['decision']}"
                              f"{'' if c.get('decisive', True) else ' (not decisive)'}.")
-            lines.append(f"  {_guarantee(target, b['band'], validator, b['stats'], len(tasks))}.")
+            guarantee = _guarantee(target, b["band"], validator, b["stats"], len(tasks), rounds=int(cfg.get("rounds") or 5))
+            lines.append(f"  {guarantee}.")
         for a in r["attempts"]:
             what = a["meta"] or {"kinds": [layer.get("kind") for layer in a["layers"]]}
             res = a.get("result")
@@ -240,6 +254,13 @@ def write_report(out: Path, journal: Journal, tasks: list[TaskRef], target: Targ
             if res and res.get("confirmation"):
                 conf = res["confirmation"]
                 lines.append(f"  - confirmation on {conf['n']} fresh rollouts: {conf['decision']}")
+            if res and res.get("differs"):
+                d = res["differs"]
+                lines.append(f"  - against the base: the base's first {d['run']} episodes all on the far side "
+                             f"({d['base_episodes']} more played)" if d["rule"] == "far base" else
+                             f"  - against the base on the same {d['pairs']} seeds: {d['towards']} towards the band, "
+                             f"{d['away']} away, paired test at alpha {d['alpha']:g}: {d['verdict']} "
+                             f"({d['base_episodes']} base episodes played)")
             if res and res.get("wins_with_rewrites"):
                 lines.append(f"  - {res['wins_with_rewrites']} of {res['successes']} wins had actions the candidate "
                              f"replaced ({res['rewritten_steps']} replaced steps in all): the harness played part "

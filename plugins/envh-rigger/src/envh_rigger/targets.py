@@ -6,7 +6,8 @@ value asks for that much below), ``weakness:"submits without running tests"`` or
 ``weakness:repeats:3`` (a predicate over trajectories, see ``weakness.py``: the share of
 episodes where the behaviour shows *and* the episode fails must rise by at least
 ``WEAKNESS_MARGIN`` over the baseline's, while the success rate stays at or above
-``SUCCESS_FLOOR``). Absolute targets (``sr``, ``steps``) are judged by the band validator;
+``SUCCESS_FLOOR``). Absolute targets (``sr``, ``steps``) are judged by the band validator,
+and an accepted candidate must also have moved from its base towards the band (``differs.py``);
 relative ones (``beats-baseline``, ``weakness``) by the paired lift test
 (``stats.LiftTest``: base and candidate play the same seeds), so a candidate that changes
 nothing is accepted at most ``stats.ALPHA_RIG`` of the time per task. Each still has a band
