@@ -262,25 +262,26 @@ def test_closing_twice_and_collecting_after_close_is_quiet() -> None:
 
 
 def test_a_spec_cannot_start_jail_processes_without_bound(monkeypatch) -> None:
-    """A chain of many legs, each with its own contract, would start one jail per leg:
-    past ``MAX_LIVE`` live jails building another stack is a typed error, and the legs
-    already built are closed with their jails."""
+    """A chain of many legs, each with its own contract, would start one jail per leg: its
+    legs share the spec's jails (one, when half the process's are taken). Past
+    ``MAX_LIVE`` live jails building another spec is a typed error, and a closed stack
+    gives its slot back."""
     from envh.errors import JailError
     from envh.jail import process
 
     monkeypatch.setattr(process, "MAX_LIVE", len(process._live) + 2)
     leg = {"bridge": "toy24", "layers": [{"kind": "contract", "code": UPPER}]}
     before = _children()
-    with pytest.raises(JailError, match="limit is"):
-        envh.make({"bridge": "toy24", "layers": [{"kind": "chain", "legs": [leg] * 5}]}, trust="untrusted")
+    with envh.make({"bridge": "toy24", "layers": [{"kind": "chain", "legs": [leg] * 5}]}, trust="untrusted"):
+        assert len(_children() - before) <= 1
     gc.collect()
     assert _children() <= before
-    a, b = make(UPPER), make(UPPER)
+    a, b = make(UPPER), make(UPPER + "# b\n")  # two specs: a jail each
     try:
-        with pytest.raises(JailError):
-            make(UPPER)
+        with pytest.raises(JailError, match="limit is"):
+            make(UPPER + "# c\n")
         a.close()
-        make(UPPER).close()  # a closed stack gave its slot back
+        make(UPPER + "# c\n").close()  # a closed stack gave its slot back
     finally:
         a.close()
         b.close()

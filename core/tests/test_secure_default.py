@@ -126,6 +126,19 @@ def test_a_class_of_an_installed_plugin_loads_by_default() -> None:
         assert type(env).__name__ == "Upper"
 
 
+@pytest.mark.parametrize("name", ["Unchecked", "Inherits"])
+def test_a_plugin_class_must_declare_its_options_safe_for_untrusted_specs(name: str) -> None:
+    """A plugin class runs its options in this process: only one that says it checks them
+    as untrusted data (``spec_safe = True`` on the class itself, not inherited) loads by
+    default."""
+    reg = envh.make_plugin_manager(entry_points=False, plugins=[_plugin_module()])
+    spec = {"bridge": "toy24", "layers": [{"kind": "contract", "cls": f"envh_secure_default_plugin:{name}"}]}
+    with pytest.raises(SpecError, match="spec_safe"):
+        envh.make(spec, registry=reg)
+    with envh.make(spec, registry=reg, trust="trusted") as env:
+        assert type(env).__name__ == name
+
+
 def test_a_class_outside_envh_and_the_plugins_is_refused_before_import(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     marker = tmp_path / "imported"
@@ -173,7 +186,12 @@ def _plugin_module() -> object:
         "from envh import EnvHarness\n"
         "from envh.components.contract import CodeContract\n"
         "class Upper(EnvHarness):\n"
-        "    kind = 'upper'\n", mod.__dict__)
+        "    kind = 'upper'\n"
+        "    spec_safe = True\n"
+        "class Unchecked(EnvHarness):\n"
+        "    kind = 'unchecked'\n"
+        "class Inherits(Upper):\n"
+        "    pass\n", mod.__dict__)
     sys.modules[mod.__name__] = mod
     return mod
 

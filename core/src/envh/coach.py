@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import json
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -79,6 +80,7 @@ class Coach:
         self._jail = jail or stack_jail()
         self._program: int | None = self._jail.load(code + _WRAPPER.format(entry=ENTRY, call=call), (ENTRY,),
                                                      time_limit=self.time_limit, max_ops=MAX_OPS)
+        self._unloader = weakref.finalize(self, self._jail.drop, self._program)  # dropped unclosed
 
     def propose(self, stats: Mapping[str, Any], plans: Mapping[str, ParamPlan],
                 values: Mapping[str, int]) -> dict[str, int]:
@@ -103,6 +105,7 @@ class Coach:
 
     def close(self) -> None:
         if self._program is not None:
+            self._unloader.detach()
             self._jail.unload(self._program)
             self._program = None
 

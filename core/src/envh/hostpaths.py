@@ -23,7 +23,7 @@ HOST_PATH_OPTIONS: Mapping[str, Mapping[str, str]] = {
 
 def refuse_host_paths(kind: str, spec: Any, trust: str) -> None:
     """Raise ``SpecError`` when an untrusted ``spec`` of component ``kind`` sets a host path."""
-    if trust != "untrusted":
+    if trust == "trusted":  # anything else, a typo included, is refused
         return
     for option, why in HOST_PATH_OPTIONS.get(kind, {}).items():
         if getattr(spec, option, None) is not None:

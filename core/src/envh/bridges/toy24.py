@@ -8,6 +8,7 @@ success iff, when stopped, one of the numbers equals the target.
 from __future__ import annotations
 
 import functools
+import math
 import random
 from collections.abc import Mapping
 from fractions import Fraction
@@ -79,15 +80,22 @@ def parse_instance(instance_id: str) -> tuple[list[int], int]:
 
 
 def generate(n: int, seed: int = 0, size: int = 4, max_number: int = 13) -> list[str]:
-    """``n`` distinct solvable puzzles, the same for the same seed."""
+    """``n`` distinct solvable puzzles, the same for the same seed. Asking for more than
+    exist is an error (the search would never end), found once every puzzle was drawn."""
     rng = random.Random(seed)
     out: list[str] = []
     seen: set[str] = set()
+    possible = math.comb(max_number + size - 1, size)  # multisets of ``size`` numbers in 1..max_number
     while len(out) < n:
         nums = sorted(rng.randint(1, max_number) for _ in range(size))
         key = ",".join(map(str, nums))
-        if key not in seen and solver.solvable(nums):
-            seen.add(key)
+        if key in seen:
+            if len(seen) >= possible:
+                raise errors.EnvhError(f"Toy24 has only {len(out)} solvable puzzles of {size} numbers up to "
+                                       f"{max_number}; n_generated={n} asks for more")
+            continue
+        seen.add(key)
+        if solver.solvable(nums):
             out.append(key)
     return out
 

@@ -13,14 +13,16 @@ The code sees only ``envh.capabilities`` (an allow-list of functions, immutable 
 violations, runtime errors, timeouts and crashes raise ``ContractCodeError``. The tier
 comes from the caller of ``envh.make``: code runs in the jail process (``envh.jail``)
 unless ``make(spec, trust="trusted")`` puts it in this process; a layer's or a spec's
-``trust: untrusted`` lowers the tier, its ``trust: trusted`` raises nothing. A ``cls``
-that is not a class of an installed plugin is refused unless the call is trusted.
+``trust: untrusted`` lowers the tier, its ``trust: trusted`` raises nothing. Unless the call
+is trusted, a ``cls`` must be a class of an installed plugin that declares ``spec_safe =
+True`` (its plugin checks every option as untrusted data: options run in this process).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import weakref
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -91,6 +93,8 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
             self.sandbox = None
             self._jail = jail or _stack_jail(inner)
             self._program = self._jail.load(code, HOOKS, time_limit=time_limit, max_ops=MAX_OPS)
+            # a stack dropped unclosed leaves the spec's shared jail its program otherwise
+            self._unloader = weakref.finalize(self, self._jail.drop, self._program)
             self.fns.update({h: h for h in defined})
         self._overrides = frozenset({"on_reset", *defined})  # type: ignore[misc]
         self._needs_state = any(self._reads_state.values())
@@ -250,6 +254,7 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
 
     def close(self) -> None:
         if self._program is not None:
+            self._unloader.detach()
             self._jail.unload(self._program)
             self._program = None
         super().close()
@@ -361,7 +366,7 @@ def check_contract_code(code: str, *, trust: str = "untrusted", time_limit: floa
 
 def build(spec: ContractSpec, inner: ActionableEnv, ctx: BuildContext) -> EnvHarness:
     layer_id = spec.id or f"{ctx.index}:contract"
-    trust = "untrusted" if "untrusted" in (spec.trust, getattr(ctx, "trust", "trusted")) else "trusted"
+    trust = "trusted" if spec.trust == "trusted" and getattr(ctx, "trust", "untrusted") == "trusted" else "untrusted"
     if spec.code is not None:
         return CodeContract(inner, spec.code, time_limit=spec.time_limit_ms / 1000, layer_id=layer_id,
                             trust=trust)
@@ -376,4 +381,12 @@ def build(spec: ContractSpec, inner: ActionableEnv, ctx: BuildContext) -> EnvHar
         raise errors.SpecError(f"contract cls {spec.cls!r} is not an envh.EnvHarness subclass")
     if trust == "untrusted" and not plugin_code(cls.__module__, ctx.registry):
         raise refused  # a plugin module's name for a class of envh's own (CodeContract takes a tier)
-    return cls(inner, layer_id=layer_id, **spec.config)  # type: ignore[call-arg]
+    if trust == "untrusted" and cls.__dict__.get("spec_safe") is not True:
+        raise errors.SpecError(
+            f"contract {layer_id!r}: {spec.cls!r} does not declare its options safe to take from an untrusted "
+            "spec (a class attribute spec_safe = True, set by its plugin once every option is checked as "
+            "untrusted data). Build it with trust='trusted' (--trust-code) if you trust this spec.")
+    try:
+        return cls(inner, layer_id=layer_id, **spec.config)  # type: ignore[call-arg]
+    except (TypeError, ValueError) as exc:  # options the class refuses: the spec's error
+        raise errors.SpecError(f"contract {layer_id!r}: bad config for {spec.cls!r}: {exc}") from exc

@@ -93,6 +93,7 @@ class Jail:
         self._proc: subprocess.Popen[bytes] | None = None
         self._stopper: Stopper | None = None
         self._programs: dict[int, dict[str, Any]] = {}
+        self._dropped: list[int] = []  # programs whose owner was collected unclosed (see ``drop``)
         self._next_id = 0
         self._lock = threading.RLock()
         self._pid = os.getpid()
@@ -226,6 +227,7 @@ class Jail:
         load = {"op": "load", "source": source, "hooks": list(hooks), "time_limit": time_limit,
                 "max_ops": max_ops}
         with self._lock:
+            self._reap()
             pid = self._next_id = self._next_id + 1
             # registered first: an idle jail must not be ended (by another stack's unload) mid-load
             self._programs[pid] = prog = {"load": load, "wall": wall, "cpu": cpu, "hooks": (), "loading": True}
@@ -245,12 +247,26 @@ class Jail:
     @property
     def program_count(self) -> int:
         """How many programs are loaded (what ``stacks`` balances a spec's jails by)."""
-        return len(self._programs)
+        with self._lock:
+            self._reap()
+            return len(self._programs)
+
+    def drop(self, pid: int) -> None:
+        """Program ``pid``'s owner is gone without unloading it (a stack dropped unclosed, from
+        a finalizer): unloaded at this jail's next use. Only a list append here, as the
+        collector may call it anywhere, even inside this jail's own exchange."""
+        self._dropped.append(pid)
+
+    def _reap(self) -> None:
+        """Unload the dropped programs (the lock held)."""
+        while self._dropped:
+            self.unload(self._dropped.pop())
 
     def call(self, pid: int, hook: str, args: list[Any], state: Any, memo: dict[str, Any],
              time_limit: float) -> tuple[Any, dict[str, Any]]:
         """Call ``hook`` of program ``pid``; the decoded result and the new memo."""
         with self._lock:
+            self._reap()
             prog = self._programs[pid]
             if prog.get("broken"):
                 raise code_error({**prog["broken"], "hook": hook})

@@ -3,9 +3,10 @@
 The untrusted code of one spec — its contracts, the contracts of its chain legs, its
 curriculum coach — runs in jails of that spec's own, never in another spec's: hostile
 code can kill, slow or fill only its own spec's processes. A spec starts at most
-``MAX_PER_STACK`` jail processes; past that, its further legs and coaches load into the
-least-loaded of them, so one spec cannot take the ``process.MAX_LIVE`` jails that every
-other stack needs.
+``MAX_PER_STACK`` jail processes, and beyond its first only while half of the process's
+``process.MAX_LIVE`` are free; past that, its further legs and coaches load into the
+least-loaded of its jails, so neither one spec nor a few can take the jails every other
+spec needs.
 
 A spec is known by its content (its spec id): every stack ``envh.make`` builds from the
 same spec in this process — a trainer's slots, a pool worker's warm envs, a chain's legs,
@@ -23,6 +24,7 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
+from . import process
 from .process import Jail
 
 #: Jail processes one spec may start (its share of ``process.MAX_LIVE``).
@@ -105,7 +107,9 @@ def stack_jail(env: Any = None) -> Jail:
                 return Jail()
             group.holders.add(id(base))
         jails = group.jails()
-        if len(jails) < MAX_PER_STACK:
+        # a spec's first jail always; more only while half the process's jails are free, so
+        # MAX_LIVE / MAX_PER_STACK specs cannot take every jail from the next one
+        if not jails or (len(jails) < MAX_PER_STACK and len(process._live) < process.MAX_LIVE // 2):
             return group.add(Jail())
         return min(jails, key=lambda jail: jail.program_count)
 

@@ -38,6 +38,8 @@ from typing import Any
 
 from envh import Action, ActionableEnv, Block, EnvHarness, EnvResponse, ResetResult, TaskRef
 
+from .weakness import _risky_pattern
+
 SUBMIT_TOOLS = ("submit", "stop", "finish", "answer")
 
 
@@ -68,6 +70,9 @@ class GuideContract(EnvHarness):
     """Contract class (``cls: envh_rigger.guidance:GuideContract``, ``config: {rate, focus}``)."""
 
     kind = "contract"
+    #: its options may come from an untrusted spec: the focus patterns run in this process's
+    #: ``re`` (no timeout), so one that could backtrack catastrophically is refused
+    spec_safe = True
 
     def __init__(self, inner: ActionableEnv, *, layer_id: str | None = None, rate: float = 0.0,
                  focus: Mapping[str, Any] | None = None, salt: str = "guide") -> None:
@@ -77,6 +82,12 @@ class GuideContract(EnvHarness):
             raise ValueError(f"guide rate must be in [0, 1], got {rate}")
         self.rate, self.salt = rate, str(salt)
         self.focus = dict(focus or {})
+        expected = self.focus.get("expected")
+        for where, pattern in (("focus", self.focus.get("pattern")),
+                               ("focus.expected", expected.get("pattern") if isinstance(expected, Mapping) else None)):
+            why = _risky_pattern(str(pattern)) if pattern else None
+            if why:
+                raise ValueError(f"guide {where} pattern {str(pattern)[:80]!r} {why}")
         self._pattern = re.compile(str(self.focus["pattern"])) if self.focus.get("pattern") else None
         self._episode, self._decisions = "", 0
         self._seen: list[str] = []

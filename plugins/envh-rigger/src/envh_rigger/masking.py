@@ -47,6 +47,7 @@ class ObservationMask(EnvHarness):
     """Contract class (``cls: envh_rigger.masking:ObservationMask``, ``config: {rate}``)."""
 
     kind = "contract"
+    spec_safe = True  # its options (a rate and a salt) are checked as untrusted data
 
     def __init__(self, inner: ActionableEnv, *, layer_id: str | None = None, rate: float = 0.0,
                  salt: str = "mask") -> None:

@@ -4,7 +4,8 @@ WebArena asks GPT-4 whether a student's answer is semantically equivalent to the
 ("correct" / "incorrect" / "partially correct"), and for unachievable tasks whether a report
 refers to the reason given ("same" / "different"). The same questions go to the endpoint
 configured here: ``base_url``, ``model`` and ``api_key`` (bridge config ``judge``, else
-``WA_JUDGE_BASE_URL`` / ``WA_JUDGE_MODEL`` / ``OPENAI_API_KEY``).
+``WA_JUDGE_BASE_URL`` / ``WA_JUDGE_MODEL`` / ``OPENAI_API_KEY``; the environment's key is sent
+only to the environment's endpoint, never to a ``base_url`` a spec names).
 
 A reply with no verdict in it, or a request the endpoint refuses (HTTP 400: the answer made
 the prompt too long, or a content filter tripped on it), is the answer's doing:
@@ -36,9 +37,14 @@ class JudgeConfig:
         if unknown:
             raise errors.SpecError(f"webarena judge: unknown keys {sorted(unknown)} "
                                    "(known: base_url, model, api_key, timeout)")
-        return cls(base_url=data.get("base_url") or os.environ.get("WA_JUDGE_BASE_URL"),
-                   model=data.get("model") or os.environ.get("WA_JUDGE_MODEL") or cls.model,
-                   api_key=data.get("api_key") or os.environ.get("OPENAI_API_KEY"),
+        env_url = os.environ.get("WA_JUDGE_BASE_URL")
+        base_url = data.get("base_url") or env_url
+        # the host's key goes only to the host's endpoint: a spec (data from anywhere) that names
+        # its own base_url gets the key it names, never OPENAI_API_KEY
+        own_endpoint = not data.get("base_url") or data.get("base_url") == env_url
+        return cls(base_url=base_url,
+                   model=data.get("model") or os.environ.get("WA_JUDGE_MODEL") or "gpt-4-1106-preview",
+                   api_key=data.get("api_key") or (os.environ.get("OPENAI_API_KEY") if own_endpoint else None),
                    timeout=float(data.get("timeout", 60.0)))
 
 
