@@ -60,7 +60,9 @@ def class_focus(cls: str) -> dict[str, Any]:
     tool, *words = cls.split(":")
     focus: dict[str, Any] = {"tools": [tool]}
     if words:
-        focus["pattern"] = "".join(f'(?=.*"{re.escape(w)}")' for w in words)
+        # a word is a whole JSON string (Toy24's "op": "sub") or the first word of one (ALFWorld's
+        # "command": "heat potato 1 with microwave 1", whose class is its first word)
+        focus["pattern"] = "".join(f'(?=.*(?:"{re.escape(w)}"|"{re.escape(w)}\\s))' for w in words)
     return focus
 
 
