@@ -277,6 +277,7 @@ class SeedBlocker(envh.EnvHarness):
     a candidate whose effect varies per episode (like a random draw)."""
 
     kind = "contract"
+    spec_safe = True  # its one option is a list of seeds: an untrusted designer may name it
 
     def __init__(self, inner, *, layer_id=None, seeds=()):
         super().__init__(inner, layer_id=layer_id)

@@ -22,10 +22,13 @@ from its base in the band's direction (up when the base is below the band, down 
   the base plays the seeds of the candidate's validation and confirmation episodes and the
   paired lift test (``stats.LiftTest``) reads the pairs in seed order: a pair counts for the
   candidate where its outcome moved from the base's towards the band, against it where it
-  moved away (for step counts a sign test). For a candidate identical to its base each
-  discordant pair goes either way with probability 1/2 whatever the rate and however the
-  episodes were chosen, so it passes a round with probability <= ``ALPHA_PAIRED`` / R over
-  R rounds (``ALPHA_PAIRED`` over the task); under a seed-driven policy the identical
+  moved away (for step counts a sign test). The pairs are the candidate's validation and
+  confirmation episodes, kept *because* they said "in", so given that a round reaches the
+  test an identical candidate passes it far more often than its alpha (0.45 at [0.7, 1],
+  p = 0.3); what is bounded is the joint chance of reaching and passing it, computed exactly
+  from the stopping table in tests/test_differs_attack.py (at most 0.0041 against the
+  ``ALPHA_PAIRED`` share in every band scanned). Episodes that errored, on either side, make
+  no pair and end no far run; under a seed-driven policy the identical
   candidate plays each seed as the base does, no pair is discordant, and it never passes. Costs as many base episodes as the candidate's validation and confirmation played
   (up to 60 pairs; more of both where those do not decide), per candidate that gets there.
 

@@ -361,7 +361,7 @@ class TaskLoop:
                 stats["differs"] = {"rule": "far base", "run": run, "base_episodes": played}
                 return "accepted", (f"{lead}; the base's first {run} episodes all "
                                     f"{'failed' if up else 'succeeded'}, so it is far enough out that a candidate "
-                                    "identical to it is accepted with probability <= 0.05 per task")
+                                    f"identical to it is accepted with probability <= {differs.ALPHA_IDENTICAL:g} per task")
         phases = [(f"validate:{rnd}", int(stats["n"]))]
         if stats.get("confirmation"):
             phases.append((f"confirm:{rnd}", int(stats["confirmation"]["n"])))
@@ -369,29 +369,33 @@ class TaskLoop:
         base: dict[str, list[Any]] = {}
         pairs: list[tuple[float, float]] = []
         used: dict[str, int] = {}
-        played = 0  # base episodes this check played
+        played = dropped = 0  # base episodes this check played; seeds left out for an episode that errored
 
         def extend(phase: str, more: int) -> None:
-            nonlocal played
+            nonlocal played, dropped
             c = self._sequence(spec, rnd, cand[phase], used[phase], more, phase)  # mostly read back
             before = r.rollouts.count()
             b = self._sequence(self.base, rnd, base[phase], used[phase], more, phase)
             played += r.rollouts.count() - before
             used[phase] += more
-            pairs.extend(differs.sign_pairs([r.value(t) for t in b], [r.value(t) for t in c], up))
+            # an episode that errored (either side) says nothing of its rate: its seed is no pair
+            kept = [(tb, tc) for tb, tc in zip(b, c, strict=False) if _sound(tb) and _sound(tc)]
+            dropped += min(len(b), len(c)) - len(kept)
+            pairs.extend(differs.sign_pairs([r.value(tb) for tb, _ in kept], [r.value(tc) for _, tc in kept], up))
 
         for phase, n in phases:
             cand[phase], base[phase], used[phase] = [], [], 0
             extend(phase, min(n, LIFT_LOOKS[-1] - len(pairs)))
         test = LiftTest(delta=differs.FUTILITY_LIFT, alpha=differs.paired_alpha(r.rounds),
                         looks=differs.looks(len(pairs)))
-        while (more := test.next_batch(pairs)) > 0:
-            extend(phases[-1][0], more)
+        while (more := test.next_batch(pairs)) > 0 and sum(used.values()) < 2 * LIFT_LOOKS[-1]:
+            extend(phases[-1][0], more)  # bounded: a base whose episodes keep erroring gets no more
         verdict, decisive = test.decide(pairs)
         towards, away = sum(1 for _, c in pairs if c), sum(1 for b, _ in pairs if b)
         stats["differs"] = {"rule": "paired", "pairs": len(pairs), "towards": towards, "away": away,
                             "alpha": test.alpha, "boundary_c": round(test.c, 4), "verdict": verdict,
-                            "decisive": decisive, "far_run": run, "base_episodes": played}
+                            "decisive": decisive, "far_run": run, "base_episodes": played,
+                            "errored_seeds": dropped}
         where = f"on the same {len(pairs)} seeds as the base, {towards} moved towards the band and {away} away"
         if verdict == "beats":
             return "accepted", f"{lead}; {where} (paired test at alpha {test.alpha:g})"
@@ -411,9 +415,11 @@ class TaskLoop:
                 break
             played.append(t)
         before = self.r.rollouts.count()
-        if len(played) < n and all(self.r.value(t) == far for t in played):
+        if len(played) < n and all(_sound(t) and self.r.value(t) == far for t in played):
             self._sequence(self.base, 0, played, len(played), n - len(played), "observe")
-        seen = next((i for i, t in enumerate(played[:n]) if self.r.value(t) != far), min(n, len(played)))
+        # an errored episode is no outcome on the far side: it ends the run (the paired test decides)
+        seen = next((i for i, t in enumerate(played[:n]) if not _sound(t) or self.r.value(t) != far),
+                    min(n, len(played)))
         return seen, self.r.rollouts.count() - before
 
     def _reachable(self, band: tuple[float, float], baseline: dict[str, Any]) -> bool:
@@ -524,3 +530,8 @@ def probe_actions(trajs: list[Any]) -> list[Action]:
     bridge has no reference solution)."""
     wins = sorted((t for t in trajs if t.success), key=steps_of)
     return [s.executed for s in wins[0].steps if s.executed] if wins else []
+
+
+def _sound(t: Any) -> bool:
+    """Whether an episode ended without an error (an infra, env or policy error is no outcome)."""
+    return getattr(t, "error_class", None) is None
