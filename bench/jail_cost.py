@@ -1,6 +1,7 @@
 """What the secure default costs on real bridges: steps/s of each bridge bare vs under a
 code contract (all three hooks, light work, no state read) built by ``envh.make(spec)``
-with no trust (the jail: one IPC round trip per hook call, three per step) and with
+with no trust (the jail: two IPC round trips a step, ``filter_action`` and then the other
+two hooks together) and with
 ``trust="trusted"`` (in-process), over the same fixed actions.
 
 Bridges, each on its real parts with this repository's local data (no network beyond
@@ -55,7 +56,7 @@ def modify_transition(action, response, state, memo):
 def filter_observation(observation, state, memo):
     return observation.text + " (step " + str(memo.get("n", 0)) + ")"
 '''
-HOOKS_PER_STEP = 3
+ROUND_TRIPS_PER_STEP = 2  # filter_action; then modify_transition and filter_observation together
 MAX_REPEATS = 40
 
 
@@ -307,7 +308,7 @@ def measure(case: Case, repeats: int, budget_s: float) -> dict[str, Any]:
     return {"steps": steps, "repeats": repeats, "ms_per_step": ms, "median_ms_per_step": med,
             "ratio_jailed": ms["bare"] / ms["jailed"], "ratio_trusted": ms["bare"] / ms["trusted"],
             "median_ratio_jailed": med["bare"] / med["jailed"],
-            "hook_us": (ms["jailed"] - ms["trusted"]) * 1e3 / HOOKS_PER_STEP}
+            "trip_us": (ms["jailed"] - ms["trusted"]) * 1e3 / ROUND_TRIPS_PER_STEP}
 
 
 def round_trip_us(calls: int) -> dict[str, float]:
@@ -371,7 +372,7 @@ def main() -> None:
             print(f"{name:>16}: bare {ms['bare']:8.2f}  jailed {ms['jailed']:8.2f}  trusted {ms['trusted']:8.2f} "
                   f"ms/step   jailed÷bare steps/s {res['ratio_jailed']:.3f} (median {res['median_ratio_jailed']:.3f})  "
                   f"trusted÷bare {res['ratio_trusted']:.3f}"
-                  f"   per hook {res['hook_us']:+.0f} µs   ({res['steps']} steps × best of {res['repeats']}; "
+                  f"   per round trip {res['trip_us']:+.0f} µs   ({res['steps']} steps × best of {res['repeats']}; "
                   f"{time.perf_counter() - t0:.0f} s; load {_load()})", flush=True)
     finally:
         with contextlib.suppress(Exception):
@@ -399,7 +400,7 @@ def main() -> None:
         return {"bare_ms_per_step": r(ms["bare"]), "jailed_ms_per_step": r(ms["jailed"]),
                 "trusted_ms_per_step": r(ms["trusted"]), "ratio_jailed": r(res["ratio_jailed"]),
                 "median_ratio_jailed": r(res["median_ratio_jailed"]), "ratio_trusted": r(res["ratio_trusted"]),
-                "hook_round_trip_us": round(res["hook_us"], 1), "steps": res["steps"], "repeats": res["repeats"]}
+                "round_trip_us": round(res["trip_us"], 1), "steps": res["steps"], "repeats": res["repeats"]}
 
     per = {name: figures(results[name]) if name in results else None for name in names}
     print(json.dumps({"bench": "jail_cost", "ratio": None if ratio is None else r(ratio), "bridges": per,

@@ -2,8 +2,8 @@
 
 * Toy24 (pure Python, a few µs per step: the worst case for any overhead): µs per step of
   the bare bridge vs stage + contract (all three hooks) + budget, with the contract in the
-  trusted tier (in-process) and the untrusted tier (the jail process: one IPC round trip
-  per hook call).
+  trusted tier (in-process) and the untrusted tier (the jail process: two IPC round trips
+  a step, ``filter_action`` and then the other two hooks together).
 * ALFWorld on the real TextWorld engine (skipped with ``null`` figures when envh-alfworld
   is not installed): steps/s of the bare bridge vs the same stack in both tiers, playing
   each built game's walkthrough. On real benchmarks the jail must vanish in the noise.

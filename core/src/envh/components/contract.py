@@ -33,6 +33,7 @@ from ..capabilities import record_factories
 from ..env import ActionableEnv
 from ..harness import _VERDICT_COMPOSER, EnvHarness, adopt, hook_view
 from ..jail import wire
+from ..jail.process import NOT_RUN
 from ..plugins.records import resolve
 from ..sandbox import Sandbox
 from ..spec import BuildContext, LayerSpec
@@ -162,7 +163,9 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
         return self._finish(resp, obs, sent, received, a_eff, t_eff, o_eff)
 
     def _step_jailed(self, action: Action) -> EnvResponse:
-        """``step`` for the untrusted tier: each hook is a round trip to the jail."""
+        """``step`` for the untrusted tier: two round trips to the jail at most,
+        ``filter_action`` before the benchmark's step, then ``modify_transition`` and
+        ``filter_observation`` together (``_after_step``)."""
         fns = self.fns
         a_eff, sent, t_eff, o_eff = "passed", action, False, False
         if fns["filter_action"] is not None:
@@ -175,6 +178,13 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
         else:
             resp = self.inner.step(sent)  # type: ignore[arg-type]
             received = resp.observation
+            if fns["modify_transition"] is not None and fns["filter_observation"] is not None:
+                # both hooks after the step in one round trip to the jail
+                resp, t_eff, new_obs = self._after_step(sent, resp)  # type: ignore[arg-type]
+                obs = resp.observation
+                if new_obs is not obs:
+                    o_eff, obs = new_obs != obs, new_obs
+                return self._finish(resp, obs, sent, received, a_eff, t_eff, o_eff)
             if fns["modify_transition"] is not None:
                 new = self.modify_transition(sent, resp, None)  # type: ignore[arg-type]
                 if new is not resp:
@@ -186,6 +196,25 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
                 o_eff = new_obs != obs
                 obs = new_obs
         return self._finish(resp, obs, sent, received, a_eff, t_eff, o_eff)
+
+    def _after_step(self, action: Action, response: EnvResponse) -> tuple[EnvResponse, bool, Observation]:
+        """``modify_transition`` then ``filter_observation`` in the jail, in one exchange;
+        each answer checked as the separate hooks check theirs. The response, whether the
+        transition changed, and the observation to show."""
+        if self._program is None:
+            raise errors.ContractCodeError("the contract was closed; build the env again", hook="modify_transition")
+        reads = self._reads_state
+        state = _state_data(self.inner) if reads.get("modify_transition") or reads.get("filter_observation") \
+            else None
+        sent = wire.encode(response)
+        out, then, self.memo = self._jail.call_then(self._program, "modify_transition", [wire.encode(action), sent],
+                                                    "filter_observation", state, self.memo, self.time_limit)
+        new = response
+        if out is not None and not (type(out) is EnvResponse and wire.encode(out) == sent):
+            new = self._transition(out, response)
+        if then is NOT_RUN:  # the jail skips it only where the host refuses the first answer
+            raise errors.ContractCodeError("the jail did not run filter_observation", hook="filter_observation")
+        return new, new is not response, self._observed(then, new.observation)
 
     def on_reset(self, result: ResetResult) -> ResetResult:
         self.memo = {}
@@ -231,7 +260,11 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
         return adopt(out, response)
 
     def filter_observation(self, observation: Observation, state: Mapping[str, Any]) -> Observation:
-        out = self._call("filter_observation", observation, state)
+        return self._observed(self._call("filter_observation", observation, state), observation)
+
+    @staticmethod
+    def _observed(out: Any, observation: Observation) -> Observation:
+        """``filter_observation``'s answer ``out`` to ``observation``, checked."""
         if out is None:
             return observation
         if type(out) is str:
@@ -364,23 +397,29 @@ def check_contract_code(code: str, *, trust: str = "untrusted", time_limit: floa
     return defined
 
 
+def _not_plugin_class(layer_id: str, cls: Any) -> errors.SpecError:
+    """Why an untrusted spec's contract ``cls`` is refused: importing a module runs its
+    code in this process."""
+    return errors.SpecError(
+        f"contract {layer_id!r}: {cls!r} is not a contract class of an installed plugin, and this spec "
+        "is not trusted. Give the hooks as 'code', or build it with trust='trusted' (--trust-code) if you "
+        "trust it as you would trust importing that module.")
+
+
 def build(spec: ContractSpec, inner: ActionableEnv, ctx: BuildContext) -> EnvHarness:
     layer_id = spec.id or f"{ctx.index}:contract"
     trust = "trusted" if spec.trust == "trusted" and getattr(ctx, "trust", "untrusted") == "trusted" else "untrusted"
     if spec.code is not None:
         return CodeContract(inner, spec.code, time_limit=spec.time_limit_ms / 1000, layer_id=layer_id,
                             trust=trust)
-    refused = errors.SpecError(  # importing a module runs its code in this process
-        f"contract {layer_id!r}: {spec.cls!r} is not a contract class of an installed plugin, and this spec "
-        "is not trusted. Give the hooks as 'code', or build it with trust='trusted' (--trust-code) if you "
-        "trust it as you would trust importing that module.")
     if trust == "untrusted" and not plugin_code(str(spec.cls).partition(":")[0], ctx.registry):
-        raise refused
+        raise _not_plugin_class(layer_id, spec.cls)
     cls = resolve(spec.cls)  # type: ignore[arg-type]
     if not (isinstance(cls, type) and issubclass(cls, EnvHarness)):
         raise errors.SpecError(f"contract cls {spec.cls!r} is not an envh.EnvHarness subclass")
     if trust == "untrusted" and not plugin_code(cls.__module__, ctx.registry):
-        raise refused  # a plugin module's name for a class of envh's own (CodeContract takes a tier)
+        # a plugin module's name for a class of envh's own (CodeContract takes a tier)
+        raise _not_plugin_class(layer_id, spec.cls)
     if trust == "untrusted" and cls.__dict__.get("spec_safe") is not True:
         raise errors.SpecError(
             f"contract {layer_id!r}: {spec.cls!r} does not declare its options safe to take from an untrusted "

@@ -45,6 +45,8 @@ BUSY_S = 2.0
 #: legs, each with a contract; one spec gets at most ``stacks.MAX_PER_STACK``). Beyond it,
 #: building another stack is a ``JailError`` for that stack alone.
 MAX_LIVE = 32
+#: ``Jail.call_then``'s second result where the second hook was not run.
+NOT_RUN = object()
 _live: set[int] = set()  # pids of the jail processes this process started and has not ended
 os.register_at_fork(after_in_child=_live.clear)  # a forked child has started none
 
@@ -193,9 +195,13 @@ class Jail:
         assert proc.stdin is not None and proc.stdout is not None
         deadline = time.monotonic() + wall
         try:
+            data, fd = wire.pack({**msg, "cpu_limit": cpu}, lenient=True), proc.stdin.fileno()
+            # what fits in the pipe is written while the process is still stopped: continued,
+            # it reads the call at once instead of waking twice (for SIGCONT, then the data)
+            sent = wire.write_some(fd, data)
             if self._stopper is not None:
                 self._stopper.cont()
-            wire.send(proc.stdin.fileno(), {**msg, "cpu_limit": cpu}, lenient=True, deadline=deadline)
+            wire.write(fd, data[sent:], deadline)
             reply = wire.recv(proc.stdout.fileno(), max_items=wire.MAX_ITEMS, deadline=deadline)
             if type(reply) is not dict:  # the worker answers a mapping: anything else was not the worker
                 raise ValueError(f"the jail answered a {type(reply).__name__}, not a message")
@@ -265,25 +271,42 @@ class Jail:
     def call(self, pid: int, hook: str, args: list[Any], state: Any, memo: dict[str, Any],
              time_limit: float) -> tuple[Any, dict[str, Any]]:
         """Call ``hook`` of program ``pid``; the decoded result and the new memo."""
+        reply = self._call(pid, {"hook": hook, "args": args, "state": state, "memo": memo}, hook, time_limit, 1)
+        return self._decode(reply, "out", hook), reply["memo"]
+
+    def call_then(self, pid: int, hook: str, args: list[Any], then: str, state: Any, memo: dict[str, Any],
+                  time_limit: float) -> tuple[Any, Any, dict[str, Any]]:
+        """``modify_transition`` (``hook``, on ``args`` = [action, response]) and then
+        ``filter_observation`` (``then``) on the observation it leaves, in one round trip
+        (each call under ``time_limit``): a step's two hooks after the benchmark's own step
+        cost one exchange. The results decoded (the second ``NOT_RUN`` where the first's
+        answer cannot stand: the host refuses it) and the memo after both."""
+        reply = self._call(pid, {"hook": hook, "then": then, "args": args, "state": state, "memo": memo},
+                           f"{hook}, {then}", time_limit, 2)
+        second = self._decode(reply, "then", then) if "then" in reply else NOT_RUN
+        return self._decode(reply, "out", hook), second, reply["memo"]
+
+    def _call(self, pid: int, msg: dict[str, Any], hook: str, time_limit: float, calls: int) -> dict[str, Any]:
         with self._lock:
             self._reap()
             prog = self._programs[pid]
             if prog.get("broken"):
                 raise code_error({**prog["broken"], "hook": hook})
-            reply = self.request({"op": "call", "id": pid, "hook": hook, "args": args, "state": state,
-                                  "memo": memo},
-                                 wall=self.wall(time_limit), hook=hook, cpu=self.cpu_limit(time_limit))
+            reply = self.request({"op": "call", "id": pid, **msg}, wall=self.wall(time_limit * calls), hook=hook,
+                                 cpu=self.cpu_limit(time_limit * calls))
             if "error" in reply and prog.get("broken"):
                 raise code_error({**prog["broken"], "hook": hook})
         used = reply.get("cpu_used")
         self.last_cpu_s = float(used) if type(used) is float else 0.0
         if "error" in reply:
             raise code_error(reply["error"])
-        memo_out = reply.get("memo")
-        if type(memo_out) is not dict:
+        if type(reply.get("memo")) is not dict:
             raise errors.ContractCodeError("memo must stay a dict", hook=hook)
+        return reply
+
+    def _decode(self, reply: dict[str, Any], key: str, hook: str) -> Any:
         try:
-            return wire.decode(reply.get("out")), memo_out
+            return wire.decode(reply.get(key))
         except RecursionError:
             self._kill(failed=True)  # honest code cannot nest this deep: a lying jail
             raise errors.ContractCodeError("returned a record nested too deeply", hook=hook) from None

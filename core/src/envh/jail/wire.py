@@ -22,6 +22,7 @@ MAX_ITEMS = 500_000
 class TooBig(ValueError):
     """A message over ``MAX_MESSAGE`` bytes or ``MAX_ITEMS`` values; never decoded."""
 _HEADER = struct.Struct(">I")
+FIRST_READ = 1 << 16  # body bytes asked for with the header (a pipe's default capacity)
 
 
 def _plain(value: Any) -> Any:
@@ -58,6 +59,14 @@ def write(fd: int, data: bytes, deadline: float | None = None) -> None:
             view = view[os.write(fd, view):]
         except BlockingIOError:  # a non-blocking pipe, full: wait until it drains
             _wait(fd, select.POLLOUT, deadline)
+
+
+def write_some(fd: int, data: bytes) -> int:
+    """Write what the non-blocking ``fd`` takes now, without waiting; the bytes written."""
+    try:
+        return os.write(fd, data)
+    except BlockingIOError:
+        return 0
 
 
 def read_exact(fd: int, n: int, deadline: float | None = None) -> bytes:
@@ -99,10 +108,24 @@ def recv_body(fd: int, *, max_items: int | None = None, deadline: float | None =
     """Read one message's undecoded body (the jail decodes it under its CPU timer). The
     host passes a ``deadline`` (``time.monotonic()``) that covers the header and the body
     together; the jail, waiting for the host's next call, passes none."""
-    (size,) = _HEADER.unpack(read_exact(fd, _HEADER.size, deadline))
+    # one read takes the header and, for most messages, the whole body: a message is the
+    # only one in flight (each side answers one, then waits), so a byte past its end is a
+    # protocol violation, not the next message
+    if deadline is not None:
+        _wait(fd, select.POLLIN, deadline)
+    head = os.read(fd, _HEADER.size + FIRST_READ)  # what has arrived: never blocks after the wait
+    if not head:
+        raise EOFError("the jail closed its pipe")
+    if len(head) < _HEADER.size:
+        head += read_exact(fd, _HEADER.size - len(head), deadline)
+    (size,) = _HEADER.unpack_from(head)
     if size > MAX_MESSAGE:
         raise TooBig(f"an answer of {size:,} bytes exceeds the {MAX_MESSAGE:,} byte limit")
-    body = read_exact(fd, size, deadline)
+    body = head[_HEADER.size:]
+    if len(body) > size:
+        raise ValueError(f"{len(body) - size} bytes followed a message of {size:,} bytes")
+    if len(body) < size:
+        body += read_exact(fd, size - len(body), deadline)
     if max_items is not None and body.count(b",") + body.count(b"[") + body.count(b"{") > max_items:
         raise TooBig(f"an answer with more than {max_items:,} JSON values (memo and results together)")
     return body

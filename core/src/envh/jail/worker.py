@@ -37,6 +37,7 @@ def main(memory_mb: int, cpu_total_s: int) -> None:
     from envh.errors import ContractCodeError
     from envh.jail import wire
     from envh.stateview import freeze
+    from envh.types import EnvResponse
 
     capabilities.build_modules(iter)  # import re2 and every capability module now
     rin, wout = os.dup(0), os.dup(1)
@@ -94,7 +95,14 @@ def main(memory_mb: int, cpu_total_s: int) -> None:
                 fn = fns[hook]
                 assert fn is not None, hook
                 out = sb.call_function(fn, hook, *args, state, memo)
-                reply = {"out": wire.encode(out), "memo": memo, "cpu_used": time.process_time() - start}
+                reply = {"out": wire.encode(out), "memo": memo}
+                then = msg.get("then")
+                if then is not None:  # filter_observation after modify_transition: one round trip
+                    obs = _observation_after(out, args[1], EnvResponse)
+                    second = fns[then]
+                    if obs is not None and second is not None:
+                        reply["then"] = wire.encode(sb.call_function(second, then, obs, state, memo))
+                reply["cpu_used"] = time.process_time() - start
             elif op == "unload":
                 programs.pop(msg["id"], None)
                 reply = {}
@@ -111,6 +119,17 @@ def main(memory_mb: int, cpu_total_s: int) -> None:
         # disarmed before the first byte is written: the host reads a whole answer or none
         arm(signal.ITIMER_PROF, 0)
         wire.write(wout, data)
+
+
+def _observation_after(out: Any, response: Any, response_type: Any) -> Any:
+    """The observation ``filter_observation`` sees after ``modify_transition`` answered
+    ``out`` to ``response``, as the host will rebuild it; None where the host refuses the
+    answer (the second hook is not run: its call would not have happened)."""
+    if out is None:
+        return response.observation
+    if type(out) is response_type and out.reward == response.reward:
+        return out.observation
+    return None
 
 
 if __name__ == "__main__":
