@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -28,3 +30,14 @@ def registry():
 @pytest.fixture
 def task():
     return MEDIUM
+
+
+@pytest.fixture(scope="session")
+def bench() -> ModuleType:
+    """``bench/identical_candidate.py`` loaded as a module: its model of the loop's rule."""
+    path = Path(__file__).resolve().parents[3] / "bench" / "identical_candidate.py"
+    spec = importlib.util.spec_from_file_location("identical_candidate_bench", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

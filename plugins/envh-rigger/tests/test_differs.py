@@ -6,9 +6,6 @@ seed-driven ``rate`` policy, so every run is repeatable whatever the test order.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 from envh.rollout import TrajectoryStore
@@ -20,16 +17,8 @@ from envh_rigger.stats import GRID, LiftTest, SequentialValidator, design
 
 TASK = "medium/1,2,6,6"
 KEY = f"toy24/{TASK}"
-REPO = Path(__file__).resolve().parents[3]
 BANDS = [(0.4, 0.6), (0.3, 0.7), (0.7, 1.0), (0.0, 0.3), (0.2, 0.4), (0.45, 0.55)]
 
-
-def _bench():
-    path = REPO / "bench" / "identical_candidate.py"
-    spec = importlib.util.spec_from_file_location("identical_candidate_bench", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
 
 
 def _rig(registry, tmp_path, name, **kw):
@@ -85,11 +74,10 @@ def test_the_band_acceptance_behind_the_bound_is_the_validators():
 
 @pytest.mark.parametrize(("band", "p"), [((0.4, 0.6), 0.3), ((0.4, 0.6), 0.35), ((0.4, 0.6), 0.65),
                                          ((0.3, 0.7), 0.2), ((0.7, 1.0), 0.6)])
-def test_an_identical_candidate_near_the_band_is_accepted_in_at_most_five_percent_of_tasks(band, p):
+def test_an_identical_candidate_near_the_band_is_accepted_in_at_most_five_percent_of_tasks(band, p, bench):
     """Simulated over 2,000 tasks of 5 rounds with independent pairs (the least favourable case
     for the paired test; a seed-driven policy never passes it), by the bench's model of the
     loop's rule: near the band the band validator alone accepted 0.3-0.4 of these tasks."""
-    bench = _bench()
     rng = np.random.default_rng(11)
     validator = SequentialValidator()
 

@@ -18,9 +18,7 @@ fixed; plain tests are attacks that held.
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -35,7 +33,6 @@ from scipy.stats import binom
 
 TASK = "medium/1,2,6,6"
 KEY = f"toy24/{TASK}"
-REPO = Path(__file__).resolve().parents[3]
 NOOP = """
 def filter_action(action, state, memo):
     return None
@@ -165,20 +162,12 @@ def _task_rate(band, p: float, rounds: int, confirm: bool = True) -> tuple[float
     return total, paired
 
 
-def _bench():
-    path = REPO / "bench" / "identical_candidate.py"
-    spec = importlib.util.spec_from_file_location("identical_candidate_bench_attack", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
-
 
 # -- (a), (b), (e): the rate itself, with the selection of the paired episodes --------------------
 
-def test_the_exact_machinery_agrees_with_the_loops_rule_simulated():
+def test_the_exact_machinery_agrees_with_the_loops_rule_simulated(bench):
     """The exact figure above against the bench's model of the loop (which feeds the paired test
     the candidate's own validation and confirmation episodes) over 4,000 tasks."""
-    bench = _bench()
     rng = np.random.default_rng(5)
     band, p = (0.4, 0.6), 0.3
     got = [bench.identical_task(lambda k: list(rng.random(k) < p), band, rng, SequentialValidator(),
