@@ -320,9 +320,9 @@ def test_distinct_specs_cannot_starve_another_spec_of_jails(monkeypatch: pytest.
 
 @pytest.mark.xfail(strict=True, reason=(
     "host-path refusal covers only component options (core/src/envh/hostpaths.py:18 HOST_PATH_OPTIONS); "
-    "bridge configs go to factory(**config) unchecked (core/src/envh/spec.py:164). officeqa reads "
-    "any file named by config 'data' and its SpecError quotes the file's first line "
-    "(plugins/envh-office/src/envh_office/qa_data.py:91)"))
+    "bridge configs go to factory(**config) unchecked (core/src/envh/spec.py:164): officeqa reads "
+    "any file named by config 'data' (its error no longer quotes the file's first line, "
+    "plugins/envh-office/tests/test_officeqa_stack.py)"))
 def test_an_untrusted_bridge_config_cannot_read_host_files(tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP-SECRET-LINE\nmore\n")

@@ -127,3 +127,16 @@ def test_hide_index(officeqa_dirs):
         assert "Bulletin index" not in first and "1941: 01" not in first and "Question:" in first
         assert env.step(Action(tool="glob", args={"pattern": "**"})).info["error"]["type"] == "blocked"
         assert env.step(Action(tool="grep", args={"pattern": "1941"})).observation.data["hits"] > 0
+
+
+def test_a_question_file_without_its_columns_is_refused_without_quoting_it(tmp_path) -> None:
+    """A spec may name any file as its questions: the error names what is missing, never
+    the file's first line (its content)."""
+    from envh.errors import SpecError
+    from envh_office.qa_data import load_questions
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-LINE,second\nmore\n")
+    with pytest.raises(SpecError, match="lacks column") as info:
+        load_questions(secret)
+    assert "TOP-SECRET" not in str(info.value) and "2 field(s)" in str(info.value)

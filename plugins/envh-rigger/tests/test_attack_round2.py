@@ -6,7 +6,8 @@
   reads the count) and then raised ``ValueError`` on the first real episode;
 * a pattern with nested quantifiers (``calls:bash:(a+)+$``, from a user or a designer's
   reading of plain words) passed the check and then hung the rigger's process on one long
-  argument (catastrophic backtracking; Python's ``re`` has no timeout);
+  argument (catastrophic backtracking; Python's ``re`` has no timeout): patterns now run
+  in RE2, linear in the text, and one RE2 cannot run is refused;
 * ``repeats:1`` was accepted: it shows in every episode that takes any action, so the
   "weakness" was plain failure;
 * spares counted against ``--max-rollouts`` made a pool stop earlier than one worker.
@@ -88,12 +89,19 @@ def test_a_count_int_cannot_read_is_refused_before_the_loop(registry, count):
 
 @pytest.mark.parametrize("predicate", ["calls:bash:(a+)+$", "calls:bash:(a|aa)*b", "submits-before-test:(x*)*y",
                                        "calls:bash:((a)+)+$", "calls:bash:(a{1,}){2,}$"])
-def test_a_pattern_that_backtracks_catastrophically_is_refused(registry, predicate):
+def test_a_pattern_that_backtracks_catastrophically_in_re_reads_in_linear_time(registry, predicate):
+    """Each of these held Python's ``re`` for hours on a 40-character argument."""
+    w = resolve(predicate, registry=registry, bridge="toy24")
     start = time.monotonic()
-    with pytest.raises(errors.EnvhError, match="backtrack"):
-        w = resolve(predicate, registry=registry, bridge="toy24")
-        w.shows(_episode(Action(tool="bash", args={"cmd": "a" * 40 + "!"})))  # before: hangs
-    assert time.monotonic() - start < 5
+    for n in (40, 10_000):
+        w.shows(_episode(Action(tool="bash", args={"cmd": "a" * n + "!"})))
+    assert time.monotonic() - start < 2
+
+
+@pytest.mark.parametrize("pattern", [r"(a)\1", "(?=a)b", "(?<!x)y", "a" * 201])
+def test_a_pattern_re2_cannot_run_or_too_long_is_refused(registry, pattern):
+    with pytest.raises(errors.EnvhError, match="RE2|longer than 200"):
+        resolve(f"calls:bash:{pattern}", registry=registry, bridge="toy24")
 
 
 def test_ordinary_patterns_still_read(registry):
@@ -131,7 +139,7 @@ def test_a_rollout_budget_stops_the_same_run_on_any_worker_count(registry, tmp_p
     assert two["usage"]["rollouts"] == one["usage"]["rollouts"]
 
 
-@pytest.mark.parametrize("bad_args", [["three"], ["(a+)+$"], ["a:b"]])
+@pytest.mark.parametrize("bad_args", [["three"], ["(a)\\1"], ["a:b"]])
 def test_the_llm_reading_a_name_with_unusable_arguments_is_asked_again(registry, tmp_path, bad_args):
     """Only the name was checked inside the designer's retry loop: an unusable argument
     ended the command (``not a usable predicate``) instead of being fed back."""
@@ -155,19 +163,22 @@ def test_the_llm_reading_a_name_with_unusable_arguments_is_asked_again(registry,
     assert len(requests) == 2 and "invalid" in json.dumps(requests[1]["messages"][-1])
 
 
-def test_a_plugin_focus_that_can_backtrack_catastrophically_means_anywhere():
-    """guide runs the focus pattern on every off-reference action: a pattern with nested
-    repetition would hang the episode (``re`` holds the interpreter), so it is dropped like
-    one that does not compile."""
+def test_a_plugin_focus_re2_cannot_run_means_anywhere():
+    """guide runs the focus pattern on every off-reference action, in this process: one RE2
+    cannot run is dropped like one that does not compile; one that would backtrack in ``re``
+    runs (RE2 is linear) and a spec's guide contract may use it."""
+    from envh_rigger.guidance import GuideContract
     from envh_rigger.weakness import _checked_focus
 
-    assert _checked_focus({"tools": ["do"], "pattern": "(a+)+$"}) is None
+    assert _checked_focus({"tools": ["do"], "pattern": "(a)\\1"}) is None
+    assert _checked_focus({"tools": ["do"], "pattern": "(a+)+$"}) == {"tools": ["do"], "pattern": "(a+)+$"}
     assert _checked_focus({"tools": ["do"], "pattern": "go to"}) == {"tools": ["do"], "pattern": "go to"}
+    with pytest.raises(ValueError, match="RE2"):
+        GuideContract(envh.make({"bridge": "toy24"}), rate=0.5, focus={"pattern": "(?=a)"})
 
 
 def test_a_pattern_the_check_lets_through_still_cannot_hold_the_rigger(registry):
-    """Three ``.*`` pass the static check, yet ``re`` took 47 s on 1,000 characters; the
-    predicates search with the ``regex`` engine under a timeout."""
+    """Three ``.*`` took ``re`` 47 s on 1,000 characters; RE2 reads it at once."""
     w = resolve("calls:bash:.*.*.*b", registry=registry, bridge="toy24")
     start = time.monotonic()
     assert not w.shows(_episode(Action(tool="bash", args={"cmd": "a" * 1000})))
@@ -197,3 +208,23 @@ def test_keywords_still_read_plain_words(registry):
     assert resolve("submits before running the tests", registry=registry).predicate == "submits-before-test"
     assert resolve("gives up early", registry=registry).predicate == "stops-early"
     assert resolve("revisits old states", registry=registry, bridge="toy24").predicate == "toy24.revisits"
+
+
+def test_a_focus_of_several_words_needs_them_all_without_lookahead():
+    """A class of two word arguments was one pattern of lookaheads, which RE2 cannot run: it
+    is a list now, every pattern of which must match, and a spec's list is bounded."""
+    from envh_rigger.divergence import class_focus
+    from envh_rigger.guidance import GuideContract
+    from envh_rigger.weakness import _checked_focus, focus_matcher
+
+    focus = class_focus("move:north:fast:north")
+    assert focus["pattern"] == ['(?:"north"|"north\\s)', '(?:"fast"|"fast\\s)']
+    assert _checked_focus(focus) == focus
+    match = focus_matcher(focus["pattern"])
+    assert match('{"dir": "north", "speed": "fast"}') and match('{"a": "fast", "b": "north west"}')
+    assert not match('{"dir": "north", "speed": "slow"}')
+    GuideContract(envh.make({"bridge": "toy24"}), rate=0.5, focus=focus)  # accepted
+    for bad in (["a"] * 9, [], ["ok", 3]):
+        assert _checked_focus({"tools": ["do"], "pattern": bad}) is None
+        with pytest.raises(ValueError, match="list of 1-8 patterns"):
+            GuideContract(envh.make({"bridge": "toy24"}), rate=0.5, focus={"pattern": bad})

@@ -88,8 +88,9 @@ def load_questions(path: str | os.PathLike[str]) -> dict[str, Question]:
         header = [h.strip() for h in reader.fieldnames or []]
         missing = [c for c in ("uid", "question", "answer") if c not in header]
         if missing:
+            # the header found is not quoted: a spec may name any file, and its first line is its content
             raise errors.SpecError(f"OfficeQA CSV {path} lacks column(s) {missing}; "
-                                   f"expected {', '.join(COLUMNS)} (found {', '.join(header)}).")
+                                   f"expected {', '.join(COLUMNS)} (its first line has {len(header)} field(s)).")
         out: dict[str, Question] = {}
         for row in reader:
             row = {(k or "").strip(): (v or "") for k, v in row.items()}

@@ -62,7 +62,9 @@ def class_focus(cls: str) -> dict[str, Any]:
     if words:
         # a word is a whole JSON string (Toy24's "op": "sub") or the first word of one (ALFWorld's
         # "command": "heat potato 1 with microwave 1", whose class is its first word)
-        focus["pattern"] = "".join(f'(?=.*(?:"{re.escape(w)}"|"{re.escape(w)}\\s))' for w in words)
+        # "(?:...)" per word, all of which must match (a list: RE2 has no lookahead to join them)
+        patterns = [f'(?:"{re.escape(w)}"|"{re.escape(w)}\\s)' for w in dict.fromkeys(words)]
+        focus["pattern"] = patterns[0] if len(patterns) == 1 else patterns
     return focus
 
 

@@ -32,13 +32,12 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from envh import Action, ActionableEnv, Block, EnvHarness, EnvResponse, ResetResult, TaskRef
 
-from .weakness import _risky_pattern
+from .weakness import _risky_focus, focus_matcher
 
 SUBMIT_TOOLS = ("submit", "stop", "finish", "answer")
 
@@ -70,8 +69,8 @@ class GuideContract(EnvHarness):
     """Contract class (``cls: envh_rigger.guidance:GuideContract``, ``config: {rate, focus}``)."""
 
     kind = "contract"
-    #: its options may come from an untrusted spec: the focus patterns run in this process's
-    #: ``re`` (no timeout), so one that could backtrack catastrophically is refused
+    #: its options may come from an untrusted spec: the focus patterns run in this process,
+    #: by RE2 (linear time, ``weakness.compile_pattern``), and are at most 200 characters
     spec_safe = True
 
     def __init__(self, inner: ActionableEnv, *, layer_id: str | None = None, rate: float = 0.0,
@@ -85,10 +84,12 @@ class GuideContract(EnvHarness):
         expected = self.focus.get("expected")
         for where, pattern in (("focus", self.focus.get("pattern")),
                                ("focus.expected", expected.get("pattern") if isinstance(expected, Mapping) else None)):
-            why = _risky_pattern(str(pattern)) if pattern else None
+            why = _risky_focus(pattern) if pattern is not None else None
             if why:
                 raise ValueError(f"guide {where} pattern {str(pattern)[:80]!r} {why}")
-        self._pattern = re.compile(str(self.focus["pattern"])) if self.focus.get("pattern") else None
+        self._pattern = focus_matcher(self.focus["pattern"]) if self.focus.get("pattern") else None
+        self._expected_pattern = focus_matcher(expected["pattern"]) \
+            if isinstance(expected, Mapping) and expected.get("pattern") else None
         self._episode, self._decisions = "", 0
         self._seen: list[str] = []
         self._plan: list[Action] | None = None  # the reference from here while the episode follows it
@@ -102,7 +103,7 @@ class GuideContract(EnvHarness):
         tools = self.focus.get("tools")
         if tools and action.tool not in tools:
             return False
-        if self._pattern is not None and not self._pattern.search(json.dumps(_plain(action.args), sort_keys=True)):
+        if self._pattern is not None and not self._pattern(json.dumps(_plain(action.args), sort_keys=True)):
             return False
         if self.focus.get("repeats"):
             return call in self._seen
@@ -121,8 +122,8 @@ class GuideContract(EnvHarness):
         step = plan[0]
         if spec.get("tools") and step.tool not in spec["tools"]:
             return False
-        pattern = spec.get("pattern")
-        return not pattern or bool(re.search(str(pattern), json.dumps(_plain(step.args), sort_keys=True)))
+        pattern = self._expected_pattern
+        return pattern is None or pattern(json.dumps(_plain(step.args), sort_keys=True))
 
     def filter_action(self, action: Action, state: Mapping[str, Any]) -> Action | Block:
         call = _call(action)

@@ -5,7 +5,8 @@ shows and the episode fails". Built-in predicates (``NAME[:ARG[:ARG]]``):
 
 * ``stops-early``: the episode ends by the policy's own stop/submit without success;
 * ``repeats:N``: one action (tool and arguments) is taken at least N times;
-* ``calls:TOOL[:REGEX]``: a call of TOOL whose JSON arguments match REGEX;
+* ``calls:TOOL[:REGEX]``: a call of TOOL whose JSON arguments match REGEX (RE2 syntax,
+  matched in linear time: ``compile_pattern``);
 * ``submits-before-test[:REGEX]``: a submit/stop call before any call whose arguments
   match REGEX (default: a test run, ``pytest|test``);
 * ``invalid:N``: at least N actions were invalid or answered with an error.
@@ -50,24 +51,39 @@ def repeats(t: Any, n: str = "3") -> bool:
     return bool(counts) and max(counts.values()) >= int(n)
 
 
-#: seconds one pattern may spend on one action's arguments (the policy writes them): past
-#: it the action counts as not matching, instead of holding the rigger's process
-SEARCH_TIMEOUT_S = 1.0
+def compile_pattern(pattern: str) -> Any:
+    """``pattern`` compiled by RE2, whose matching takes time linear in the text: a pattern
+    from a user, a designer or a spec runs on a policy's arguments in this process, and
+    Python's ``re`` can backtrack on it for hours (``(a+)+$``). ``re2.error`` for one RE2
+    cannot run (backreferences, lookaround)."""
+    import re2
+
+    options = re2.Options()
+    options.max_mem = 8 << 20  # a pattern's automaton: 200 characters never need more
+    options.log_errors = False  # a refused pattern is an error for the caller, not a log line
+    return re2.compile(pattern, options)
+
+
+def focus_matcher(pattern: str | list[str] | tuple[str, ...]) -> Callable[[str], bool]:
+    """A focus's ``pattern`` as a test of a text: one pattern, or a list of patterns that
+    must all match (RE2 has no lookahead to join them in one)."""
+    compiled = [compile_pattern(str(p)) for p in ([pattern] if isinstance(pattern, str) else pattern)]
+    return lambda text: all(rx.search(text) is not None for rx in compiled)
+
+
+def _risky_focus(pattern: Any) -> str | None:
+    """Why ``pattern`` (one, or a list all of which must match) cannot be a focus's, or ``None``."""
+    if isinstance(pattern, str):
+        return _risky_pattern(pattern)
+    if not (isinstance(pattern, list | tuple) and 0 < len(pattern) <= 8 and all(isinstance(p, str) for p in pattern)):
+        return "must be a pattern or a list of 1-8 patterns that must all match"
+    return next((why for why in map(_risky_pattern, pattern) if why), None)
 
 
 def _pattern(pattern: str) -> Callable[[str], bool]:
-    """``pattern``'s search, bounded in time (the ``regex`` engine's timeout; ``re`` has none)."""
-    import regex
-
-    rx = regex.compile(pattern)
-
-    def search(text: str) -> bool:
-        try:
-            return rx.search(text, timeout=SEARCH_TIMEOUT_S) is not None
-        except TimeoutError:
-            return False
-
-    return search
+    """``pattern``'s search (linear time: ``compile_pattern``)."""
+    rx = compile_pattern(pattern)
+    return lambda text: rx.search(text) is not None
 
 
 def calls(t: Any, tool: str, pattern: str = "") -> bool:
@@ -165,9 +181,9 @@ def _checked_focus(focus: Any) -> dict[str, Any] | None:
         tools, pattern = focus.get("tools"), focus.get("pattern")
         if tools is not None and not (isinstance(tools, list | tuple) and all(isinstance(t, str) for t in tools)):
             return None
-        if pattern is not None and _risky_pattern(str(pattern)):  # does not compile, or may hang guide
+        if pattern is not None and _risky_focus(pattern):  # too long, or RE2 cannot run it
             return None
-    except re.error:
+    except (TypeError, ValueError):
         return None
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in focus.items()
             if k in ("tools", "pattern", "repeats")}
@@ -209,65 +225,19 @@ def _make(text: str, predicate: str, entries: dict[str, Entry], how: str) -> Wea
                     focus=focus, translated_by=how)
 
 
-def _repeats(items: Any) -> tuple[bool, int]:
-    """(a repetition holds a repetition or an alternation, unbounded repetitions) in a parsed pattern."""
-    from re import _constants as c  # the parser's own view: no guessing at the syntax
-
-    nested, unbounded = False, 0
-    for op, av in items:
-        if op in (c.MAX_REPEAT, c.MIN_REPEAT):
-            low, high, sub = av
-            unbounded += high == c.MAXREPEAT
-            inner_nested, inner_unbounded = _repeats(sub)
-            unbounded += inner_unbounded
-            if high > 1 and (inner_unbounded or inner_nested or _holds(sub)):
-                nested = True
-            nested = nested or inner_nested
-        elif op == c.BRANCH:
-            for branch in av[1]:
-                n, u = _repeats(branch)
-                nested, unbounded = nested or n, unbounded + u
-        elif op == c.SUBPATTERN:
-            n, u = _repeats(av[-1])
-            nested, unbounded = nested or n, unbounded + u
-        elif op in (c.ASSERT, c.ASSERT_NOT):
-            n, u = _repeats(av[1])
-            nested, unbounded = nested or n, unbounded + u
-    return nested, unbounded
-
-
-def _holds(items: Any) -> bool:
-    """A repetition (more than once) or an alternation anywhere in ``items``."""
-    from re import _constants as c
-
-    for op, av in items:
-        if op in (c.MAX_REPEAT, c.MIN_REPEAT) and (av[1] > 1 or _holds(av[2])):
-            return True
-        if op == c.BRANCH:
-            return True
-        if op == c.SUBPATTERN and _holds(av[-1]):
-            return True
-    return False
-
-
 def _risky_pattern(pattern: str) -> str | None:
-    """Why ``pattern`` could backtrack catastrophically on a policy's arguments (Python's
-    ``re`` has no timeout and the predicate runs in the rigger's process), or ``None``.
-    Refused: a repeated part holding a repetition or an alternation (``(a+)+``,
-    ``(a|aa)*``), more than three unbounded repetitions, more than 200 characters."""
-    from re import _parser
-
+    """Why ``pattern`` cannot be a predicate's or a focus's pattern, or ``None``: longer
+    than 200 characters, or not a pattern RE2 runs (``compile_pattern``: it matches in
+    linear time, so a pattern that would backtrack catastrophically in ``re`` is harmless)."""
     if len(pattern) > 200:
         return "is longer than 200 characters"
     try:
-        nested, unbounded = _repeats(_parser.parse(pattern).data)
-    except (re.error, RecursionError) as exc:
-        return f"does not compile ({exc})"
-    if nested:
-        return ("repeats a part holding a repetition or an alternation: it can backtrack "
-                "catastrophically on a long argument; write it without the nested repetition")
-    if unbounded > 3:
-        return "has more than three unbounded repetitions: it can backtrack catastrophically"
+        compile_pattern(pattern)
+    except Exception as exc:  # noqa: BLE001 - re2.error, and its option errors
+        why = exc.args[0] if exc.args else exc
+        why = why.decode(errors="replace") if isinstance(why, bytes) else str(why)
+        return (f"is not a pattern this engine runs ({why}); RE2 syntax, matched in linear time: "
+                "no backreferences or lookaround")
     return None
 
 
