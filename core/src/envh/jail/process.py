@@ -40,6 +40,14 @@ GRACE_S = 0.1
 LOAD_S = 1.0
 #: Wall seconds beyond twice the limit before a jail that gets no CPU is killed anyway.
 BUSY_S = 2.0
+#: Seconds the host waits for an answer awake before it sleeps on the pipe. A sleeping
+#: host takes ~0.1 ms just to wake on a virtual machine, longer than an idle jail takes to
+#: answer a light hook (~0.05 ms): one exchange alone fell from ~0.11 to ~0.06 ms, the
+#: exchange before an ALFWorld step from 0.15 to 0.11 ms. After a benchmark's step the
+#: jail's caches are cold and it answers in ~0.3 ms: spinning that long too gained ~0.05 ms
+#: there but, on a loaded machine, takes the CPU the jail or other workers need, so the
+#: spin stays short. Only with a second CPU for the jail to run on meanwhile.
+SPIN_S = 0.0002 if len(os.sched_getaffinity(0)) > 1 else 0.0
 #: Jail processes one host process may run at once (~24 MB each): every env stack with
 #: untrusted code has one, and a hostile spec must not start hundreds (a chain of many
 #: legs, each with a contract; one spec gets at most ``stacks.MAX_PER_STACK``). Beyond it,
@@ -202,7 +210,7 @@ class Jail:
             if self._stopper is not None:
                 self._stopper.cont()
             wire.write(fd, data[sent:], deadline)
-            reply = wire.recv(proc.stdout.fileno(), max_items=wire.MAX_ITEMS, deadline=deadline)
+            reply = wire.recv(proc.stdout.fileno(), max_items=wire.MAX_ITEMS, deadline=deadline, spin_s=SPIN_S)
             if type(reply) is not dict:  # the worker answers a mapping: anything else was not the worker
                 raise ValueError(f"the jail answered a {type(reply).__name__}, not a message")
             if self._stopper is not None:
