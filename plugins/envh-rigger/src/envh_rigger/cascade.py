@@ -43,7 +43,7 @@ from envh import (
     spec_to_data,
 )
 
-from .guidance import reference_from_here
+from .guidance import reference_from_here, reference_or_error
 
 
 @attrs.frozen(kw_only=True)
@@ -70,22 +70,9 @@ def combined(base: dict[str, Any], layers: Sequence[dict[str, Any]]) -> dict[str
 REPLAY_SEEDS = 8
 
 
-def reference_of(env: ActionableEnv) -> list[Action] | None:
-    """The base bridge's reference solution from its current state (``None``: it has none,
-    or it could not be computed)."""
-    return reference_from_here(env)
-
-
-def _reference(env: ActionableEnv) -> tuple[list[Action] | None, str]:
-    """(the reference from here or ``None``, the error that computing it raised or "")."""
-    ref = getattr(env.unwrapped, "reference_actions", None)
-    if not callable(ref):
-        return None, ""
-    try:
-        plan = ref()
-    except Exception as exc:  # noqa: BLE001 - a bridge's reference code may fail in any way
-        return None, f"{type(exc).__name__}: {exc}"[:300]
-    return (None if plan is None else list(plan)), ""
+#: The base bridge's reference solution from its current state (``None``: it has none, or
+#: it could not be computed): ``guidance.reference_from_here``, under the cascade's name.
+reference_of = reference_from_here
 
 
 def replay_reference(env: ActionableEnv, plan: Sequence[Action]) -> tuple[bool, str]:
@@ -168,7 +155,7 @@ def _dry_run(spec: dict[str, Any], task: TaskRef, registry: Registry,
                 env.reset(task=task, seed=seed)
             except Exception as exc:  # noqa: BLE001 - a stage that cannot replay, a hook that raises
                 return _fail("dry_run", f"reset failed (seed {seed}): {type(exc).__name__}: {exc}")
-            plan, raised = _reference(env)
+            plan, raised = reference_or_error(env)
             if plan is None and base_reference:  # the bare start has one, the candidate's none
                 why = (f"computing it raised {raised}" if raised else "its start state is a dead end" if complete
                        else "nothing shows the task can still be won from there")

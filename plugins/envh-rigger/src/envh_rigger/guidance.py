@@ -45,12 +45,19 @@ SUBMIT_TOOLS = ("submit", "stop", "finish", "answer")
 def reference_from_here(env: ActionableEnv) -> list[Action] | None:
     """The base bridge's reference solution from its current state (``None``: none from here).
     A reference that cannot be computed is no reference."""
+    return reference_or_error(env)[0]
+
+
+def reference_or_error(env: ActionableEnv) -> tuple[list[Action] | None, str]:
+    """(the reference from here or ``None``, the error that computing it raised or "")."""
     ref = getattr(env.unwrapped, "reference_actions", None)
+    if not callable(ref):
+        return None, ""
     try:
-        plan = ref() if callable(ref) else None
-    except Exception:  # noqa: BLE001 - no reference, no guidance
-        return None
-    return None if plan is None else list(plan)
+        plan = ref()
+    except Exception as exc:  # noqa: BLE001 - a bridge's reference code may fail in any way
+        return None, f"{type(exc).__name__}: {exc}"[:300]
+    return (None if plan is None else list(plan)), ""
 
 
 def _call(action: Action) -> str:
