@@ -337,13 +337,15 @@ def _frozen_json(value: Any) -> Any:
 
 
 def adopt(out: EnvResponse, live: EnvResponse) -> EnvResponse:
-    """A hook's new response, re-attached to the live ``info["envh"]`` effect list."""
+    """A hook's new response, re-attached to the live ``info["envh"]`` effect list. The
+    reward is the live one, the very value the benchmark gave: callers have checked that the
+    hook's is equal, and equal is not the same (``-0.0`` for ``0.0``, an int for a float)."""
     info = thaw(out.info)
     if "envh" in live.info:
         info["envh"] = live.info["envh"]
     else:
         info.pop("envh", None)
-    return EnvResponse(observation=out.observation, reward=out.reward, terminated=out.terminated,
+    return EnvResponse(observation=out.observation, reward=live.reward, terminated=out.terminated,
                        truncated=out.truncated, info=info)
 
 

@@ -33,7 +33,7 @@ from ..capabilities import record_factories
 from ..env import ActionableEnv
 from ..harness import _VERDICT_COMPOSER, EnvHarness, adopt, hook_view
 from ..jail import wire
-from ..jail.process import NOT_RUN
+from ..jail.process import NOT_RUN, memo_of
 from ..plugins.records import resolve
 from ..sandbox import Sandbox
 from ..spec import BuildContext, LayerSpec
@@ -111,8 +111,12 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
         if self._program is None:
             raise errors.ContractCodeError("the contract was closed; build the env again", hook=hook)
         state = _state_data(self.inner) if self._reads_state.get(hook) else None
-        out, memo = self._jail.call(self._program, hook, args, state, self.memo, self.time_limit)
-        self.memo = memo
+        try:
+            out, self.memo = self._jail.call(self._program, hook, args, state, self.memo, self.time_limit)
+        except errors.ContractCodeError as exc:
+            left = memo_of(exc)
+            self.memo = self.memo if left is None else left
+            raise
         return out
 
     def step(self, action: Action) -> EnvResponse:
@@ -207,8 +211,14 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
         state = _state_data(self.inner) if reads.get("modify_transition") or reads.get("filter_observation") \
             else None
         sent = wire.encode(response)
-        out, then, self.memo = self._jail.call_then(self._program, "modify_transition", [wire.encode(action), sent],
-                                                    "filter_observation", state, self.memo, self.time_limit)
+        try:
+            out, then, self.memo = self._jail.call_then(self._program, "modify_transition",
+                                                        [wire.encode(action), sent], "filter_observation",
+                                                        state, self.memo, self.time_limit)
+        except errors.ContractCodeError as exc:
+            left = memo_of(exc)
+            self.memo = self.memo if left is None else left
+            raise
         new = response
         if out is not None and not (type(out) is EnvResponse and wire.encode(out) == sent):
             new = self._transition(out, response)

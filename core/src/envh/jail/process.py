@@ -53,6 +53,13 @@ SPIN_S = 0.0002 if len(os.sched_getaffinity(0)) > 1 else 0.0
 #: legs, each with a contract; one spec gets at most ``stacks.MAX_PER_STACK``). Beyond it,
 #: building another stack is a ``JailError`` for that stack alone.
 MAX_LIVE = 32
+def memo_of(exc: BaseException) -> dict[str, Any] | None:
+    """The memo a failed call left (what its hooks changed before failing, as the trusted
+    tier's in-place memo keeps it), or ``None`` where the jail answered none (it died)."""
+    memo = getattr(exc, "memo", None)
+    return memo if type(memo) is dict else None
+
+
 #: ``Jail.call_then``'s second result where the second hook was not run.
 NOT_RUN = object()
 _live: set[int] = set()  # pids of the jail processes this process started and has not ended
@@ -203,6 +210,8 @@ class Jail:
         assert proc.stdin is not None and proc.stdout is not None
         deadline = time.monotonic() + wall
         try:
+            if wire.readable(proc.stdout.fileno()):  # stopped since its last answer, it wrote more
+                raise ValueError("the jail wrote after its answer")
             data, fd = wire.pack({**msg, "cpu_limit": cpu}, lenient=True), proc.stdin.fileno()
             # what fits in the pipe is written while the process is still stopped: continued,
             # it reads the call at once instead of waking twice (for SIGCONT, then the data)
@@ -252,7 +261,13 @@ class Jail:
             except BaseException:
                 self.unload(pid)
                 raise
-            prog["hooks"], prog["loading"] = tuple(reply["hooks"]), False
+            hooks = reply.get("hooks")
+            if type(hooks) is not list or not all(type(h) is str for h in hooks):
+                self._kill(failed=True)  # the worker answers a load with its hooks: this was not the worker
+                self.unload(pid)
+                raise errors.ContractCodeError("the jail answered the load without its hooks; the jail "
+                                               "process was restarted", hook="<module>")
+            prog["hooks"], prog["loading"] = tuple(hooks), False
         return pid
 
     def hooks(self, pid: int) -> tuple[str, ...]:
@@ -290,7 +305,7 @@ class Jail:
         cost one exchange. The results decoded (the second ``NOT_RUN`` where the first's
         answer cannot stand: the host refuses it) and the memo after both."""
         reply = self._call(pid, {"hook": hook, "then": then, "args": args, "state": state, "memo": memo},
-                           f"{hook}, {then}", time_limit, 2)
+                           f"{hook}, {then}", time_limit, 2)  # the jail gives each hook its own CPU limit
         second = self._decode(reply, "then", then) if "then" in reply else NOT_RUN
         return self._decode(reply, "out", hook), second, reply["memo"]
 
@@ -300,14 +315,18 @@ class Jail:
             prog = self._programs[pid]
             if prog.get("broken"):
                 raise code_error({**prog["broken"], "hook": hook})
+            # CPU: each hook's limit (the jail arms it afresh per hook); wall: the exchange's
             reply = self.request({"op": "call", "id": pid, **msg}, wall=self.wall(time_limit * calls), hook=hook,
-                                 cpu=self.cpu_limit(time_limit * calls))
+                                 cpu=self.cpu_limit(time_limit))
             if "error" in reply and prog.get("broken"):
                 raise code_error({**prog["broken"], "hook": hook})
         used = reply.get("cpu_used")
         self.last_cpu_s = float(used) if type(used) is float else 0.0
         if "error" in reply:
-            raise code_error(reply["error"])
+            exc = code_error(reply["error"])
+            if type(reply.get("memo")) is dict:  # what the hooks changed before failing (see ``memo_of``)
+                exc.memo = reply["memo"]  # type: ignore[attr-defined]
+            raise exc
         if type(reply.get("memo")) is not dict:
             raise errors.ContractCodeError("memo must stay a dict", hook=hook)
         return reply

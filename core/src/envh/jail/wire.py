@@ -69,6 +69,13 @@ def write_some(fd: int, data: bytes) -> int:
         return 0
 
 
+def readable(fd: int) -> bool:
+    """Whether ``fd`` holds bytes to read now (a closed pipe with none left is not)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return any(event & select.POLLIN for _, event in poller.poll(0))
+
+
 def read_exact(fd: int, n: int, deadline: float | None = None) -> bytes:
     """``n`` bytes from ``fd``; with a ``deadline`` (``time.monotonic()``), all of them by
     then or ``TimeoutError``: a jail that sends part of an answer and goes silent must not
@@ -200,7 +207,11 @@ def decode(data: Any) -> Any:
         if type(obs) is not Observation or type(reward) not in (int, float) or \
                 any(type(f) is not bool for f in flags):
             raise TypeError("malformed EnvResponse")
-        return EnvResponse(observation=obs, reward=float(reward), terminated=flags[0], truncated=flags[1],
+        try:
+            reward = float(reward)
+        except OverflowError:  # a JSON integer past the float range
+            raise ValueError("malformed EnvResponse: its reward is out of range") from None
+        return EnvResponse(observation=obs, reward=reward, terminated=flags[0], truncated=flags[1],
                            info=_obj(data.get("info"), "EnvResponse.info"))
     if tag == "other":
         return Foreign(_str(data.get("type"), "type"))

@@ -101,6 +101,7 @@ def main(memory_mb: int, cpu_total_s: int) -> None:
                     obs = _observation_after(out, args[1], EnvResponse)
                     second = fns[then]
                     if obs is not None and second is not None:
+                        arm(signal.ITIMER_PROF, budget)  # each hook its own CPU limit, as apart
                         reply["then"] = wire.encode(sb.call_function(second, then, obs, state, memo))
                 reply["cpu_used"] = time.process_time() - start
             elif op == "unload":
@@ -110,6 +111,9 @@ def main(memory_mb: int, cpu_total_s: int) -> None:
                 reply = {"error": {"message": f"unknown op {op!r}"}}
         except BaseException as exc:  # noqa: BLE001 - every failure is an answer, never a dead jail
             reply = error(exc)
+            if op == "call" and type(msg.get("memo")) is dict:
+                # what the hooks changed before failing stays, as in the trusted tier (memo in place)
+                reply["memo"] = msg["memo"]
         try:
             data = wire.pack(reply)  # still under the CPU timer: a huge memo is the call's cost
         except (TypeError, ValueError, RecursionError) as exc:  # a memo or record holding non-JSON data
