@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import faulthandler
+import gc
 import json
 import math
 import numbers
@@ -181,6 +182,18 @@ def _stop(watch: _Watchdog | _NoWatch) -> None:
         watch.stop()
 
 
+def _in_finalizer(frame: Any) -> bool:
+    """Whether ``frame`` runs inside a garbage-collector callback or a ``__del__``: Python
+    drops an exception raised there ("Exception ignored in ..."), so a deadline must not
+    be spent on it."""
+    callbacks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
+    while frame is not None:
+        if frame.f_code in callbacks or frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
+
+
 @contextmanager
 def _alarm(timeout_s: float | None, on_stuck: Callable[[], None] | None = None,
            region: Any = None) -> Iterator[_Watchdog | _NoWatch]:
@@ -201,7 +214,10 @@ def _alarm(timeout_s: float | None, on_stuck: Callable[[], None] | None = None,
         signal.signal(signal.SIGINT, interrupted)
     usable = bool(timeout_s) and hasattr(signal, "setitimer")
 
-    def fire(_signum: int, _frame: Any) -> None:
+    def fire(_signum: int, frame: Any) -> None:
+        if _in_finalizer(frame):  # raised there, it would be printed and dropped: again in 10 ms
+            signal.setitimer(signal.ITIMER_REAL, 0.01)
+            return
         raise _Deadline(f"the episode ran past its {timeout_s:g} s limit")
 
     # SIG_IGN first: a timer signal still pending from an earlier, blocked one is discarded
