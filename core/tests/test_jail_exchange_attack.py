@@ -447,19 +447,25 @@ def jail_cpu_during(env: Any, fn: Any) -> tuple[float, Any]:
     return peak[0], outcome
 
 
+def step_cpu(code: str, limit: float) -> tuple[float, Any]:
+    """One Toy24 step through a jailed contract of ``code`` with a ``limit`` s time limit:
+    the jail's CPU during the step, and what the step raised or returned."""
+    env = envh.make({"bridge": "toy24", "layers": [{"kind": "contract", "code": code, "time_limit_ms": limit * 1000}]})
+    try:
+        env.reset(task=TASK, seed=0)
+        return jail_cpu_during(env, lambda: env.step(ADD))
+    finally:
+        env.close()
+
+
 def test_a_c_level_hang_in_the_first_hook_ends_at_one_hooks_cpu_limit() -> None:
     limit = 0.3
     code = ("import math\ndef modify_transition(action, response, state, memo):\n"
             "    memo['x'] = math.factorial(10**8)\n"
             "def filter_observation(observation, state, memo):\n    return None\n")
-    env = envh.make({"bridge": "toy24", "layers": [{"kind": "contract", "code": code, "time_limit_ms": limit * 1000}]})
-    try:
-        env.reset(task=TASK, seed=0)
-        used, outcome = jail_cpu_during(env, lambda: env.step(ADD))
-        assert isinstance(outcome, ContractCodeError), outcome
-        assert used < limit + process.GRACE_S + 0.15, f"modify_transition used {used:.2f} s of CPU"
-    finally:
-        env.close()
+    used, outcome = step_cpu(code, limit)
+    assert isinstance(outcome, ContractCodeError), outcome
+    assert used < limit + process.GRACE_S + 0.15, f"modify_transition used {used:.2f} s of CPU"
 
 
 def test_a_c_level_hang_in_the_second_hook_is_bounded_by_the_exchange() -> None:
@@ -469,15 +475,10 @@ def test_a_c_level_hang_in_the_second_hook_is_bounded_by_the_exchange() -> None:
     code = ("import math\ndef modify_transition(action, response, state, memo):\n    memo['a'] = 1\n"
             "def filter_observation(observation, state, memo):\n"
             "    if memo.get('a'):\n        memo['x'] = math.factorial(10**8)\n")
-    env = envh.make({"bridge": "toy24", "layers": [{"kind": "contract", "code": code, "time_limit_ms": limit * 1000}]})
-    try:
-        env.reset(task=TASK, seed=0)
-        used, outcome = jail_cpu_during(env, lambda: env.step(ADD))
-        assert isinstance(outcome, ContractCodeError), outcome
-        assert "filter_observation" in str(outcome.hook) and "jail process" in outcome.message
-        assert used < 2 * limit + process.GRACE_S + 0.15, used
-    finally:
-        env.close()
+    used, outcome = step_cpu(code, limit)
+    assert isinstance(outcome, ContractCodeError), outcome
+    assert "filter_observation" in str(outcome.hook) and "jail process" in outcome.message
+    assert used < 2 * limit + process.GRACE_S + 0.15, used
 
 
 def test_the_host_sleeps_while_the_merged_exchange_runs() -> None:

@@ -23,7 +23,8 @@ from __future__ import annotations
 import json
 import re
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Literal
 
 import attrs
@@ -111,13 +112,20 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
         if self._program is None:
             raise errors.ContractCodeError("the contract was closed; build the env again", hook=hook)
         state = _state_data(self.inner) if self._reads_state.get(hook) else None
-        try:
+        with self._memo_left_by_failure():
             out, self.memo = self._jail.call(self._program, hook, args, state, self.memo, self.time_limit)
+        return out
+
+    @contextmanager
+    def _memo_left_by_failure(self) -> Iterator[None]:
+        """Around a call to the jail: a call that fails keeps what its hooks changed in the
+        memo before failing, as the trusted tier's in-place memo does (``memo_of``)."""
+        try:
+            yield
         except errors.ContractCodeError as exc:
             left = memo_of(exc)
             self.memo = self.memo if left is None else left
             raise
-        return out
 
     def step(self, action: Action) -> EnvResponse:
         """The generic harness step with the contract's hooks inlined: this layer sits on
@@ -211,14 +219,10 @@ class CodeContract(EnvHarness, _core_step=_VERDICT_COMPOSER):
         state = _state_data(self.inner) if reads.get("modify_transition") or reads.get("filter_observation") \
             else None
         sent = wire.encode(response)
-        try:
+        with self._memo_left_by_failure():
             out, then, self.memo = self._jail.call_then(self._program, "modify_transition",
                                                         [wire.encode(action), sent], "filter_observation",
                                                         state, self.memo, self.time_limit)
-        except errors.ContractCodeError as exc:
-            left = memo_of(exc)
-            self.memo = self.memo if left is None else left
-            raise
         new = response
         if out is not None and not (type(out) is EnvResponse and wire.encode(out) == sent):
             new = self._transition(out, response)
