@@ -40,6 +40,11 @@ GRACE_S = 0.1
 LOAD_S = 1.0
 #: Wall seconds beyond twice the limit before a jail that gets no CPU is killed anyway.
 BUSY_S = 2.0
+#: Wall seconds the first exchange with a freshly started jail gets on top of its call's:
+#: the interpreter's start (81 ms on an idle machine) is in it, and on a loaded one (a
+#: training node's rollouts, a test suite's parallel workers) it took over 3 s. CPU is not
+#: affected: the kernel counts a call's CPU from when the jail has read it.
+START_S = 10.0
 #: Seconds the host waits for an answer awake before it sleeps on the pipe. A sleeping
 #: host takes ~0.1 ms just to wake on a virtual machine, longer than an idle jail takes to
 #: answer a light hook (~0.05 ms): one exchange alone fell from ~0.11 to ~0.06 ms, the
@@ -53,6 +58,8 @@ SPIN_S = 0.0002 if len(os.sched_getaffinity(0)) > 1 else 0.0
 #: legs, each with a contract; one spec gets at most ``stacks.MAX_PER_STACK``). Beyond it,
 #: building another stack is a ``JailError`` for that stack alone.
 MAX_LIVE = 32
+
+
 def memo_of(exc: BaseException) -> dict[str, Any] | None:
     """The memo a failed call left (what its hooks changed before failing, as the trusted
     tier's in-place memo keeps it), or ``None`` where the jail answered none (it died)."""
@@ -64,6 +71,13 @@ def memo_of(exc: BaseException) -> dict[str, Any] | None:
 NOT_RUN = object()
 _live: set[int] = set()  # pids of the jail processes this process started and has not ended
 os.register_at_fork(after_in_child=_live.clear)  # a forked child has started none
+
+
+def live_count() -> int:
+    """How many jail processes this process has started and not yet ended (at most
+    ``MAX_LIVE``)."""
+    return len(_live)
+
 
 _BOOT = """import sys, types
 sys.path[:0] = {paths!r}
@@ -114,6 +128,7 @@ class Jail:
         self._next_id = 0
         self._lock = threading.RLock()
         self._pid = os.getpid()
+        self._booting: int | None = None
 
     # -- process ---------------------------------------------------------------------------
     def _command(self) -> list[str]:
@@ -151,6 +166,7 @@ class Jail:
         assert proc.stdin is not None
         os.set_blocking(proc.stdin.fileno(), False)  # a jail that stops reading must not block a send
         self._proc, self._stopper = proc, Stopper(proc.pid)
+        self._booting = proc.pid  # its first exchange also waits for the interpreter to start
         _live.add(proc.pid)
         # a Jail nobody holds any more (an env stack dropped without close()) ends its process
         self._reaper = weakref.finalize(self, _reap, proc, os.getpid(), self._stopper)
@@ -208,7 +224,8 @@ class Jail:
         """Send one message and read the whole answer within ``wall`` seconds; the process
         runs only in between (stopped before and after)."""
         assert proc.stdin is not None and proc.stdout is not None
-        deadline = time.monotonic() + wall
+        booting, self._booting = self._booting == proc.pid, None
+        deadline = time.monotonic() + wall + (START_S if booting else 0.0)
         try:
             if wire.readable(proc.stdout.fileno()):  # stopped since its last answer, it wrote more
                 raise ValueError("the jail wrote after its answer")
