@@ -29,19 +29,39 @@ def core(session: nox.Session) -> None:
     session.run("pytest", "core/tests", *session.posargs)
 
 
+def _requirements(plugin: Path, extras: tuple[str, ...] = ()) -> set[str]:
+    """The distribution names ``plugin`` requires, with those of its ``extras``."""
+    project = tomllib.loads((plugin / "pyproject.toml").read_text())["project"]
+    deps = list(project.get("dependencies", []))
+    for extra in extras:
+        deps += project.get("optional-dependencies", {}).get(extra, [])
+    return {d.split(">")[0].split("=")[0].split("[")[0].split("<")[0].split(";")[0].strip() for d in deps}
+
+
 def _local_requirements(plugin: Path) -> list[str]:
-    """``-e`` arguments for the plugins of this repository ``plugin`` depends on (they are
-    not on the package index)."""
+    """``-e`` arguments for the plugins of this repository ``plugin`` needs (they are not on
+    the package index): those its code depends on and those its tests do (its ``test``
+    extra, e.g. envh-adaptive for a bridge whose tests play its curriculum), and theirs."""
     local = {_name(p): p for p in PLUGINS}
-    deps = tomllib.loads((plugin / "pyproject.toml").read_text())["project"].get("dependencies", [])
-    names = {d.split(">")[0].split("=")[0].split("[")[0].split("<")[0].strip() for d in deps}
-    return [a for n in sorted(names & set(local)) for a in ("-e", str(local[n]))]
+    wanted, todo = set(), sorted(_requirements(plugin, ("test",)) & set(local))
+    while todo:
+        name = todo.pop()
+        if name not in wanted and local[name] != plugin:
+            wanted.add(name)
+            todo += sorted(_requirements(local[name]) & set(local))
+    return [a for n in sorted(wanted) for a in ("-e", str(local[n]))]
+
+
+def _with_test_extra(plugin: Path) -> str:
+    """``plugin``, with ``[test]`` when it declares that extra."""
+    project = tomllib.loads((plugin / "pyproject.toml").read_text())["project"]
+    return f"{plugin}[test]" if "test" in project.get("optional-dependencies", {}) else str(plugin)
 
 
 for _plugin in PLUGINS:
 
     def _session(session: nox.Session, plugin: Path = _plugin) -> None:
-        session.install("-e", "core[test]", *_local_requirements(plugin), "-e", str(plugin))
+        session.install("-e", "core[test]", *_local_requirements(plugin), "-e", _with_test_extra(plugin))
         session.run("pytest", str(plugin / "tests"), *session.posargs)
 
     _session.__doc__ = f"{_name(_plugin)} on its own, with core."
@@ -64,10 +84,10 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def types(session: nox.Session) -> None:
-    """mypy on core."""
-    session.install("-e", "core", "mypy", "types-PyYAML")
+    """mypy on core and the plugins dev/test.sh checks (envh-ui, envh-adaptive)."""
+    session.install("-e", "core", "-e", "plugins/envh-ui", "-e", "plugins/envh-adaptive", "mypy", "types-PyYAML")
     session.chdir("core")  # picks up [tool.mypy] from core/pyproject.toml
-    session.run("mypy", "src/envh")
+    session.run("mypy", "src/envh", "../plugins/envh-ui/src/envh_ui", "../plugins/envh-adaptive/src/envh_adaptive")
 
 
 @nox.session(reuse_venv=False, default=False)

@@ -3,7 +3,7 @@
 The learner has a skill s; a task of difficulty d (1..10) succeeds with probability
 sigmoid(k·(s − d)); each episode at difficulty d raises s by lr·exp(−(d − s − 0.5)² / 2σ²)
 (practice helps most just above the current skill). The *fixed* arm draws d uniformly from
-1..10 (the evaluation distribution); the *curriculum* arm lets ``envh.curriculum.Curriculum``
+1..10 (the evaluation distribution); the *curriculum* arm lets ``envh_adaptive.curriculum.Curriculum``
 (the code the ``curriculum`` layer runs, at its documented defaults: window 20, floor 0.6,
 ceiling 0.85, breaker 3, early closes and one grace window after a harder move, step 1,
 start at 1, and the layer's default anchor: 10% of episodes, drawn from the curriculum's own
@@ -35,9 +35,10 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core" / "src"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "core" / "src"), str(ROOT / "plugins" / "envh-adaptive" / "src")]
 
-from envh.curriculum import Curriculum, ParamBounds, ParamPlan, binom_cdf  # noqa: E402
+from envh_adaptive.curriculum import Curriculum, ParamBounds, ParamPlan, binom_cdf  # noqa: E402
 
 LEVELS = range(1, 11)
 CAP = 20_000

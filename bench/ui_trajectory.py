@@ -1,6 +1,6 @@
 """How long a trajectory page of ``envh ui`` takes to open in Chromium, by episode length.
 
-Episodes as the runner records them (``core/tests/ui/ui_long_episodes.py``: every step a
+Episodes as the runner records them (``plugins/envh-ui/tests/ui_long_episodes.py``: every step a
 model turn, a sliding context window) of 50 and of 5,000 steps, plus a 200-turn chat whose
 every turn resends the whole history, are written to a real trajectory store; the app is
 served by uvicorn on loopback and each page opened in the system Chromium (Playwright):
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "core" / "tests" / "ui"))
+sys.path.insert(0, str(HERE.parent / "plugins" / "envh-ui" / "tests"))
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
@@ -60,7 +60,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    from envh.ui.app import create_app
+    from envh_ui.app import create_app
     from playwright import sync_api
     from ui_long_episodes import episode, write
 

@@ -35,10 +35,13 @@ pip_install() { "$PY" -m pip install -q "$@" 2> >(grep -v "is neither a file nor
 
 stamp=".venv/.envh-setup-stamp"
 inputs="$(cat core/pyproject.toml plugins/*/pyproject.toml dev/setup.sh dev/setup.d/*.sh 2>/dev/null | sha256sum | cut -d' ' -f1)"
+phase_start=$SECONDS
+# one line per set-up phase with its time (CI's log shows where the set-up's minutes go)
+phase_done() { echo "envh setup: $1 took $((SECONDS - phase_start)) s"; phase_start=$SECONDS; }
 if [ "$(cat "$stamp" 2>/dev/null)" != "$inputs" ]; then
   echo "envh setup: installing packages"
   pip_install -U pip setuptools wheel
-  pip_install -e "core[test,openai,export,ray,ui]" nox ruff mypy types-PyYAML
+  pip_install -e "core[test,openai,export,ray]" nox ruff mypy types-PyYAML
   # one resolve for every plugin: some depend on others of this repository (envh-experiment
   # on envh-grpo and envh-rigger), which are not on the package index
   plugin_args=()
@@ -50,6 +53,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$inputs" ]; then
 else
   fresh=0
 fi
+phase_done packages
 
 # System parts and per-plugin extras. Each snippet is idempotent and cheap when done.
 for snippet in dev/setup.d/*.sh; do
@@ -57,6 +61,7 @@ for snippet in dev/setup.d/*.sh; do
   echo "envh setup: $(basename "$snippet")"
   # shellcheck disable=SC1090
   source "$snippet"
+  phase_done "$(basename "$snippet" .sh)"
 done
 [ "$fresh" = 1 ] && echo "$inputs" > "$stamp"
 true

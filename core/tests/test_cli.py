@@ -29,13 +29,13 @@ def test_plugins_lists_bridges_and_kinds() -> None:
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["bridges"] == ["toy24"]
-    assert report["component_kinds"] == ["budget", "chain", "contract", "curriculum", "stage", "workspace"]
+    assert report["component_kinds"] == ["budget", "chain", "contract", "stage"]
     assert report["plugins"][0] == {"name": "envh", "distribution": "envh", "version": envh.__version__}
     assert {"name": "toy24", "plugin": "envh", "distribution": "envh",
             "version": envh.__version__} in report["providers"]["bridges"]
     table = invoke("plugins")
     assert table.exit_code == 0 and "toy24" in table.output
-    assert all(kind in table.output for kind in ("budget", "chain", "contract", "curriculum", "stage", "workspace"))
+    assert all(kind in table.output for kind in ("budget", "chain", "contract", "stage"))
 
 
 def test_tasks_of_one_split() -> None:

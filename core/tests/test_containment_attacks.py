@@ -23,7 +23,7 @@ from envh import Action, Block, errors
 from envh.capabilities import record_factories
 from envh.components.contract import HOOKS
 from envh.errors import ContractCodeError
-from envh.jail import Jail, bwrap_path, process, stacks, wire
+from envh.jail import Jail, bwrap_path, wire
 from envh.limits import MAX_CODE_BYTES
 from envh.sandbox import Sandbox, parse_and_check
 
@@ -397,31 +397,3 @@ def test_a_lying_answer_is_a_contract_code_error_and_ends_the_jail(broken: Jail,
     else:
         pytest.fail("the lying answer was taken")
     assert broken.restarts == 1
-
-
-# == 8. the playground can hold every jail, and then never recovers ==============================
-# MAX_SESSIONS (8) x MAX_PER_STACK (4) == MAX_LIVE (32): eight playground sessions whose
-# spec is a contract plus a chain of three contract legs hold every jail process of the
-# server. The next new() builds before it evicts the oldest session, so its build gets a
-# JailError and evicts nothing: every later new() and check() (its check_contract_code
-# needs a jail of its own) fails for every user, until the server restarts. Scaled here to
-# 2 sessions and 8 jails (the same ratio).
-@needs_bwrap
-def test_the_playground_recovers_when_its_sessions_hold_every_jail(monkeypatch: pytest.MonkeyPatch) -> None:
-    import yaml
-    from envh.ui import playground as pg
-
-    assert pg.MAX_SESSIONS * stacks.MAX_PER_STACK < process.MAX_LIVE  # the real numbers leave room
-    monkeypatch.setattr(pg, "MAX_SESSIONS", 2)
-    monkeypatch.setattr(process, "MAX_LIVE", len(process._live) + 2 * stacks.MAX_PER_STACK)
-    leg = {"bridge": "toy24", "layers": [{"kind": "contract", "code": UPPER}]}
-    hog = yaml.safe_dump({"bridge": "toy24", "layers": [{"kind": "contract", "code": UPPER},
-                                                        {"kind": "chain", "legs": [leg] * 3}]})
-    play = pg.Playground()
-    try:
-        for _ in range(2):
-            assert "session" in play.new(hog, ""), "a hog session could not be built"
-        answer = play.new(pg.DEFAULT_SPEC, "")
-        assert "session" in answer, answer.get("error")
-    finally:
-        play.close()

@@ -196,19 +196,6 @@ def _plugin_module() -> object:
     return mod
 
 
-# -- host paths: refused by default ------------------------------------------------------------
-def test_host_paths_are_refused_by_default_and_allowed_to_a_trusted_call(tmp_path: Path) -> None:
-    spec = {"bridge": "toy24", "layers": [{"kind": "workspace", "library": str(tmp_path / "lib")}]}
-    with pytest.raises(SpecError, match="may not name a host path.*trust='trusted'"):
-        envh.make(spec)
-    try:
-        env = envh.make(spec, trust="trusted")
-    except SpecError as exc:  # a workspace option the kind rejects for another reason
-        assert "host path" not in str(exc), exc
-    else:
-        env.close()
-
-
 # -- jails are shared by spec content ----------------------------------------------------------
 def test_many_stacks_of_one_spec_share_that_specs_jails() -> None:
     """A trainer builds one stack per slot: 40 stacks of one spec must not need 40 jails

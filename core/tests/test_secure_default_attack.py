@@ -31,7 +31,6 @@ pytestmark = pytest.mark.skipif(bwrap_path() is None and os.geteuid() == 0 and n
 
 REPO = Path(__file__).resolve().parents[2]
 UPPER = "def filter_observation(observation, state, memo):\n    return observation.text.upper()\n"
-COACH = "def coach(stats):\n    return None\n"
 
 
 def _contract(code: str = UPPER, **layer: object) -> dict[str, object]:
@@ -119,54 +118,6 @@ def test_cls_lookalike_packages_are_refused_before_import(tmp_path: Path, monkey
     assert not marker.exists()
 
 
-def test_a_curriculum_coach_is_jailed_in_its_specs_group_and_cannot_ask_for_trust() -> None:
-    layer = {"kind": "curriculum", "training": True, "params": {"size": {"range": [3, 5], "init": 4, "step": 1}},
-             "policy": {"type": "coach", "code": COACH}}
-    spec = _spec(layer, trust="trusted")
-    with envh.make(spec) as env:
-        coach = env.curriculum.coach
-        jail = vars(coach)["_jail"]
-        assert jail in stacks._groups[envh.spec_id(spec)].jails()
-    with pytest.raises(SpecError, match="Unknown curriculum policy options"):
-        envh.make(_spec({**layer, "policy": {**layer["policy"], "trust": "trusted"}}), trust=None)
-
-
-@pytest.mark.parametrize("layer", [
-    {"kind": "curriculum", "training": True, "params": {"size": {}}, "audit": "audit.jsonl"},
-    {"kind": "curriculum", "training": True, "params": {"size": {}}, "audit": ""},
-    {"kind": "workspace", "library": "lib"},
-    {"kind": "workspace", "library": ""},
-    {"kind": "workspace", "library": "../../lib"},
-])
-@pytest.mark.parametrize("where", ["top", "chain-leg", "leg-marked-trusted"])
-def test_host_paths_are_refused_in_chain_legs_and_relative_or_empty(layer: dict[str, object], where: str,
-                                                                   tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    if where == "top":
-        spec = _spec(layer, trust="trusted")
-    else:
-        leg = _spec(layer, **({"trust": "trusted"} if where == "leg-marked-trusted" else {}))
-        spec = _spec({"kind": "chain", "legs": [leg]})
-    with pytest.raises(SpecError, match="may not name a host path"):
-        envh.make(spec)
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_one_spec_with_many_legs_and_a_coach_stays_within_its_share_of_jails() -> None:
-    gc.collect()
-    before = len(process._live)
-    leg = _spec(_contract())
-    coach = {"kind": "curriculum", "training": True, "params": {"size": {}}, "policy": {"type": "coach", "code": COACH}}
-    spec = _spec(_contract(), coach, {"kind": "chain", "legs": [leg] * 6})
-    envs = [envh.make(spec) for _ in range(2)]
-    try:
-        assert len(process._live) - before <= stacks.MAX_PER_STACK
-    finally:
-        for env in envs:
-            env.close()
-
-
 def test_envs_dropped_without_close_end_their_jail_processes() -> None:
     gc.collect()
     before = len(process._live)
@@ -212,27 +163,10 @@ def test_gym_envs_are_jailed_whatever_the_spec_says() -> None:
         env.close()
 
 
-def test_the_playground_builds_untrusted_and_refuses_classes_outside_plugins() -> None:
-    from envh.ui.playground import Playground
-
-    pg = Playground()
-    try:
-        text = ("bridge: toy24\ntrust: trusted\nlayers:\n  - kind: contract\n    trust: trusted\n"
-                "    code: |\n      def filter_observation(observation, state, memo):\n"
-                "          return observation.text.upper()\n")
-        answer = pg.new(text, "")
-        assert "session" in answer, answer
-        (env,) = pg.envs.values()
-        assert [c.trust for c in _code_contracts(env)] == ["untrusted"]
-        refused = pg.new("bridge: toy24\nlayers:\n  - kind: contract\n    cls: 'os:system'\n", "")
-        assert "not a contract class of an installed plugin" in refused["error"]
-    finally:
-        pg.close()
-
-
 def test_no_plugin_raises_the_tier_of_spec_data() -> None:
     """Every call in the plugins' sources that passes ``trust=`` passes the literal
-    'untrusted' (today: none passes it at all), and none builds a CodeContract or a Sandbox."""
+    'untrusted', none builds a CodeContract or a Sandbox, and a code check (envh-ui's
+    playground) names the untrusted tier."""
     offenders = []
     for path in sorted(REPO.glob("plugins/*/src/**/*.py")):
         tree = ast.parse(path.read_text(), str(path))
@@ -240,8 +174,12 @@ def test_no_plugin_raises_the_tier_of_spec_data() -> None:
             if not isinstance(node, ast.Call):
                 continue
             name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
-            if name in ("CodeContract", "Sandbox", "check_contract_code"):
+            if name in ("CodeContract", "Sandbox"):
                 offenders.append(f"{path}:{node.lineno} {name}(...)")
+            if name == "check_contract_code" and not any(  # the playground checks code: jailed only
+                    kw.arg == "trust" and isinstance(kw.value, ast.Constant) and kw.value.value == "untrusted"
+                    for kw in node.keywords):
+                offenders.append(f"{path}:{node.lineno} {name}(...) without trust='untrusted'")
             for kw in node.keywords:
                 if kw.arg in ("trust", "trust_code") and not (
                         isinstance(kw.value, ast.Constant) and kw.value.value in ("untrusted", False, None)):
@@ -396,18 +334,3 @@ def test_an_untrusted_requests_config_paths_are_not_the_workers_own(tmp_path: Pa
     paths, _ = declared_data([request], envh.get_registry())
     mine = [p for p in paths if p[0] == str(data.resolve())]
     assert mine and all(own is False for _, _, own in mine), mine
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "the playground's refuse_files lets through a bare relative name (no '/', '.' or '\\\\') even "
-    "where the server's working directory has such a file (core/src/envh/ui/playground.py:72-73): "
-    "a bridge then opens it relative to the server's cwd"))
-def test_the_playground_refuses_a_bridge_config_naming_a_file_in_its_cwd(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from envh.ui.playground import refuse_files
-
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "private").mkdir()
-    (tmp_path / "questions").write_text("uid,question,answer\n1,secret question,42\n")
-    with pytest.raises(SpecError):
-        refuse_files({"bridge": "officeqa", "config": {"data": "questions", "corpus": "private"}})

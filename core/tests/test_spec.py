@@ -119,7 +119,7 @@ def test_unknown_bridge_and_kind_list_the_valid_names() -> None:
     with pytest.raises(UnknownNameError, match=r"Unknown bridge 'toy42'. Choose one of: toy24$"):
         envh.make({"bridge": "toy42"}, registry=core)
     with pytest.raises(SpecError, match=r"Unknown component kind 'stag'. Choose one of: "
-                                        r"budget, chain, contract, curriculum, stage, workspace @ \$\.layers\[0\]"):
+                                        r"budget, chain, contract, stage @ \$\.layers\[0\]"):
         envh.parse_spec({"bridge": "toy24", "layers": [{"kind": "stag"}]}, core)
 
 

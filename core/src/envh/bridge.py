@@ -98,9 +98,10 @@ class Bridge(ActionableEnv):
         raise errors.UnknownNameError(f"{self.name} task in split {task.split!r}:", task.instance_id, shown)
 
     def tunable_parameters(self) -> dict[str, dict[str, Any]]:
-        """Parameters a curriculum may tune: name → ``{low, high, default, harder,
-        description}`` (integers; ``default`` is the safe value; ``harder`` is 1 when a
-        larger value makes the task harder, -1 when smaller does). None by default."""
+        """Parameters a curriculum (envh-adaptive's ``curriculum`` kind) may tune: name →
+        ``{low, high, default, harder, description}`` (integers; ``default`` is the safe
+        value; ``harder`` is 1 when a larger value makes the task harder, -1 when smaller
+        does). None by default."""
         return {}
 
     def task_for(self, params: Mapping[str, Any], rng: Any) -> TaskRef:

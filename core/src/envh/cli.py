@@ -157,52 +157,6 @@ def spec_id_cmd(path: str) -> None:
     click.echo(spec_id(path))
 
 
-@cli.command("ui")
-@click.argument("run_dirs", nargs=-1)
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (keep it loopback).")
-@click.option("--port", default=0, show_default=True, help="Port (0: a free one).")
-def ui_cmd(run_dirs: tuple[str, ...], host: str, port: int) -> None:
-    """A local web app: play and edit specs, browse runs and trajectories, rig reports.
-
-    Prints the URL with a random access token; the runs in RUN_DIRS are opened read-only.
-    """
-    try:
-        from .ui.app import serve
-    except ImportError as exc:
-        raise errors.EnvhError(f"envh ui needs the ui extra (pip install -e 'core[ui]'): {exc}") from exc
-    serve(list(run_dirs), host=host, port=port)
-
-
-@cli.group("workspace")
-def workspace_group() -> None:
-    """The workspace kind's Experience library."""
-
-
-@workspace_group.command("consolidate")
-@click.argument("library")
-@click.option("--consolidator", default="rule", show_default=True, help="rule, or llm:MODEL (OpenAI-compatible).")
-@click.option("--base-url", default=None, help="Endpoint of the llm consolidator.")
-@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True)
-def workspace_consolidate(library: str, consolidator: str, base_url: str | None, api_key_env: str) -> None:
-    """Fold the notes episodes wrote into LIBRARY (run it between rollouts, not during)."""
-    from pathlib import Path
-
-    from .experience import LLMConsolidator, consolidate, rule_consolidator
-
-    if not Path(library).is_dir():
-        raise errors.EnvhError(f"Experience library {library!r} does not exist (a workspace layer's `library:`).")
-    if consolidator == "rule":
-        chosen: Any = rule_consolidator
-    elif consolidator.startswith("llm:") and len(consolidator) > 4:
-        chosen = LLMConsolidator(consolidator[4:], base_url=base_url, api_key_env=api_key_env)
-    else:
-        raise errors.UnknownNameError("consolidator", consolidator, ["rule", "llm:MODEL"])
-    decisions = consolidate(library, chosen)
-    for d in decisions:
-        click.echo(f"{d['op']:7} {d.get('category', '-'):10} {str(d.get('note'))[:70]}  ({d.get('reason', '')})")
-    click.echo(f"{len(decisions)} note(s) consolidated")
-
-
 def main() -> None:
     from .rollout.cli import register as register_rollout
 

@@ -124,5 +124,6 @@ class JailError(EnvhError):
 
 
 class CurriculumEvaluationError(SpecError):
-    """An evaluation would play through a curriculum layer, which adapts the task
-    distribution: evaluation sets stay fixed, so only a run declared as training may."""
+    """An evaluation would play through a layer that adapts the task distribution (a
+    curriculum, or any kind declared ``training_only``): evaluation sets stay fixed, so only
+    a run declared as training may."""

@@ -33,7 +33,7 @@ from .types import (
     thaw,
 )
 
-_VERDICT_COMPOSER = object()  # only envh.components (chain; fused steps) hold this key
+_VERDICT_COMPOSER = object()  # only reviewed kinds hold it (envh.components; first-party plugins' fused steps)
 _COMPOSERS: set[type] = set()  # classes whose evaluate() combines base verdicts (chain)
 _CORE_STEPS: set[type] = set()  # core kinds whose step() is a fused form of the generic one
 _BUILT_ON: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()

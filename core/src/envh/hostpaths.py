@@ -1,7 +1,7 @@
 """Layer options that name a path on the host, in one list.
 
 A spec built as untrusted (``envh.make``'s default: a spec is data from anywhere) may not
-set them: the process that builds the stack would read or write wherever they point. Core's components refuse them
+set them: the process that builds the stack would read or write wherever they point. Components refuse them
 at build time (``refuse_host_paths``), and a designer loop can find them in spec data
 before building anything (``host_paths``). A component kind with such an option adds it
 here, so every check sees it.
@@ -14,7 +14,8 @@ from typing import Any
 
 from . import errors
 
-#: kind → option → what the option would let the spec do on the host.
+#: kind → option → what the option would let the spec do on the host (curriculum and workspace
+#: are envh-adaptive's kinds: listed here, every check sees them whichever plugins are loaded).
 HOST_PATH_OPTIONS: Mapping[str, Mapping[str, str]] = {
     "curriculum": {"audit": "the curriculum's `audit` log would append to any file the process can write"},
     "workspace": {"library": "the workspace's `library` would be read and written wherever it points"},

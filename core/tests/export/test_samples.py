@@ -73,8 +73,10 @@ def test_the_per_request_option_of_the_cli(played, tmp_path):
     assert proc.returncode != 0 and "does not apply" in proc.stderr and not (tmp_path / "x.parquet").exists()
 
 
-ALTERNATE = {"bridge": "toy24", "layers": [{"kind": "chain", "mode": "alternate",
-                                            "legs": [{"bridge": "toy24", "layers": [{"kind": "workspace"}]}]}]}
+#: the leg plays a 4-number puzzle: its tools (positions 0..3) are not leg 0's (0..2, then 0..1)
+ALTERNATE = {"bridge": "toy24", "layers": [{"kind": "chain", "mode": "alternate", "legs": [{"bridge": "toy24"}],
+                                            "leg_tasks": [{"suite": "toy24", "split": "medium",
+                                                           "instance_id": "1,2,6,6"}]}]}
 
 
 @pytest.fixture(scope="module")

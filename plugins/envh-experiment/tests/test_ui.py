@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from envh.ui.app import COOKIE, create_app  # the ui extra is installed by setup: missing fails, never skips
 from envh_experiment.report import build_report
+from envh_ui.app import COOKIE, create_app  # the ui extra is installed by setup: missing fails, never skips
 from starlette.testclient import TestClient
 
 TOKEN = "t0ken-for-the-experiment-page"

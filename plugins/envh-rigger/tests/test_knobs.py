@@ -4,6 +4,7 @@ weakness shows (scaffold), played on the real Toy24 bridge and through the real 
 from __future__ import annotations
 
 import envh
+import pytest
 from envh import Action, TaskRef
 from envh_rigger import cascade
 from envh_rigger.designers.base import Attempt, DesignContext
@@ -18,6 +19,15 @@ from envh_rigger.weakness import weakness_focus
 
 TASK = TaskRef(suite="toy24", split="medium", instance_id="1,2,6,6")
 WRONG = Action(tool="combine", args={"i": 0, "j": 1, "op": "sub"})  # off the solver's plan
+
+
+@pytest.fixture
+def adaptive_registry(registry):
+    """The rigger's registry with envh-adaptive's kinds (curriculum, workspace) as well."""
+    import envh_adaptive.hooks
+
+    registry.register(envh_adaptive.hooks, name="adaptive")
+    return registry
 
 
 def _mask(registry, rate):
@@ -167,22 +177,21 @@ def test_a_designer_that_is_not_trusted_cannot_name_a_class_to_import(registry, 
     assert "not a contract class of an installed plugin" in attempts[0]["reason"]
 
 
-def test_a_designer_that_is_not_trusted_may_not_name_host_paths(registry):
+def test_a_designer_that_is_not_trusted_may_not_name_host_paths(adaptive_registry):
     """A curriculum's audit log or a workspace's library, chain legs included, would be
     written or read by the rigger's own process."""
     layers = [{"kind": "curriculum", "params": {"size": {"range": [3, 4], "init": 3}}, "training": True,
                "audit": "/etc/cron.d/x"},
               {"kind": "chain", "legs": [{"bridge": "toy24", "layers": [{"kind": "workspace", "library": "/root"}]}]}]
-    checked = cascade.check({"bridge": "toy24"}, layers, TASK, registry=registry, trusted=False)
+    checked = cascade.check({"bridge": "toy24"}, layers, TASK, registry=adaptive_registry, trusted=False)
     assert not checked.ok and checked.stage == "spec"
     assert "layers[0].audit" in checked.message and "layers[1].legs[0].layers[0].library" in checked.message
     assert cascade.host_paths([{"kind": "curriculum", "params": {}}]) == []  # no path named: fine
 
 
-def test_host_paths_are_one_list_in_core_for_the_rigger_and_the_components(registry):
+def test_host_paths_are_one_list_in_core_for_the_rigger_and_the_components(adaptive_registry):
     """The rigger restated core's refusal (curriculum ``audit``, workspace ``library``): a
     host-path option added to one list would be missed by the other check."""
-    import pytest
     from envh import HOST_PATH_OPTIONS, errors
 
     assert not hasattr(cascade, "HOST_PATHS") and cascade.host_paths is envh.host_paths
@@ -194,4 +203,4 @@ def test_host_paths_are_one_list_in_core_for_the_rigger_and_the_components(regis
             layer = {**layers[kind], option: "/tmp/envh-rigger-host-path"}
             assert cascade.host_paths([layer], "layers") == [f"layers[0].{option}"]
             with pytest.raises(errors.SpecError, match="untrusted spec may not name a host path"):
-                envh.make({"bridge": "toy24", "layers": [layer]}, registry=registry, trust="untrusted")
+                envh.make({"bridge": "toy24", "layers": [layer]}, registry=adaptive_registry, trust="untrusted")

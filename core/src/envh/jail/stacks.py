@@ -114,6 +114,13 @@ def stack_jail(env: Any = None) -> Jail:
         return min(jails, key=lambda jail: jail.program_count)
 
 
+def spec_jails(key: Any) -> list[Jail]:
+    """The live jails of the spec whose id is ``key`` (none when it has no group): the only
+    processes its code may run in, for checks and tests."""
+    group = _groups.get(key)
+    return group.jails() if group is not None else []
+
+
 def _release(key: Any, group: _Group, holder: int) -> None:
     """A stack of ``key``'s spec is gone; the last one takes the group with it (no lock: a
     finalizer may run while this thread holds it)."""

@@ -25,12 +25,6 @@ def envh_component_kinds() -> list[ComponentKind]:
                       description="Join environments; success only if every leg's verifier passes"),
         ComponentKind(name="budget", spec_type=f"{c}.budget:BudgetSpec", factory=f"{c}.budget:build",
                       description="Step limit and repetition guard (truncation)"),
-        ComponentKind(name="curriculum", spec_type=f"{c}.curriculum:CurriculumSpec",
-                      factory=f"{c}.curriculum:build", data_paths=("rw:{audit}",),
-                      description="Adapt the bridge's tunable parameters between episodes (training runs)"),
-        ComponentKind(name="workspace", spec_type=f"{c}.workspace:WorkspaceSpec", factory=f"{c}.workspace:build",
-                      data_paths=("rw:{library}",),
-                      description="Belief, Progress and Experience behind four meta-actions (track/commit/recall/note)"),
     ]
 
 

@@ -95,10 +95,15 @@ class ComponentKind(Contribution):
     ``spec_type`` is the attrs class of the layer's config (it must have a ``kind``
     field); ``factory(spec, inner, ctx)`` returns an ``EnvHarness`` around ``inner``.
     ``data_paths`` as for bridges (``BridgeInfo``), ``"{key}"`` naming the layer's fields.
+    ``training_only``: a layer of this kind adapts the task distribution (a curriculum), so
+    an evaluation run, whose task set stays fixed, refuses a spec holding one anywhere,
+    chain legs included (``envh.rollout.plan.refuse_evaluation``; ``envh run --training``
+    and ``build_plan(training=True)`` play it).
     """
 
     spec_type: type | str
     data_paths: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+    training_only: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
 
 
 @attrs.frozen(kw_only=True)

@@ -103,7 +103,7 @@ def _policy_file_digest(policy: str) -> str | None:
 @click.option("--pass-env", multiple=True, help="Secret variable the workers may see besides the policy's "
               "api_key_env (e.g. HF_TOKEN).")
 @click.option("--plugin", "plugins", multiple=True, help="Extra plugin module for the workers to register.")
-@click.option("--training", is_flag=True, help="A training run: the spec may adapt its tasks (curriculum layers).")
+@click.option("--training", is_flag=True, help="A training run: the spec may adapt its tasks (training-only kinds: curriculum).")
 @click.option("--trust-code", is_flag=True, help=TRUST_CODE_HELP)
 def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: str | None, policy: str,
             policy_options: tuple[str, ...], k: int, seed: int, workers: int | None, executor: str | None, out: str,
@@ -149,9 +149,7 @@ def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: st
     parsed = parse_spec(spec, reg)
     data = spec_to_data(parsed, reg)
     if not training:  # an evaluation's task set stays fixed
-        from ..components.curriculum import refuse_evaluation
-
-        refuse_evaluation(data)
+        planning.refuse_evaluation(data, reg)
     trust = "trusted" if trust_code else "untrusted"
     tasks = planning.select_tasks(data, reg, task_ids=task_ids, n_tasks=n_tasks, split=split, trust=trust)
     requests = planning.build_plan(parsed, policy=policy, k=k, tasks=tasks, seed=seed, max_steps=max_steps,

@@ -58,8 +58,8 @@ def build_plan(spec_source: Any, *, policy: str, k: int = 1, tasks: list[TaskRef
                trust: str = "untrusted") -> list[EpisodeRequest]:
     """One request per (task, rollout index). The policy name, the options (JSON data) and
     the limits are checked here, before anything is played or written; a spec that adapts
-    its tasks (a curriculum layer) only for a ``training`` run. ``trust`` is the tier the
-    spec's code runs in (``envh.make``): the jail unless the caller says ``trusted``."""
+    its tasks (a layer of a ``training_only`` kind) only for a ``training`` run. ``trust`` is
+    the tier the spec's code runs in (``envh.make``): the jail unless the caller says ``trusted``."""
     from .warm import parse_policy_spec
 
     reg = registry or get_registry()
@@ -75,13 +75,51 @@ def build_plan(spec_source: Any, *, policy: str, k: int = 1, tasks: list[TaskRef
     parsed = parse_spec(spec_source, reg)
     data, sid = spec_to_data(parsed, reg), spec_id(parsed, reg)
     if not training:  # an evaluation's task set stays fixed
-        from ..components.curriculum import refuse_evaluation
-
-        refuse_evaluation(data)
+        refuse_evaluation(data, reg)
     return [EpisodeRequest(key=f"{task if task is not None else 'default'}#{r}", spec=data, spec_id=sid,
                            task=task, seed=seed + r, policy=policy, policy_options=dict(options),
                            run_id=run_id, max_steps=max_steps, timeout_s=timeout_s, trust=trust)
             for task in tasks for r in range(k)]
+
+
+def training_only_layers(spec: Any, registry: Registry | None = None) -> list[tuple[str, str]]:
+    """``(where, kind)`` of every layer in spec data (``spec_to_data``'s form) whose kind is
+    ``training_only``, chain legs and other nested specs included, in spec order."""
+    kinds = (registry or get_registry()).component_kinds()
+    found: list[tuple[str, str]] = []
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, Mapping):
+            if isinstance(node.get("layers"), (list, tuple)):
+                for i, layer in enumerate(node["layers"]):
+                    kind = kinds.get(str(layer.get("kind"))) if isinstance(layer, Mapping) else None
+                    if kind is not None and kind.training_only:
+                        found.append((f"{where}.layers[{i}]", kind.name))
+                    walk(layer, f"{where}.layers[{i}]")
+            else:
+                for key, value in node.items():
+                    walk(value, f"{where}.{key}")
+        elif isinstance(node, (list, tuple)):
+            for i, value in enumerate(node):
+                walk(value, f"{where}[{i}]")
+
+    walk(spec, "$")
+    return found
+
+
+def refuse_evaluation(spec: Any, registry: Registry | None = None) -> None:
+    """The runner's guard for a run not declared as training: spec data holding a layer of
+    a ``training_only`` kind (which would adapt the tasks a fixed evaluation set is scored
+    on) raises ``CurriculumEvaluationError`` naming where."""
+    by_kind: dict[str, list[str]] = {}
+    for where, kind in training_only_layers(spec, registry):
+        by_kind.setdefault(kind, []).append(where)
+    if by_kind:
+        layers = " and ".join(f"a {kind} layer at {', '.join(wheres)}" for kind, wheres in by_kind.items())
+        raise errors.CurriculumEvaluationError(
+            f"The spec has {layers}, which adapts the task distribution (a training-only kind); an "
+            "evaluation run must play the fixed task set. Evaluate on the spec without that layer, or pass "
+            "--training if this run is training.")
 
 
 OPERATIONAL = frozenset({"workers", "retries", "retry", "isolation", "max_endpoint_failures", "trust_code"})

@@ -2,7 +2,7 @@
 
 The ``curriculum`` component kind chooses a task at every reset, so each rollout of a
 GRPO group would face another puzzle and the group's advantages would compare different
-tasks. Here the same decision logic (``envh.curriculum.Curriculum``: windows, floor and
+tasks. Here the same decision logic (``envh_adaptive.curriculum.Curriculum``: windows, floor and
 ceiling, breaker, grace, bounded steps) picks one task per *group*: every rollout of the
 group plays it, and each rollout's verdict enters the window. Anchored groups play a
 training task (the base distribution) and join no window, as in the kind. A generated
@@ -22,7 +22,7 @@ from typing import Any
 
 import envh
 from envh import errors
-from envh.curriculum import Curriculum, ParamBounds, plan_params
+from envh_adaptive.curriculum import Curriculum, ParamBounds, plan_params
 
 REDRAWS = 1000
 

@@ -72,7 +72,7 @@ class EpisodeFacts:
     meta_turns: tuple[str, ...] = ()
 
 
-#: the workspace's meta-actions (envh.components.workspace.META)
+#: the workspace's meta-actions (envh_adaptive.components.workspace.META, in the envh-adaptive plugin)
 META = ("track", "commit", "recall", "note")
 
 

@@ -1,2 +1,0 @@
-"""``envh ui``: a local web app to play, edit and inspect environments (the ``ui`` extra:
-starlette and uvicorn). ``create_app(dirs)`` builds it; ``serve(dirs)`` runs it."""

@@ -1,0 +1,1 @@
+"""The plugin's component kinds: curriculum (training only) and workspace."""
