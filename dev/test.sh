@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: sets up what it needs (dev/setup.sh), checks lint (ruff over the
 # tree) and types (mypy on core, config in core/pyproject.toml), then runs every package's
-# tests and the cross-package tests in one pytest session. Extra arguments go to pytest.
+# tests and the cross-package tests in one pytest session, on ENVH_TEST_WORKERS parallel
+# workers (default 3: most of the suite waits on containers, browsers and subprocesses;
+# 0 runs it in this process). Each test module runs whole on one worker (conftest.py).
+# Extra arguments go to pytest.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck disable=SC1091
@@ -9,9 +12,9 @@ source "$ROOT/dev/setup.sh"
 cd "$ROOT"
 echo "envh test: ruff"
 "$ROOT/.venv/bin/ruff" check core/src core/tests plugins bench tests
-echo "envh test: mypy (core)"
-(cd core && "$ROOT/.venv/bin/mypy" src/envh)
+echo "envh test: mypy (core, envh-ui, envh-adaptive)"
+(cd core && "$ROOT/.venv/bin/mypy" src/envh ../plugins/envh-ui/src/envh_ui ../plugins/envh-adaptive/src/envh_adaptive)
 # free disk where the checkout and the tests' temporary files live (a full disk fails
 # everything after it: the figure makes such a run diagnosable)
 df -h "$ROOT" "${TMPDIR:-/tmp}" | sed 's/^/envh test: disk: /'
-exec "$PY" -m pytest "$@"
+exec "$PY" -m pytest -n "${ENVH_TEST_WORKERS:-3}" --dist loadgroup "$@"
