@@ -85,11 +85,12 @@ def client(base_url: str | None = None) -> Any:
 
 
 def cleanup_orphans(c: Any) -> list[str]:
-    """Remove envh-office containers whose owning process on this host is gone."""
+    """Remove envh-office containers whose owning process on this host is gone. A container
+    another run removes meanwhile is skipped (two runs on one host each clean up at start-up)."""
     import docker
 
     removed = []
-    for box in c.containers.list(all=True, filters={"label": LABEL}):
+    for box in c.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
         if _owner_alive(box.labels.get(OWNER_LABEL, "")):
             continue
         try:

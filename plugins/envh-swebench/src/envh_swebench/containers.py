@@ -87,9 +87,10 @@ def connect(base_url: str | None = None, timeout: float = 120) -> docker.DockerC
 
 def cleanup_orphans(client: docker.DockerClient) -> list[str]:
     """Remove envh-swebench containers, then their workspace volumes, whose owning process
-    on this host is gone."""
+    on this host is gone. A container another run removes meanwhile is skipped (two runs on
+    one host each clean up at start-up)."""
     removed = []
-    for c in client.containers.list(all=True, filters={"label": LABEL}):
+    for c in client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
         if _owner_alive(c.labels.get(OWNER_LABEL, "")):
             continue
         try:
