@@ -8,6 +8,7 @@ a skip there means a part is missing: it is reported as a failure instead.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -27,26 +28,50 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
 #: Modules whose tests run on any parallel worker, one by one: long, independent tests
 #: (each in its own tmp_path, no fixture wider than a test). Every other module runs whole
 #: on one worker, as its module- and session-wide resources (a vLLM server, a Chromium, a
-#: built image) assume; see ``pytest_collection_modifyitems``.
+#: built image, a DeepSpeed run) assume; see ``pytest_xdist_make_scheduler``.
 SPLIT_MODULES = frozenset({
     "plugins/envh-experiment/tests/test_experiment.py",
     "plugins/envh-grpo/tests/test_gpu_paths.py",
 })
+#: Modules that take minutes (a DeepSpeed or vLLM start, GRPO training on CPU), started
+#: first so that none of them is left to run alone at the end. Every other module follows
+#: in xdist's order (most tests first).
+FIRST = (
+    "plugins/envh-grpo/tests/test_deepspeed.py",
+    "plugins/envh-experiment/tests/test_experiment.py",
+    "plugins/envh-grpo/tests/test_gpu_paths.py",
+    "core/tests/vllm/test_vllm_policy.py",
+    "core/tests/vllm/test_vllm_outage.py",
+    "plugins/envh-grpo/tests/test_vllm.py",
+    "plugins/envh-webarena/tests/test_runtime.py",
+    "plugins/envh-webarena/tests/test_miniwob.py",
+    "plugins/envh-rigger/tests/test_alfworld_slipper.py",
+    "tests/test_wheels.py",
+)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist's ``--dist loadgroup`` (dev/test.sh): each module is one group,
-    run whole by one worker, except ``SPLIT_MODULES``; a test's own ``xdist_group`` mark
-    wins. Without xdist this changes nothing."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    root = config.rootpath
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        try:
-            module = item.path.relative_to(root).as_posix()
-        except ValueError:
-            module = str(item.path)
-        if module not in SPLIT_MODULES:
-            item.add_marker(pytest.mark.xdist_group(name=module))
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent without xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Under pytest-xdist (dev/test.sh runs ``-n 3``): each test module is one unit of work,
+    run whole by one worker, except ``SPLIT_MODULES``, whose tests are spread one by one.
+    (xdist's own ``loadgroup`` marks have no effect under pytest 9: the group rides on a
+    node id attribute pytest no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        ordered = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return nodeid if module in SPLIT_MODULES else module
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self.ordered:  # the queue is complete at the first assignment
+                self.ordered = True
+                rank = {module: i for i, module in enumerate(FIRST)}
+                units = sorted(self.workqueue.items(), key=lambda unit: rank.get(unit[0].split("::")[0], len(rank)))
+                self.workqueue.clear()
+                self.workqueue.update(units)
+            super()._assign_work_unit(node)
+
+    return ModuleScheduling(config, log)

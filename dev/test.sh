@@ -17,4 +17,4 @@ echo "envh test: mypy (core, envh-ui, envh-adaptive)"
 # free disk where the checkout and the tests' temporary files live (a full disk fails
 # everything after it: the figure makes such a run diagnosable)
 df -h "$ROOT" "${TMPDIR:-/tmp}" | sed 's/^/envh test: disk: /'
-exec "$PY" -m pytest -n "${ENVH_TEST_WORKERS:-3}" --dist loadgroup "$@"
+exec "$PY" -m pytest -n "${ENVH_TEST_WORKERS:-3}" --dist loadfile "$@"

@@ -60,7 +60,9 @@ def ray_executor():
     os.environ["FAKE_RAY_API_KEY"] = "sk-ray"
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     try:
-        executor = RayExecutor(2, plugins=["rollout_policies", "hostile"], entry_points=False, grace_s=1.0,
+        # grace_s: the watchdog counts from submission, so it must outlast an actor's start on
+        # a loaded machine (1.0 killed a 0.3 s-limit episode as hung before its own deadline)
+        executor = RayExecutor(2, plugins=["rollout_policies", "hostile"], entry_points=False, grace_s=3.0,
                                retries=1, memory_mb=3000)
     finally:
         os.environ.clear()
