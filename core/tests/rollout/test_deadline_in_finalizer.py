@@ -47,3 +47,26 @@ def test_a_deadline_that_fires_in_a_finalizer_is_raised_after_it() -> None:
         Slow()  # dropped at once: __del__ runs here, the timer fires in it
         _spin(5.0)
     assert 0.3 <= time.monotonic() - t0 < 2.0
+
+
+def test_a_deadline_that_fires_in_a_weakref_callback_is_raised_after_it() -> None:
+    """A weakref callback (a ``WeakValueDictionary`` dropping a dead entry, CI's case) is
+    another place Python drops exceptions, and its frame looks like any function's."""
+    import weakref
+
+    class Referent:
+        pass
+
+    ran: list[bool] = []
+
+    def callback(_ref: object) -> None:
+        ran.append(True)
+        _spin(0.3)  # the 0.1 s timer fires in here: raised there, Python drops it
+
+    t0 = time.monotonic()
+    with pytest.raises(_Deadline), _alarm(0.1):
+        thing = Referent()
+        ref = weakref.ref(thing, callback)
+        del thing  # the callback runs here
+        _spin(5.0)  # the deadline comes here, 10 ms after it was dropped in the callback
+    assert ran and ref() is None and 0.1 <= time.monotonic() - t0 < 2.0

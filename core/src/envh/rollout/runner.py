@@ -220,6 +220,16 @@ def _alarm(timeout_s: float | None, on_stuck: Callable[[], None] | None = None,
             return
         raise _Deadline(f"the episode ran past its {timeout_s:g} s limit")
 
+    previous_hook = sys.unraisablehook
+
+    def unraisable(info: Any) -> None:
+        """The deadline raised where Python drops exceptions and ``_in_finalizer`` cannot
+        tell from the frame (a weakref callback, C-level finalizers): again in 10 ms."""
+        if isinstance(info.exc_value, _Deadline):
+            signal.setitimer(signal.ITIMER_REAL, 0.01)
+            return
+        previous_hook(info)
+
     # SIG_IGN first: a timer signal still pending from an earlier, blocked one is discarded
     previous = signal.signal(signal.SIGALRM, signal.SIG_IGN) if usable else None
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM}) if usable else None
@@ -230,6 +240,7 @@ def _alarm(timeout_s: float | None, on_stuck: Callable[[], None] | None = None,
         # the kernel then hands the signal to this thread, where it interrupts a blocked call
         watch = _Watchdog(float(timeout_s), on_stuck, region)  # type: ignore[arg-type]
         signal.signal(signal.SIGALRM, fire)
+        sys.unraisablehook = unraisable
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})  # an earlier episode may have blocked it
         outer = signal.setitimer(signal.ITIMER_REAL, float(timeout_s))  # type: ignore[arg-type]
     try:
@@ -238,6 +249,7 @@ def _alarm(timeout_s: float | None, on_stuck: Callable[[], None] | None = None,
         _stop(watch)
         if usable:
             signal.setitimer(signal.ITIMER_REAL, 0)
+            sys.unraisablehook = previous_hook
             signal.signal(signal.SIGALRM, signal.SIG_IGN)  # drops this timer's signal if the code blocked it
             signal.signal(signal.SIGALRM, previous)
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # type: ignore[arg-type]
