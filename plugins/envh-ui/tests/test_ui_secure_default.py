@@ -52,8 +52,11 @@ def test_the_playground_refuses_a_bridge_config_naming_a_file_in_its_cwd(tmp_pat
     monkeypatch.chdir(tmp_path)
     (tmp_path / "private").mkdir()
     (tmp_path / "questions").write_text("uid,question,answer\n1,secret question,42\n")
-    with pytest.raises(SpecError):
-        refuse_files({"bridge": "officeqa", "config": {"data": "questions", "corpus": "private"}})
+    registry = make_plugin_manager(entry_points=False, plugins=[_DataPlugin()])
+    with pytest.raises(SpecError) as refused:  # OfficeQA's case (`data`, `corpus`) with a bridge of this test's
+        refuse_files({"bridge": "datatoy", "config": {"questions": "questions", "corpus": "private"}},
+                     registry=registry)
+    assert "questions" in str(refused.value)
 
 
 class _DataPlugin:
@@ -61,7 +64,8 @@ class _DataPlugin:
 
     @hookimpl
     def envh_bridges(self) -> list[BridgeInfo]:
-        return [BridgeInfo(name="datatoy", factory="envh.bridges.toy24:Toy24Env", data_paths=("{questions}",))]
+        return [BridgeInfo(name="datatoy", factory="envh.bridges.toy24:Toy24Env",
+                           data_paths=("{questions}", "{corpus}"))]
 
     @hookimpl
     def envh_component_kinds(self) -> list[ComponentKind]:
