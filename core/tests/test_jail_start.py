@@ -66,10 +66,9 @@ def test_only_the_first_exchange_of_a_process_gets_the_start_allowance() -> None
         assert jail.starts == 2 and jail.restarts == 1
     finally:
         jail.close()
-    slow = "def filter_action(action, state, memo):\n    return None\n"
     jail = Jail(busy_s=0.1)
     try:
-        pid = jail.load(slow, ("filter_action",), time_limit=0.05, max_ops=10_000)
+        pid = jail.load(HOOK, ("filter_action",), time_limit=0.05, max_ops=10_000)
         stopper = jail._stopper  # noqa: SLF001 - the jail's own stopper, to starve it as a loaded machine would
         assert stopper is not None
         # a stopped jail gets no CPU: the call's wall limit (0.2 s) ends it, with no allowance
