@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from envh import Action, make
+from envh import Action, grant, make
 
 CONTRACT = '''
 def filter_action(action, state, memo):
@@ -128,6 +128,7 @@ def main() -> None:
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="envh-alfworld-bench-") as tmp:
         root = Path(tmp)
+        grant(root)  # the games the specs name: this process wrote them
         games = build(root)
         best = steps_per_s(root, games, args.repeats)
         ratio = best["stacked"] / best["bare"]

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from envh import Action, TaskRef, make
+from envh import Action, TaskRef, grant, make
 
 ROOT = Path(__file__).resolve().parents[1]
 SUFFIX = " (step "
@@ -358,6 +358,7 @@ def main() -> None:
     results: dict[str, dict[str, Any]] = {}
     skipped: dict[str, str] = {}
     tmp = Path(tempfile.mkdtemp(prefix="envh-jail-cost-"))
+    grant(tmp)  # the fixtures the specs name: this process wrote them
     try:
         for name in names:
             t0 = time.perf_counter()

@@ -24,7 +24,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from envh import Action, TaskRef, make
+from envh import Action, TaskRef, grant, make
 
 INSTANCES = Path(__file__).resolve().parents[1] / "plugins/envh-swebench/tests/images/mathx/instances.json"
 TASK = TaskRef(suite="swebench", split="test", instance_id="envh__mathx-1")
@@ -55,6 +55,7 @@ def main() -> None:
     p.add_argument("--resets", type=int, default=5)
     p.add_argument("--instances", default=str(INSTANCES))
     args = p.parse_args()
+    grant(args.instances)  # the caller named them
 
     env = make({"bridge": "swebench", "config": {"instances": args.instances}})
     lean_env = make({"bridge": "swebench", "config": {"instances": args.instances,

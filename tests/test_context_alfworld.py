@@ -37,13 +37,15 @@ def game(tmp_path_factory):
     # skipped at set-up, not at collection: the repository conftest turns this skip into a
     # failure in CI (a module-level skip at collection would get past it)
     pytest.importorskip("alfworld")
+    from envh.hostpaths import granted
     from envh_alfworld.builder import build_games
     from envh_alfworld.examples import EXAMPLE_ROOMS
     from envh_alfworld.rooms import room_from_dict
 
     data = tmp_path_factory.mktemp("alfworld-context")
     (built,) = build_games([room_from_dict(EXAMPLE_ROOMS["pick_and_place_simple"])], data)
-    return built, {"bridge": "alfworld", "config": {"data_path": str(data), "max_steps": 50}}
+    with granted(data):  # the caller's data (--data), for every spec the tests build on it
+        yield built, {"bridge": "alfworld", "config": {"data_path": str(data), "max_steps": 50}}
 
 
 def _replies(tool_format):

@@ -31,13 +31,15 @@ def filter_observation(observation, state, memo):
 
 @pytest.fixture(scope="module")
 def game(tmp_path_factory):
+    from envh.hostpaths import granted
     from envh_alfworld.builder import build_games
     from envh_alfworld.examples import EXAMPLE_ROOMS
     from envh_alfworld.rooms import room_from_dict
 
     data = tmp_path_factory.mktemp("alfworld")
     (built,) = build_games([room_from_dict(EXAMPLE_ROOMS["pick_and_place_simple"])], data)
-    return built, {"bridge": "alfworld", "config": {"data_path": str(data), "max_steps": 30}}
+    with granted(data):  # the caller's data (--data), for every spec the tests build on it
+        yield built, {"bridge": "alfworld", "config": {"data_path": str(data), "max_steps": 30}}
 
 
 def test_the_walkthrough_is_the_reference_and_a_candidate_breaking_it_is_rejected(game):
@@ -180,7 +182,8 @@ def test_a_failing_planner_is_named_and_a_stage_it_cannot_plan_from_is_rejected(
     assert not result.ok and result.stage == "unsolvable" and result.reference == "none from the candidate's start"
 
 
-def test_a_policy_that_never_heats_is_diagnosed_by_the_heat_step(tmp_path: Path) -> None:
+def test_a_policy_that_never_heats_is_diagnosed_by_the_heat_step(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """On a real ALFWorld heat game, a policy that plays the walkthrough but skips ``heat``
     fails every episode; the game stays winnable (it could go back and heat), so each
     episode is decided by its first step off the planner's reference: the diagnosis names
@@ -194,6 +197,7 @@ def test_a_policy_that_never_heats_is_diagnosed_by_the_heat_step(tmp_path: Path)
     data = tmp_path / "alfworld"
     (built,) = build_games([room_from_dict(EXAMPLE_ROOMS["pick_heat_then_place_in_recep"])], data)
     spec = {"bridge": "alfworld", "config": {"data_path": str(data), "max_steps": 12}}
+    monkeypatch.setenv("ENVH_DATA", str(data))  # the caller's data (--data)
     skipped = [c for c in built.walkthrough if not c.lower().startswith("heat ")]
     assert len(skipped) == len(built.walkthrough) - 1
     script = tmp_path / "no-heat.json"

@@ -41,8 +41,11 @@ def spec(tmp_path_factory):
         from office_fixtures import write_sheet_dataset
     finally:
         sys.path.remove(str(OFFICE_TESTS))
+    from envh.hostpaths import granted
+
     data = write_sheet_dataset(tmp_path_factory.mktemp("ssb"))
-    yield {"bridge": "spreadsheetbench", "config": {"data": str(data)}}
+    with granted(data):  # the caller's data (--data), for every spec the tests build on it
+        yield {"bridge": "spreadsheetbench", "config": {"data": str(data)}}
     from envh_office import recalc
 
     recalc._stop_warm()

@@ -42,7 +42,10 @@ def spec():
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(f"Docker and the mathx image are required under CI: {exc!r}", pytrace=False)
         pytest.skip(f"Docker unavailable: {exc!r}")
-    return {"bridge": "swebench", "config": {"instances": str(INSTANCES)}}
+    from envh.hostpaths import granted
+
+    with granted(INSTANCES):  # the caller's data (--data), for every spec the tests build on it
+        yield {"bridge": "swebench", "config": {"instances": str(INSTANCES)}}
 
 
 @pytest.mark.slow

@@ -256,11 +256,6 @@ def test_distinct_specs_cannot_starve_another_spec_of_jails(monkeypatch: pytest.
             env.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "host-path refusal covers only component options (core/src/envh/hostpaths.py:18 HOST_PATH_OPTIONS); "
-    "bridge configs go to factory(**config) unchecked (core/src/envh/spec.py:164): officeqa reads "
-    "any file named by config 'data' (its error no longer quotes the file's first line, "
-    "plugins/envh-office/tests/test_officeqa_stack.py)"))
 def test_an_untrusted_bridge_config_cannot_read_host_files(tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP-SECRET-LINE\nmore\n")
@@ -316,12 +311,6 @@ def test_a_spec_chosen_endpoint_does_not_get_the_hosts_api_key(monkeypatch: pyte
     assert not any("sk-host-secret" in h for h in seen), seen
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "declared_data gives a spec's config paths to pool workers as their own (idmapped: root-only "
-    "data readable by the nobody worker) unless the spec marks itself 'trust: untrusted' "
-    "(core/src/envh/rollout/executors/base.py:360): the request's tier is 'untrusted' by default, "
-    "yet the spec's silence decides, so a downloaded spec picks which root-only directory the "
-    "fenced worker may read"))
 def test_an_untrusted_requests_config_paths_are_not_the_workers_own(tmp_path: Path) -> None:
     from envh.rollout.executors.base import declared_data
     from envh.rollout.trajectory import EpisodeRequest

@@ -10,7 +10,7 @@ from . import errors
 from .bridge import Bridge
 from .env import ActionableEnv
 from .harness import EnvHarness, iter_layers
-from .hostpaths import HOST_PATH_OPTIONS, host_paths  # options naming host paths
+from .hostpaths import grant, host_paths  # host paths a spec names, and the grant that lets it
 from .plugins import (
                       BridgeInfo,
                       ComponentKind,
@@ -38,5 +38,5 @@ __all__ = [
     "ExecutorInfo", "LayerSpec", "Observation", "PolicyInfo", "Registry", "ResetResult", "TaskRef",
     "TemplateInfo", "ToolSpec", "TrainerInfo", "WeaknessInfo", "compile_tools", "errors", "get_registry", "hookimpl", "iter_layers",
     "make", "make_plugin_manager", "parse_spec", "spec_id", "spec_to_data", "__version__",
-    "HOST_PATH_OPTIONS", "host_paths",
+    "grant", "host_paths",
 ]

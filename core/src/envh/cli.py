@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from . import errors
+from .hostpaths import data_option
 from .spec import TRUST_CODE_HELP
 
 
@@ -103,7 +104,8 @@ def tasks_cmd(bridge: str, split: str | None, config_json: str, group: str | Non
         raise click.BadParameter(f"not valid JSON: {exc}", param_hint="--config") from exc
     if not isinstance(config, dict):
         raise click.BadParameter("must be a JSON object", param_hint="--config")
-    with make({"bridge": bridge, "config": config}) as env:
+    # the caller typed this config: the paths it names are the caller's (and a bare bridge carries no code)
+    with make({"bridge": bridge, "config": config}, trust="trusted") as env:
         tasks = env.list_tasks(split)
     chosen = [t for t in tasks if group is None or t.group == group]
     if group is not None and not chosen:
@@ -119,6 +121,7 @@ def tasks_cmd(bridge: str, split: str | None, config_json: str, group: str | Non
 @click.option("--task", "task_id", default=None, help="Instance id (SPLIT/ID or ID).")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--trust-code", is_flag=True, help=TRUST_CODE_HELP)
+@data_option
 def play_cmd(spec: str, task_id: str | None, seed: int, trust_code: bool) -> None:
     """Play SPEC yourself: actions as `tool key=value ...` or JSON."""
     from .play import play
@@ -135,6 +138,7 @@ def spec_group() -> None:
 @click.argument("path")
 @click.option("--task", "task_id", default=None, help="Reset to this task (default: the bridge's default).")
 @click.option("--no-reset", is_flag=True, help="Only build the stack; do not reset it.")
+@data_option
 def spec_check(path: str, task_id: str | None, no_reset: bool) -> None:
     """Validate a spec file, build its stack and reset it once (stages replay)."""
     from .play import resolve_task

@@ -9,8 +9,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -137,7 +138,7 @@ TRUST_CODE_HELP = ("Run the spec's own code (contract code and classes, a curric
 
 
 def make(spec: EnvSpec | Mapping[str, Any] | str | Path, *, registry: Registry | None = None,
-         trust: str | None = None) -> ActionableEnv:
+         trust: str | None = None, data: Iterable[str | os.PathLike[str]] = ()) -> ActionableEnv:
     """Build the env stack a spec describes: the bridge, then each layer around it.
 
     Code that comes with the spec (contract ``code``, a curriculum's coach) runs in the
@@ -148,8 +149,13 @@ def make(spec: EnvSpec | Mapping[str, Any] | str | Path, *, registry: Registry |
     process with the same capability sandbox and per-call deadline, but nothing bounds its
     memory or stops a loop inside one C call: trust a spec as you would trust importing a
     module. Contract classes (``cls``) load only from installed plugins unless the call is
-    trusted. Nested specs (chain legs) are built in the same tier."""
+    trusted. Nested specs (chain legs) are built in the same tier.
+
+    Host paths the spec names (a bridge's data files, a workspace's library: the keys each
+    declares in ``data_paths``) must lie inside ``data``, ``envh.hostpaths.grant()``'s or
+    ``ENVH_DATA``'s paths, unless the call is trusted (``envh.hostpaths``)."""
     from .harness import record_layer
+    from .hostpaths import refuse_host_paths
     from .plugins.manager import get_registry
 
     if trust not in (None, *TRUST_LEVELS):
@@ -158,6 +164,8 @@ def make(spec: EnvSpec | Mapping[str, Any] | str | Path, *, registry: Registry |
     reg = registry or get_registry()
     parsed = parse_spec(spec, reg)
     level = "trusted" if trust == "trusted" and parsed.trust != "untrusted" else "untrusted"
+    granted = tuple(os.fspath(p) for p in data)
+    refuse_host_paths(spec_to_data(parsed, reg), reg, level, granted)
     factory = reg.bridge(parsed.bridge).load()
     try:
         env: ActionableEnv = factory(**parsed.config)
@@ -169,7 +177,7 @@ def make(spec: EnvSpec | Mapping[str, Any] | str | Path, *, registry: Registry |
         with building(env, lambda: spec_id(parsed, reg)):  # chain legs built below share this spec's jails
             for i, layer in enumerate(parsed.layers):
                 kind = reg.component_kind(layer.kind)
-                ctx = BuildContext(registry=reg, index=i, make=functools.partial(make, registry=reg, trust=level),
+                ctx = BuildContext(registry=reg, index=i, make=functools.partial(make, registry=reg, trust=level, data=granted),
                                    trust=level)
                 try:
                     built = kind.load()(layer, env, ctx)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import envh
 from envh import Action
-from envh.bridges import toy24_solver
+from envh.bridges import toy24, toy24_solver
 from envh.rollout.policy import PolicyStep
 
 
@@ -269,3 +269,24 @@ def envh_policies():
     return [envh.PolicyInfo(name=name, factory=cls, data_paths=paths.get(name, ())) for name, cls in
             (("solver", Solver), ("fuzz", Fuzz), ("sleepy", Sleepy), ("envprobe", Env), ("flaky", Flaky),
              ("snoop", Snoop), ("gcsnoop", GcSnoop), ("forker", Forker))]
+
+
+class Reader(toy24.Toy24Env):
+    """Toy24 that reads the file its config's ``data`` names when built, and shows it in
+    its first observation (what a bridge's loader does with its questions)."""
+
+    def __init__(self, data=None):
+        super().__init__()
+        self.read = Path(data).read_text() if data is not None else ""
+
+    def reset(self, *, task=None, seed=None):
+        import attrs
+
+        result = super().reset(task=task, seed=seed)
+        return attrs.evolve(result, observation=attrs.evolve(result.observation, text=self.read + result.observation.text))
+
+
+@envh.hookimpl
+def envh_bridges():
+    return [envh.BridgeInfo(name="reader", factory=Reader, data_paths=("{data}",),
+                            description="reads the file its config names (test)")]

@@ -31,14 +31,15 @@ from envh.rollout.trajectory import EpisodeRequest
 reg = envh.make_plugin_manager(entry_points=False, plugins=[rollout_policies, hostile, fence_probe])
 envh.plugins.set_registry(reg)
 level, probe, data = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
-def request(key, spec, policy, options):
+def request(key, spec, policy, options, data=()):
     return EpisodeRequest(key=key, spec=envh.spec_to_data(envh.parse_spec(spec, reg), reg),
                           spec_id=envh.spec_id(spec, reg), policy=policy, policy_options=options, max_steps=8,
-                          timeout_s=60)
+                          timeout_s=60, data=data)
 requests = [request("probe", {"bridge": "toy24"}, "fenceprobe", {"parent_pid": os.getpid(), **probe})]
 if data:
-    spec = {"bridge": "fence-data", "config": data, **({"trust": sys.argv[4]} if len(sys.argv) > 4 else {})}
-    requests.append(request("data", spec, "solver", {}))
+    # the caller grants the directory its spec names, unless told "ungranted"
+    granted = () if sys.argv[4:] == ["ungranted"] or not data.get("data_dir") else (data["data_dir"],)
+    requests.append(request("data", {"bridge": "fence-data", "config": data}, "solver", {}, granted))
 kwargs = {} if level == "default" else {"isolation": level}
 with PoolExecutor(1, plugins=["rollout_policies", "hostile", "fence_probe"], entry_points=False, **kwargs) as pool:
     out = {t.key: t for t in pool.run(requests) if t.final}
@@ -104,7 +105,7 @@ def _knobs():
 KNOBS = _knobs()
 
 
-def run(level, secrets, data=None, extra_env=None, trust=None):
+def run(level, secrets, data=None, extra_env=None, grant=True):
     tag = secrets["tag"]
     writes = [f"/etc/envh-fence-{tag}", f"/usr/envh-fence-{tag}", f"/root/envh-fence-{tag}",
               f"/var/tmp/envh-fence-{tag}", f"/tmp/envh-fence-{tag}", f"{secrets['data']}/written-{tag}",
@@ -115,7 +116,7 @@ def run(level, secrets, data=None, extra_env=None, trust=None):
     env = {**os.environ, "PARENT_SECRET_API_KEY": "sk-parent-only", **(extra_env or {}),
            "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)}
     proc = subprocess.run([sys.executable, "-c", DRIVER, level, json.dumps(probe), json.dumps(data or {}),
-                           *([trust] if trust else [])],
+                           *([] if grant else ["ungranted"])],
                           env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -183,10 +184,12 @@ def test_data_declared_through_an_environment_variable(secrets):
 
 
 def test_an_untrusted_spec_cannot_name_root_only_data_into_its_workers(secrets):
-    """Its config is the author's: a path it names comes read-only and as it is on the host,
-    so the 0600 seed that a trusted spec's worker reads stays closed to nobody."""
-    out = run("default", secrets, data={"data_dir": secrets["data"]}, trust="untrusted")
-    assert out["data"]["success"] is False and "Permission denied" in (out["data"]["error"] or ""), out["data"]
+    """Its config is the author's: a path it names that the caller did not grant is refused
+    where the worker builds the env; and it comes read-only and as it is on the host, not as
+    the worker's own (``declared_data``: ``test_secure_default_attack.py``), so the 0600 seed
+    stays closed to nobody either way."""
+    out = run("default", secrets, data={"data_dir": secrets["data"]}, grant=False)
+    assert out["data"]["success"] is False and "host path" in (out["data"]["error"] or ""), out["data"]
 
 
 # -- a container daemon over TCP: no mount hides it from workers on the parent's network -----
@@ -386,14 +389,15 @@ def test_ray_actors_read_no_root_file_outside_their_directory(fenced_ray, secret
                                                        "/etc/shadow"], "writes": writes,
                  "unmount": [os.path.expanduser("~root"), "/tmp"], "opens": KNOBS}
 
-        def request(key, spec, policy, options):
+        def request(key, spec, policy, options, data=()):
             return EpisodeRequest(key=key, spec=envh.spec_to_data(envh.parse_spec(spec, reg), reg),
                                   spec_id=envh.spec_id(spec, reg), policy=policy, policy_options=options,
-                                  max_steps=8, timeout_s=120)
+                                  max_steps=8, timeout_s=120, data=data)
 
         out = {t.key: t for t in fenced_ray.run([
             request("probe", {"bridge": "toy24"}, "fenceprobe", probe),
-            request("data", {"bridge": "fence-data", "config": {"data_dir": secrets["data"]}}, "solver", {})])
+            request("data", {"bridge": "fence-data", "config": {"data_dir": secrets["data"]}}, "solver", {},
+                    (secrets["data"],))])
             if t.final}
     finally:
         envh.plugins.set_registry(None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,8 +33,10 @@ def _alfworld_installed() -> None:
 
 
 @pytest.fixture(scope="session")
-def games_root(tmp_path_factory: pytest.TempPathFactory, _alfworld_installed: None) -> Path:
-    """An ALFWorld data root holding every test game (hand rooms and random rooms)."""
+def games_root(tmp_path_factory: pytest.TempPathFactory, _alfworld_installed: None) -> Iterator[Path]:
+    """An ALFWorld data root holding every test game (hand rooms and random rooms), granted
+    to the specs the tests build (``--data``: a spec may name it)."""
+    from envh.hostpaths import granted
     from envh_alfworld.builder import build_games
     from envh_alfworld.rooms import room_from_dict
     from envh_alfworld.sampling import sample_rooms
@@ -41,7 +44,8 @@ def games_root(tmp_path_factory: pytest.TempPathFactory, _alfworld_installed: No
     root = tmp_path_factory.mktemp("alfworld-data")
     rooms = [room_from_dict(r) for r in HAND_ROOMS.values()] + sample_rooms(RANDOM_SEED, 6)
     build_games(rooms, root)
-    return root
+    with granted(root):
+        yield root
 
 
 @pytest.fixture(scope="session")

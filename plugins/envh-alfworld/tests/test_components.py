@@ -274,8 +274,12 @@ MUG_TO_DRAWER = {"name": "pick_and_place_simple-Mug-None-Drawer-envh/test", "tas
 @pytest.fixture(scope="module")
 def mug_root(tmp_path_factory, games_root):
     """A data root of its own: a game built into the session's shared root would change the
-    task counts other tests check."""
-    return tmp_path_factory.mktemp("alfworld-mug")
+    task counts other tests check. Granted to the specs the tests build."""
+    from envh.hostpaths import granted
+
+    root = tmp_path_factory.mktemp("alfworld-mug")
+    with granted(root):
+        yield root
 
 
 @pytest.fixture(scope="module")

@@ -102,7 +102,7 @@ def test_the_curriculum_layer_grows_the_room_through_real_games(root: Path) -> N
                    "distractors": {"range": [0, 0], "init": 0}, "closed": {"range": [0, 0], "init": 0}},
         "policy": {"window": 1, "floor": 0.0, "ceiling": 0.5, "early": False}}]}
     seen = []
-    with envh.make(spec) as env:
+    with envh.make(spec, data=[root]) as env:
         for i in range(2):
             result = env.reset(seed=i)
             seen.append((result.info["curriculum"]["params"]["receptacles"],

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,10 @@ HINT = "run `PY=.venv/bin/python; source dev/setup.d/office.sh` from the reposit
 
 
 @pytest.fixture(scope="session")
-def officeqa_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def officeqa_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The fixture questions and corpus, granted to the specs the tests build (``--data``)."""
+    from envh.hostpaths import granted
+
     root = tmp_path_factory.mktemp("officeqa")
     corpus = root / "corpus"
     write_corpus(corpus, MONTHS)
@@ -37,8 +41,9 @@ def officeqa_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     outside.write_text("the outside world\n")
     (corpus / "treasury_bulletins_parsed" / "escape.txt").symlink_to(outside)
     (corpus / "treasury_bulletins_parsed" / "escape_dir").symlink_to(root, target_is_directory=True)
-    return {"data": str(root), "csv": str(root / "officeqa.csv"), "corpus": str(corpus),
-            "split_manifest": str(root / "splits.json")}
+    with granted(root):
+        yield {"data": str(root), "csv": str(root / "officeqa.csv"), "corpus": str(corpus),
+               "split_manifest": str(root / "splits.json")}
 
 
 @pytest.fixture
@@ -102,8 +107,13 @@ def docker_ready() -> None:
 
 
 @pytest.fixture(scope="session")
-def sheet_data(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(write_sheet_dataset(tmp_path_factory.mktemp("ssb")))
+def sheet_data(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The fixture dataset, granted to the specs the tests build (``--data``)."""
+    from envh.hostpaths import granted
+
+    path = str(write_sheet_dataset(tmp_path_factory.mktemp("ssb")))
+    with granted(path):
+        yield path
 
 
 @pytest.fixture

@@ -82,7 +82,7 @@ def test_the_curriculum_layer_moves_from_easy_to_hard(officeqa_dirs, tmp_path: P
                         "params": {"difficulty": {"range": [0, 1], "init": 0}},
                         "policy": {"window": 1, "floor": 0.0, "ceiling": 0.5, "early": False}}]}
     seen = []
-    with envh.make(spec) as env:
+    with envh.make(spec, data=[manifest]) as env:
         for _ in range(2):
             result = env.reset(seed=0)
             uid = env.unwrapped.question.uid

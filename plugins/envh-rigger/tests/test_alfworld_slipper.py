@@ -32,6 +32,7 @@ def games(tmp_path_factory):
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
+    from envh.hostpaths import granted
     from envh_alfworld.builder import build_games
     from envh_alfworld.examples import EXAMPLE_ROOMS
     from envh_alfworld.rooms import room_from_dict
@@ -41,7 +42,8 @@ def games(tmp_path_factory):
     built = build_games([room_from_dict(EXAMPLE_ROOMS[t]) for t in TYPES]
                         + [sample_room(seed, HEAT) for seed in HEAT_SEEDS], root)
     examples = {g.task_type: g for g in built[:len(TYPES)]}
-    return root, examples, [examples[HEAT], *built[len(TYPES):]]
+    with granted(root):  # the caller's data (--data), for every spec the tests build on it
+        yield root, examples, [examples[HEAT], *built[len(TYPES):]]
 
 
 @pytest.fixture

@@ -186,21 +186,25 @@ def test_a_designer_that_is_not_trusted_may_not_name_host_paths(adaptive_registr
     checked = cascade.check({"bridge": "toy24"}, layers, TASK, registry=adaptive_registry, trusted=False)
     assert not checked.ok and checked.stage == "spec"
     assert "layers[0].audit" in checked.message and "layers[1].legs[0].layers[0].library" in checked.message
-    assert cascade.host_paths([{"kind": "curriculum", "params": {}}]) == []  # no path named: fine
+    assert cascade.host_paths([{"kind": "curriculum", "params": {}}], registry=adaptive_registry) == []  # none named
 
 
 def test_host_paths_are_one_list_in_core_for_the_rigger_and_the_components(adaptive_registry):
     """The rigger restated core's refusal (curriculum ``audit``, workspace ``library``): a
-    host-path option added to one list would be missed by the other check."""
-    from envh import HOST_PATH_OPTIONS, errors
+    host-path option added to one list would be missed by the other check. Both read what
+    each kind declares in ``data_paths``."""
+    from envh import errors
+    from envh.plugins.records import ComponentKind
 
     assert not hasattr(cascade, "HOST_PATHS") and cascade.host_paths is envh.host_paths
     layers = {"curriculum": {"kind": "curriculum", "params": {"size": {"range": [3, 4], "init": 3}}, "training": True},
               "workspace": {"kind": "workspace"}}
-    assert set(HOST_PATH_OPTIONS) == set(layers)
-    for kind, options in HOST_PATH_OPTIONS.items():
+    kinds: dict[str, ComponentKind] = adaptive_registry.component_kinds()
+    declared = {name: [e.removeprefix("rw:")[1:-1] for e in kinds[name].data_paths if "{" in e] for name in layers}
+    assert declared == {"curriculum": ["audit"], "workspace": ["library"]}
+    for kind, options in declared.items():
         for option in options:
             layer = {**layers[kind], option: "/tmp/envh-rigger-host-path"}
-            assert cascade.host_paths([layer], "layers") == [f"layers[0].{option}"]
+            assert cascade.host_paths([layer], "layers", adaptive_registry) == [f"layers[0].{option}"]
             with pytest.raises(errors.SpecError, match="untrusted spec may not name a host path"):
                 envh.make({"bridge": "toy24", "layers": [layer]}, registry=adaptive_registry, trust="untrusted")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,15 +43,18 @@ def docker_client():
 
 
 @pytest.fixture(scope="session")
-def instances_path(docker_client) -> str:
-    """The mathx instance file, after checking its image is built."""
+def instances_path(docker_client) -> Iterator[str]:
+    """The mathx instance file, after checking its image is built; granted to the specs the
+    tests build (``--data``)."""
+    from envh.hostpaths import granted
     from envh_swebench.instances import load_instances
     from envh_swebench.runtime import image_exists
 
     for inst in load_instances(str(INSTANCES)).values():
         if not image_exists(docker_client, inst.image):
             _unavailable(f"image {inst.image} is not built")
-    return str(INSTANCES)
+    with granted(INSTANCES):
+        yield str(INSTANCES)
 
 
 NOPYTHON_IMAGE = "envh-swebench/mathx-nopython:latest"
@@ -58,15 +62,18 @@ ENV_INSTANCES = IMAGES / "mathx-env" / "instances.json"
 
 
 @pytest.fixture(scope="session")
-def env_instances_path(docker_client) -> str:
-    """envh__mathx-2: an official-schema row whose tests need its image's environment."""
+def env_instances_path(docker_client) -> Iterator[str]:
+    """envh__mathx-2: an official-schema row whose tests need its image's environment;
+    granted to the specs the tests build."""
+    from envh.hostpaths import granted
     from envh_swebench.instances import load_instances
     from envh_swebench.runtime import image_exists
 
     for inst in load_instances(str(ENV_INSTANCES)).values():
         if not image_exists(docker_client, inst.image):
             _unavailable(f"image {inst.image} is not built")
-    return str(ENV_INSTANCES)
+    with granted(ENV_INSTANCES):
+        yield str(ENV_INSTANCES)
 
 
 @pytest.fixture(scope="session")

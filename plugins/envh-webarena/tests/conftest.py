@@ -51,8 +51,12 @@ def demo_sites() -> Iterator[dict[str, Any]]:
 
 
 @pytest.fixture(scope="session")
-def webshop_data(tmp_path_factory: pytest.TempPathFactory) -> str:
+def webshop_data(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The demo catalogue, granted to the specs the tests build (``--data``)."""
+    from envh.hostpaths import granted
     from envh_webarena.demo.webshop_catalogue import write_catalogue
 
-    return str(write_catalogue(tmp_path_factory.mktemp("webshop-data")))
+    path = str(write_catalogue(tmp_path_factory.mktemp("webshop-data")))
+    with granted(path):
+        yield path
 

@@ -210,7 +210,7 @@ def webshop_text_run(webshop) -> tuple[Path, subprocess.CompletedProcess[str]]:
     spec = json.dumps({"bridge": "webshop", "config": {"mode": "text", "data": webshop["data"]}})
     out = webshop["private"] / "text-run"
     return out, envh_run(spec, out, "--task", f"test/{webshop['shirt']}", "--task", f"test/{webshop['bottle']}",
-                         "--workers", "2", "--policy", f"scripted:{script}")
+                         "--workers", "2", "--policy", f"scripted:{script}", "--data", webshop["data"])
 
 
 @pytest.fixture(scope="module")
@@ -296,7 +296,8 @@ def webarena_run(webarena) -> tuple[Path, subprocess.CompletedProcess[str]]:
     out = private / "run"
     # k=2: the order task's two episodes log in at once, each in its worker, to one state file
     return out, envh_run(spec, out, "--task", "test/7", "--task", "test/1", "-k", "2", "--workers", "2",
-                         "--policy", f"scripted:{script}",
+                         "--policy", f"scripted:{script}", "--data", str(private / "config"), "--data",
+                         str(private / "auth"),
                          env={"WA_SHOPPING": webarena["urls"]["shopping"], "WA_REDDIT": webarena["urls"]["reddit"]})
 
 

@@ -125,41 +125,32 @@ def test_reset_reuses_the_browser(env) -> None:
     assert shared_runtime().launches == launches and shared_runtime().pid == pid
 
 
-@pytest.mark.slow
 def test_memory_does_not_grow_with_resets(env) -> None:
-    """200 resets (a context made ahead each time, a step now and then), memory sampled every
-    10: the browser's process count stays put, the fitted growth per reset stays under
-    0.5 MB for the browser (V8 heaps grow and shrink by a few MB between samples) and
-    0.1 MB for Python, and the last samples are within 150 MB / 30 MB of the first. A
-    context or page left open per episode costs a renderer per reset (one more process,
-    ~300 MB/reset of summed RSS when session.close is made a no-op)."""
-    from statistics import fmean, linear_regression
-
+    """30 resets (a context made ahead each time, a step now and then), memory sampled every
+    10: the browser's process count stays put and its memory, like Python's, ends within
+    loose bounds of where it started. A context or page left open per episode costs a
+    renderer per reset (one more process, ~300 MB/reset of summed RSS when session.close is
+    made a no-op), which this catches in 30 resets. The slopes over 200 resets, against
+    that leak measured in the same run: ``bench/browser_memory.py``."""
     from envh_webarena.runtime import shared_runtime
 
-    for seed in range(10):  # warm-up: caches, the JIT, the task server
+    for seed in range(5):  # warm-up: caches, the JIT, the task server
         env.reset(task=CLICK, seed=seed)
     pgid = shared_runtime().pid
     samples: list[tuple[int, float, int, float]] = []
-    for seed in range(201):
+    for seed in range(31):
         obs = env.reset(task=CLICK, seed=seed).observation
         if seed % 10 == 5:
             env.step(Action(tool="click", args={"bid": find_bid(obs.text, "button")}))
         if seed % 10 == 0:
             browser, procs = group_rss_mb(pgid)  # type: ignore[arg-type]
             samples.append((seed, browser, procs, self_rss_mb()))
-    resets = [s[0] for s in samples]
-    browser_slope = linear_regression(resets, [s[1] for s in samples]).slope
-    python_slope = linear_regression(resets, [s[3] for s in samples]).slope
-    print(f"browser {samples[0][1]:.0f} -> {samples[-1][1]:.0f} MB ({browser_slope:+.3f} MB/reset), "
-          f"{samples[0][2]} -> {samples[-1][2]} processes; python {samples[0][3]:.0f} -> {samples[-1][3]:.0f} MB "
-          f"({python_slope:+.3f} MB/reset)")
+    print(f"browser {samples[0][1]:.0f} -> {samples[-1][1]:.0f} MB, {samples[0][2]} -> {samples[-1][2]} processes; "
+          f"python {samples[0][3]:.0f} -> {samples[-1][3]:.0f} MB")
     assert shared_runtime().pid == pgid
     assert max(s[2] for s in samples) <= samples[0][2] + 2, "renderer processes leak"
-    assert browser_slope < 0.5, "browser memory grows with resets"
-    assert python_slope < 0.1, "python memory grows with resets"
-    assert fmean(s[1] for s in samples[-3:]) - samples[0][1] < 150, "browser memory after 200 resets"
-    assert fmean(s[3] for s in samples[-3:]) - samples[0][3] < 30, "python memory after 200 resets"
+    assert samples[-1][1] - samples[0][1] < 150, "browser memory after 30 resets"
+    assert samples[-1][3] - samples[0][3] < 30, "python memory after 30 resets"
 
 
 def test_a_page_spinning_in_javascript_is_bounded() -> None:

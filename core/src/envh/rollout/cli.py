@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from .. import errors
+from ..hostpaths import data_option
 from ..spec import TRUST_CODE_HELP
 
 # environment variables that choose what a policy talks to or loads, when no option does
@@ -105,6 +106,7 @@ def _policy_file_digest(policy: str) -> str | None:
 @click.option("--plugin", "plugins", multiple=True, help="Extra plugin module for the workers to register.")
 @click.option("--training", is_flag=True, help="A training run: the spec may adapt its tasks (training-only kinds: curriculum).")
 @click.option("--trust-code", is_flag=True, help=TRUST_CODE_HELP)
+@data_option
 def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: str | None, policy: str,
             policy_options: tuple[str, ...], k: int, seed: int, workers: int | None, executor: str | None, out: str,
             resume: bool, retry: str | None, max_steps: int, timeout_s: float, retries: int,
@@ -147,11 +149,11 @@ def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: st
     reg.executor(executor)
     options = planning.check_options(_options(policy_options))
     parsed = parse_spec(spec, reg)
-    data = spec_to_data(parsed, reg)
+    spec_data = spec_to_data(parsed, reg)
     if not training:  # an evaluation's task set stays fixed
-        planning.refuse_evaluation(data, reg)
+        planning.refuse_evaluation(spec_data, reg)
     trust = "trusted" if trust_code else "untrusted"
-    tasks = planning.select_tasks(data, reg, task_ids=task_ids, n_tasks=n_tasks, split=split, trust=trust)
+    tasks = planning.select_tasks(spec_data, reg, task_ids=task_ids, n_tasks=n_tasks, split=split, trust=trust)
     requests = planning.build_plan(parsed, policy=policy, k=k, tasks=tasks, seed=seed, max_steps=max_steps,
                                    timeout_s=timeout_s, policy_options=options, registry=reg, training=training,
                                    trust=trust)
@@ -159,7 +161,7 @@ def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: st
         from .executors import isolation as fence
 
         isolation = "user" if fence.resolve("auto") != "none" else "auto"
-    config = {"spec": data, "spec_id": requests[0].spec_id if requests else None, "policy": policy,
+    config = {"spec": spec_data, "spec_id": requests[0].spec_id if requests else None, "policy": policy,
               "policy_options": options, "k": k, "seed": seed, "max_steps": max_steps, "timeout_s": timeout_s,
               "executor": executor, "workers": workers, "retries": retries, "memory_mb": memory_mb,
               "cpu_s": cpu_s, "isolation": isolation, "plugins": sorted(plugins),
@@ -194,6 +196,8 @@ def run_cmd(spec: str, task_ids: tuple[str, ...], n_tasks: int | None, split: st
                 if requests and "spec" in inspect.signature(check).parameters else {}
             if where and "trust" in inspect.signature(check).parameters:
                 where["trust"] = trust
+            if where and "data" in inspect.signature(check).parameters:
+                where["data"] = requests[0].data
             try:
                 check(policy, options, **where)
             except (errors.PolicyError, errors.EnvError) as exc:

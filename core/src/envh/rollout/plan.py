@@ -28,13 +28,13 @@ from .warm import package_versions
 
 def select_tasks(spec: Mapping[str, Any], registry: Registry, *, task_ids: Iterable[str] = (),
                  n_tasks: int | None = None, split: str | None = None,
-                 trust: str = "untrusted") -> list[TaskRef | None]:
+                 trust: str = "untrusted", data: Iterable[str] = ()) -> list[TaskRef | None]:
     """Tasks named by id (``ID`` or ``SPLIT/ID``), the first N (of a split), or a whole split;
     ``[None]`` (the bridge's default task) when nothing is asked."""
     ids = list(task_ids)
     if not ids and n_tasks is None and split is None:
         return [None]
-    env = make(dict(spec), registry=registry, trust=trust)
+    env = make(dict(spec), registry=registry, trust=trust, data=data)
     try:
         available = env.list_tasks(split)
     finally:
@@ -55,11 +55,13 @@ def build_plan(spec_source: Any, *, policy: str, k: int = 1, tasks: list[TaskRef
                max_steps: int = 100, timeout_s: float | None = None, run_id: str = "",
                policy_options: dict[str, Any] | None = None,
                registry: Registry | None = None, training: bool = False,
-               trust: str = "untrusted") -> list[EpisodeRequest]:
+               trust: str = "untrusted", data: Iterable[str] = ()) -> list[EpisodeRequest]:
     """One request per (task, rollout index). The policy name, the options (JSON data) and
     the limits are checked here, before anything is played or written; a spec that adapts
     its tasks (a layer of a ``training_only`` kind) only for a ``training`` run. ``trust`` is
-    the tier the spec's code runs in (``envh.make``): the jail unless the caller says ``trusted``."""
+    the tier the spec's code runs in (``envh.make``): the jail unless the caller says ``trusted``;
+    ``data`` the host paths the spec may name besides ``envh.hostpaths.grants()``."""
+    from ..hostpaths import grants, refuse_host_paths
     from .warm import parse_policy_spec
 
     reg = registry or get_registry()
@@ -73,12 +75,14 @@ def build_plan(spec_source: Any, *, policy: str, k: int = 1, tasks: list[TaskRef
     if timeout_s is not None and not timeout_s > 0:
         raise errors.EnvhError(f"The episode time limit must be positive, not {timeout_s!r}")
     parsed = parse_spec(spec_source, reg)
-    data, sid = spec_to_data(parsed, reg), spec_id(parsed, reg)
+    spec_data, sid = spec_to_data(parsed, reg), spec_id(parsed, reg)
     if not training:  # an evaluation's task set stays fixed
-        refuse_evaluation(data, reg)
-    return [EpisodeRequest(key=f"{task if task is not None else 'default'}#{r}", spec=data, spec_id=sid,
+        refuse_evaluation(spec_data, reg)
+    granted = grants(data)
+    refuse_host_paths(spec_data, reg, trust, granted)
+    return [EpisodeRequest(key=f"{task if task is not None else 'default'}#{r}", spec=spec_data, spec_id=sid,
                            task=task, seed=seed + r, policy=policy, policy_options=dict(options),
-                           run_id=run_id, max_steps=max_steps, timeout_s=timeout_s, trust=trust)
+                           run_id=run_id, max_steps=max_steps, timeout_s=timeout_s, trust=trust, data=granted)
             for task in tasks for r in range(k)]
 
 

@@ -556,7 +556,7 @@ class _Episode:
     def env_failed(self, exc: BaseException, what: str = "") -> None:
         self.env_sound = False
         _contained(exc, self.interrupts)
-        self.warm.drop_env(self.req.spec_id, self.req.trust)
+        self.warm.drop_env(self.req.spec_id, self.req.trust, self.req.data)
         self.fail(classify(exc), f"{what}{describe(exc)}", exc)
 
     def play(self) -> None:
@@ -569,8 +569,8 @@ class _Episode:
             return self.policy_failed(exc, f"building policy {req.policy!r} failed: ")
         t0 = time.monotonic()
         try:
-            self.env = env = warm.env(req.spec_id, req.spec, req.trust)
-            self.tap = warm.tap(req.spec_id, env, req.trust)
+            self.env = env = warm.env(req.spec_id, req.spec, req.trust, req.data)
+            self.tap = warm.tap(req.spec_id, env, req.trust, req.data)
             result = env.reset(task=req.task, seed=req.seed)
             audit = BaseTap.audit(env)
             obs = checked_observation(getattr(result, "observation", None), "reset()")
@@ -716,7 +716,7 @@ def run_episode(request: EpisodeRequest, warm: Warm | None = None, *, registry: 
                     else:
                         episode.fail("timeout", _deadline_message(exc, request.timeout_s), exc)
                     if not sound_policy_wait:
-                        warm.drop_env(request.spec_id, request.trust)
+                        warm.drop_env(request.spec_id, request.trust, request.data)
                     elif failure is None:  # the policy overran, the env is sound: its verdict still counts
                         # (within the executors' grace, so a slow evaluate() does not get the worker killed)
                         _verdict_within(episode, VERDICT_AFTER_DEADLINE_S)
@@ -724,7 +724,7 @@ def run_episode(request: EpisodeRequest, warm: Warm | None = None, *, registry: 
         if not episode.done:
             warm.drop_policy(request.policy, request.policy_options)
             episode.fail("timeout", _deadline_message(exc, request.timeout_s), exc)
-        warm.drop_env(request.spec_id, request.trust)
+        warm.drop_env(request.spec_id, request.trust, request.data)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - the runner's own bookkeeping failed
@@ -749,7 +749,7 @@ def _verdict_within(episode: _Episode, seconds: float) -> None:
         with _alarm(seconds, region=_VERDICT):
             episode.take_verdict()
     except _Deadline:
-        episode.warm.drop_env(episode.req.spec_id, episode.req.trust)
+        episode.warm.drop_env(episode.req.spec_id, episode.req.trust, episode.req.data)
 
 
 def recordable(trajectory: Trajectory, failure: BaseException | None = None) -> Trajectory:

@@ -44,6 +44,10 @@ class EpisodeRequest:
     #: The tier of the spec's code (``envh.make``'s ``trust``): the jail unless whoever
     #: planned the run said ``trusted``; not part of the spec, so a spec cannot set it.
     trust: str = "untrusted"
+    #: Host paths the caller granted the spec (``envh.make``'s ``data``, real paths): a
+    #: path the spec names must lie inside them unless ``trust`` is ``trusted``; not part
+    #: of the spec either.
+    data: tuple[str, ...] = attrs.field(default=(), converter=lambda v: tuple(str(p) for p in v))
 
 
 @attrs.frozen(kw_only=True)
@@ -269,6 +273,9 @@ _converter.register_unstructure_hook_func(
 # a task's group is recorded only when set: records of tasks without one stay as they were
 _converter.register_unstructure_hook(TaskRef, make_dict_unstructure_fn(
     TaskRef, _converter, group=override(omit_if_default=True)))
+# likewise a request's data grant: requests without one stay as they were
+_converter.register_unstructure_hook(EpisodeRequest, make_dict_unstructure_fn(
+    EpisodeRequest, _converter, data=override(omit_if_default=True)))
 
 
 def request_to_data(request: EpisodeRequest) -> dict[str, Any]:

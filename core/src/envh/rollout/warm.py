@@ -68,13 +68,14 @@ class Warm:
             self._versions = package_versions(self.registry)
         return self._versions
 
-    def env(self, spec_id: str, spec: dict[str, Any], trust: str = "untrusted") -> ActionableEnv:
-        """The warm env of ``spec_id`` built in tier ``trust`` (``envh.make``), built on
-        first use."""
-        spec_id = _tiered(spec_id, trust)
+    def env(self, spec_id: str, spec: dict[str, Any], trust: str = "untrusted",
+            data: tuple[str, ...] = ()) -> ActionableEnv:
+        """The warm env of ``spec_id`` built in tier ``trust`` with host paths ``data``
+        granted (``envh.make``), built on first use."""
+        spec_id = _tiered(spec_id, trust, data)
         env = self._envs.pop(spec_id, None)
         if env is None:
-            env = make(spec, registry=self.registry, trust=trust)
+            env = make(spec, registry=self.registry, trust=trust, data=data)
         self._envs[spec_id] = env
         while len(self._envs) > self.max_envs:
             old_id, old_env = self._envs.popitem(last=False)
@@ -82,17 +83,17 @@ class Warm:
             _close_quietly(old_env)
         return env
 
-    def tap(self, spec_id: str, env: ActionableEnv, trust: str = "untrusted") -> BaseTap:
+    def tap(self, spec_id: str, env: ActionableEnv, trust: str = "untrusted", data: tuple[str, ...] = ()) -> BaseTap:
         """The base-env taps of the warm env of ``spec_id`` (installed once per env)."""
-        spec_id = _tiered(spec_id, trust)
+        spec_id = _tiered(spec_id, trust, data)
         held = self._taps.get(spec_id)
         if held is None or held[0] is not env:
             held = self._taps[spec_id] = (env, BaseTap(env))
         return held[1]
 
-    def drop_env(self, spec_id: str, trust: str = "untrusted") -> str | None:
+    def drop_env(self, spec_id: str, trust: str = "untrusted", data: tuple[str, ...] = ()) -> str | None:
         """Close and forget an env (after it failed); returns the close error, if any."""
-        spec_id = _tiered(spec_id, trust)
+        spec_id = _tiered(spec_id, trust, data)
         self._taps.pop(spec_id, None)
         env = self._envs.pop(spec_id, None)
         return None if env is None else _close_quietly(env)
@@ -138,6 +139,8 @@ def _close_quietly(obj: Any) -> str | None:
     return None
 
 
-def _tiered(spec_id: str, trust: str) -> str:
-    """The warm-cache key of a spec built in tier ``trust``: one spec in two tiers is two envs."""
-    return spec_id if trust == "untrusted" else f"{spec_id}\0{trust}"
+def _tiered(spec_id: str, trust: str, data: tuple[str, ...] = ()) -> str:
+    """The warm-cache key of a spec built in tier ``trust`` with ``data`` granted: one spec
+    in two tiers (or under two grants) is two envs."""
+    key = spec_id if trust == "untrusted" else f"{spec_id}\0{trust}"
+    return key if not data else "\0".join((key, "data", *data))

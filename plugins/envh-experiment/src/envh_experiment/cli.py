@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import click
+from envh.hostpaths import data_option
 
 
 @click.command("experiment")
@@ -17,6 +18,7 @@ import click
                    "settings made: after a change to one arm, only what it changed runs again.")
 @click.option("--report-only", is_flag=True, help="Rebuild report.md and the plots from the files in --out.")
 @click.option("--check", is_flag=True, help="Check the file (held-out separation included) and exit.")
+@data_option
 def experiment(experiment_file: str, out: str | None, resume: bool, reuse: str | None, report_only: bool,
                check: bool) -> None:
     """Train every arm of EXPERIMENT (a YAML file or a shipped example such as

@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 from envh import errors
+from envh.hostpaths import data_option
 
 
 def _overrides(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -79,6 +80,7 @@ def dry_run(config: Any, world: int) -> dict[str, Any]:
 @click.option("--dry-run", is_flag=True, help="Print the resolved config, memory per GPU and tokens per step.")
 @click.option("--resume", is_flag=True,
               help="Continue from the latest checkpoint in the output dir (an error when it has none).")
+@data_option
 def train(config_path: str | None, sets: tuple[str, ...], steps: int | None, output_dir: str | None,
           nproc: int | None, dry_run: bool, resume: bool) -> None:
     """Train a policy with multi-turn GRPO on envh worlds (CONFIG: a YAML file or a shipped

@@ -103,7 +103,7 @@ def check(base: dict[str, Any], layers: Any, task: TaskRef, *, registry: Registr
     workspace's library): the rigger's process would write or read them."""
     if not isinstance(layers, list) or not all(isinstance(x, dict) for x in layers) or not layers:
         return _fail("spec", "layers must be a non-empty list of layer objects, each with a 'kind'")
-    if not trusted and (named := host_paths(layers, "layers")):
+    if not trusted and (named := host_paths(layers, "layers", registry)):
         return _fail("spec", f"a designed layer may not name a host path ({', '.join(named)}): leave it out")
     try:
         spec = spec_to_data(parse_spec(combined(base, layers), registry), registry)

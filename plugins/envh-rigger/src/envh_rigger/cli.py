@@ -11,6 +11,7 @@ import json
 import click
 from click.core import ParameterSource
 from envh import errors
+from envh.hostpaths import data_option
 
 DEFAULT_POLICY = "local:smollm2"
 _FIELD = {"policy_options": "policy_options", "designer_options": "designer_options"}
@@ -54,6 +55,7 @@ _FIELD = {"policy_options": "policy_options", "designer_options": "designer_opti
               help="Policy turns per episode, invalid ones included (default: 12 on toy24, else 30).")
 @click.option("--workers", default=2, show_default=True,
               help="Worker processes playing a batch of rollouts at once (1: in this process).")
+@data_option
 def rig_cmd(spec: str, tasks: str | None, policy: str, policy_options: tuple[str, ...],
             designer_options: tuple[str, ...], designer: str, target: str, k: int,
             k_max: int | None, rounds: int, out: str, resume: bool, coevolve: bool, base_pool: str | None,

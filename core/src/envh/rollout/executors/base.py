@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import attrs
 
 from ... import errors
+from ...hostpaths import fixed_part
 from ..runner import infra_failure, next_attempt
 from ..trajectory import EpisodeRequest, Trajectory
 
@@ -116,10 +117,18 @@ def make_worker_registry(config: WorkerConfig) -> Any:
     return reg
 
 
-def with_timeout(request: EpisodeRequest, timeout_s: float | None) -> EpisodeRequest:
+def as_played(request: EpisodeRequest, timeout_s: float | None) -> EpisodeRequest:
+    """``request`` as an executor plays it: with the executor's time limit where it has
+    none, and with the host paths this process grants (``envh.hostpaths.grants``), which
+    a worker of its own does not know otherwise."""
+    from ...hostpaths import grants
+
+    changes: dict[str, Any] = {}
     if request.timeout_s is None and timeout_s:
-        return attrs.evolve(request, timeout_s=float(timeout_s))
-    return request
+        changes["timeout_s"] = float(timeout_s)
+    if (granted := grants(request.data)) != request.data:
+        changes["data"] = granted
+    return attrs.evolve(request, **changes) if changes else request
 
 
 def lost_attempt(request: EpisodeRequest, message: str, retries: int, worker: str = "",
@@ -299,11 +308,8 @@ def expand_declaration(entry: str, values: Mapping[str, Any],
     entry = entry[3:] if writable else entry
     if entry.startswith("{") and entry.endswith("}"):
         value = values.get(entry[1:-1])
-        if isinstance(value, str) and any(c in value for c in "*?["):
-            # a pattern (WebArena's config_files): what it matches is under its fixed part
-            parts = value.split(os.sep)
-            fixed = os.sep.join(parts[:next(i for i, p in enumerate(parts) if any(c in p for c in "*?["))])
-            value = fixed or (os.sep if value.startswith(os.sep) else "")
+        if isinstance(value, str):
+            value = fixed_part(value)  # a pattern (WebArena's config_files): what it matches is under it
         return (value if isinstance(value, str) and value else None), writable, None
     name, eq, default = entry.partition("=")
     if eq and name and name.replace("_", "").isalnum() and not name[0].isdigit():
@@ -317,9 +323,11 @@ def declared_data(requests: Iterable[EpisodeRequest], registry: Any = None,
     """What the requests' bridges, components and policies declare they read (``data_paths``):
     the (real path, writable, as-own) triples to give the workers, checked
     (``isolation.check_data_path`` raises ``EnvhError`` for one that would undo the fence),
-    and the variables naming them. A path an untrusted spec names in its config comes
-    read-only and not as the worker's own: a ``nobody`` worker reads there only what anyone
-    may (else any root-only file outside the refused places would be one config key away)."""
+    and the variables naming them. A path an untrusted spec names in its config, outside the
+    host paths its caller granted (``request.data``), comes read-only and not as the worker's
+    own: a ``nobody`` worker reads there only what anyone may (else any root-only file outside
+    the refused places would be one config key away)."""
+    from ...hostpaths import is_granted
     from ...plugins import get_registry
     from ..warm import parse_policy_spec
     from .isolation import check_data_path
@@ -329,10 +337,13 @@ def declared_data(requests: Iterable[EpisodeRequest], registry: Any = None,
     env: dict[str, str] = {}
     seen: set[Any] = set()
 
-    def add(entries: Iterable[str], values: Mapping[str, Any], trusted: bool = True) -> None:
+    def add(entries: Iterable[str], values: Mapping[str, Any], trusted: bool = True,
+            granted: tuple[str, ...] = ()) -> None:
         for entry in entries:
             path, writable, name = expand_declaration(str(entry), values)
-            own = trusted or not str(entry).removeprefix("rw:").startswith("{")  # env and plugin paths are trusted
+            # env and plugin paths are the host's; a spec's are its own where trusted or granted
+            own = (trusted or not str(entry).removeprefix("rw:").startswith("{")
+                   or (path is not None and is_granted(path, granted)))
             writable = writable and own
             if path and writable and os.path.isabs(path) and not os.path.lexists(path):
                 path = os.path.dirname(path)  # a file the env will create: its directory, checked the same
@@ -343,8 +354,9 @@ def declared_data(requests: Iterable[EpisodeRequest], registry: Any = None,
             if name:
                 env[name] = real
 
-    def declare(what: str, name: str, options: Mapping[str, Any], find: Any, trusted: bool = True) -> None:
-        marker = (what, name, repr(sorted(options.items(), key=lambda kv: str(kv[0]))))
+    def declare(what: str, name: str, options: Mapping[str, Any], find: Any, trusted: bool = True,
+                granted: tuple[str, ...] = ()) -> None:
+        marker = (what, name, repr(sorted(options.items(), key=lambda kv: str(kv[0]))), trusted, granted)
         if marker in seen:
             return
         seen.add(marker)
@@ -352,16 +364,16 @@ def declared_data(requests: Iterable[EpisodeRequest], registry: Any = None,
             info = find(name)
         except Exception:  # noqa: BLE001 - an unknown name fails in the worker, with its cause
             return
-        add(getattr(info, "data_paths", ()), options, trusted)
+        add(getattr(info, "data_paths", ()), options, trusted, granted)
 
     for request in requests:
-        # config-named data follows the spec's own marks, not the code's tier: a run of one's own spec
-        # on root-only data (the usual case as root) must not need --trust-code
-        trusted = not _marked_untrusted(request.spec)
+        # config-named data is the worker's own where the caller trusted the spec or granted the path:
+        # a run of one's own spec on root-only data (the usual case as root) takes --data, not --trust-code
+        trusted = not _untrusted(request)
         for bridge, config in _bridge_configs(request.spec):
-            declare("bridge", bridge, config, reg.bridge, trusted)
+            declare("bridge", bridge, config, reg.bridge, trusted, request.data)
         for kind, layer in _layers(request.spec):
-            declare("layer", kind, layer, reg.component_kind, trusted)
+            declare("layer", kind, layer, reg.component_kind, trusted, request.data)
         try:
             name, arg = parse_policy_spec(request.policy)
         except Exception:  # noqa: BLE001 - a malformed policy fails in the worker, with its cause

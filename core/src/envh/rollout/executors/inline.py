@@ -22,7 +22,7 @@ from typing import Any
 from ..runner import run_episode
 from ..trajectory import EpisodeRequest, Trajectory
 from ..warm import Warm
-from .base import with_timeout
+from .base import as_played
 from .worker import preflight, preflight_error
 
 #: Exit status of a process whose inline episode overran its limit and could not be stopped.
@@ -46,7 +46,7 @@ class InlineExecutor:
 
     def run(self, requests: Iterable[EpisodeRequest]) -> Iterator[Trajectory]:
         for request in requests:
-            yield run_episode(with_timeout(request, self.timeout_s), self.warm, abandon=self._abandon)
+            yield run_episode(as_played(request, self.timeout_s), self.warm, abandon=self._abandon)
 
     def _abandon(self, trajectory: Trajectory) -> None:
         """The episode cannot be stopped in this process: record it, say so, end the process."""
@@ -64,10 +64,11 @@ class InlineExecutor:
                 os._exit(ABANDONED_EXIT)
 
     def check(self, policy: str, options: dict[str, Any], spec: dict[str, Any] | None = None,
-              spec_id: str | None = None, trust: str = "untrusted") -> None:
-        """Build ``policy`` and the env of ``spec`` now (they stay warm for the run);
-        ``PolicyError`` / ``EnvError`` with the cause when one cannot be built."""
-        problem = preflight(self.warm, policy, options, spec, spec_id, trust)
+              spec_id: str | None = None, trust: str = "untrusted", data: tuple[str, ...] = ()) -> None:
+        """Build ``policy`` and the env of ``spec`` now (they stay warm for the run; ``data``:
+        the host paths granted, as the run's requests carry them); ``PolicyError`` /
+        ``EnvError`` with the cause when one cannot be built."""
+        problem = preflight(self.warm, policy, options, spec, spec_id, trust, tuple(data))
         if problem:
             raise preflight_error(policy, problem, "here")
 

@@ -37,6 +37,7 @@ from ... import errors
 from ..trajectory import EpisodeRequest, Trajectory, request_to_data, trajectory_from_data
 from . import isolation as fence
 from .base import (
+    as_played,
     bridge_host_access,
     declared_data,
     default_workers,
@@ -44,7 +45,6 @@ from .base import (
     policy_env_names,
     prepare_work_dir,
     scrub_environ,
-    with_timeout,
 )
 from .worker import FrameReader, encode, preflight_error
 
@@ -234,7 +234,7 @@ class PoolExecutor:
 
     # -- running -------------------------------------------------------------------------
     def run(self, requests: Iterable[EpisodeRequest]) -> Iterator[Trajectory]:
-        queue = collections.deque(with_timeout(r, self.timeout_s) for r in requests)
+        queue = collections.deque(as_played(r, self.timeout_s) for r in requests)
         self._ensure_env(queue)
         self._ensure_access(queue)
         try:
@@ -386,17 +386,18 @@ class PoolExecutor:
 
     # -- preflight and diagnostics ---------------------------------------------------------
     def check(self, policy: str, options: dict[str, Any], spec: dict[str, Any] | None = None,
-              spec_id: str | None = None, timeout_s: float = 300.0, trust: str = "untrusted") -> None:
+              spec_id: str | None = None, timeout_s: float = 300.0, trust: str = "untrusted",
+              data: tuple[str, ...] = ()) -> None:
         """Build ``policy`` (and the env of ``spec``) in a worker, where they will run (they
-        stay warm there); raise ``PolicyError`` / ``EnvError`` with the cause when one cannot
-        be built."""
-        probe = EpisodeRequest(key="check", spec=spec or {}, spec_id=spec_id or "", policy=policy,
-                               policy_options=options, trust=trust)
+        stay warm there; ``data``: the host paths granted, as the run's requests carry them);
+        raise ``PolicyError`` / ``EnvError`` with the cause when one cannot be built."""
+        probe = as_played(EpisodeRequest(key="check", spec=spec or {}, spec_id=spec_id or "", policy=policy,
+                                         policy_options=options, trust=trust, data=data), None)
         self._ensure_env([probe])
         self._ensure_access([probe])
         worker = next((w for w in self.pool if w.request is None), None) or self._spawn()
         worker.send({"op": "check", "policy": policy, "options": options, "spec": spec, "spec_id": spec_id,
-                     "trust": trust})
+                     "trust": trust, "data": list(probe.data)})
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             ready = selectors.DefaultSelector()

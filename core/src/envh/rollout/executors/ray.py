@@ -38,6 +38,7 @@ from .base import (
     WorkerConfig,
     _carries_code,
     _untrusted,
+    as_played,
     bridge_host_access,
     declared_data,
     default_workers,
@@ -46,7 +47,6 @@ from .base import (
     policy_env_names,
     prepare_work_dir,
     scrub_environ,
-    with_timeout,
 )
 from .isolation import NOBODY
 
@@ -94,11 +94,12 @@ class EpisodeActor:
                 worker=f"ray:{os.getpid()}", detail=runner.format_traceback(exc)))
 
     def check(self, policy: str, options: dict[str, Any], spec: dict[str, Any] | None = None,
-              spec_id: str | None = None, trust: str = "untrusted") -> dict[str, Any] | None:
+              spec_id: str | None = None, trust: str = "untrusted",
+              data: tuple[str, ...] = ()) -> dict[str, Any] | None:
         """Build ``policy`` and the env of ``spec`` (they stay warm); what failed, or ``None``."""
         from .worker import preflight
 
-        return preflight(self.warm, policy, options, spec, spec_id, trust)
+        return preflight(self.warm, policy, options, spec, spec_id, trust, tuple(data))
 
     def pid(self) -> int:
         return os.getpid()
@@ -382,7 +383,7 @@ class RayExecutor:
         return list(self.ray.get([a.pid.remote() for a in self.actors]))
 
     def run(self, requests: Iterable[EpisodeRequest]) -> Iterator[Trajectory]:
-        queue = collections.deque(with_timeout(r, self.timeout_s) for r in requests)
+        queue = collections.deque(as_played(r, self.timeout_s) for r in requests)
         self._ensure_env(queue)
         inflight: dict[Any, tuple[Any, EpisodeRequest, float]] = {}
         try:
@@ -448,14 +449,19 @@ class RayExecutor:
         return record
 
     def check(self, policy: str, options: dict[str, Any], spec: dict[str, Any] | None = None,
-              spec_id: str | None = None, timeout_s: float = 300.0, trust: str = "untrusted") -> None:
+              spec_id: str | None = None, timeout_s: float = 300.0, trust: str = "untrusted",
+              data: tuple[str, ...] = ()) -> None:
         """Build ``policy`` (and the env of ``spec``) on an actor, where they will run (they
-        stay warm there); raise ``PolicyError`` / ``EnvError`` with the cause."""
+        stay warm there; ``data``: the host paths granted, as the run's requests carry them);
+        raise ``PolicyError`` / ``EnvError`` with the cause."""
+        from ...hostpaths import grants
+
         self._ensure_env([EpisodeRequest(key="check", spec={}, spec_id="", policy=policy,
                                          policy_options=options)])
         actor = self.actors[0] if self.actors else self._spawn()
         try:
-            problem = self.ray.get(actor.check.remote(policy, options, spec, spec_id, trust), timeout=timeout_s)
+            problem = self.ray.get(actor.check.remote(policy, options, spec, spec_id, trust, grants(data)),
+                                   timeout=timeout_s)
         except self.ray.exceptions.RayError as exc:
             self._retire(actor)
             raise errors.InfraError(f"A Ray actor failed while building policy {policy!r}: "

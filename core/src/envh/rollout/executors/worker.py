@@ -159,9 +159,11 @@ def _run(message: dict[str, Any], warm: Any, config: Any) -> dict[str, Any]:
 
 
 def preflight(warm: Any, policy: str, options: dict[str, Any], spec: dict[str, Any] | None = None,
-              spec_id: str | None = None, trust: str = "untrusted") -> dict[str, Any] | None:
+              spec_id: str | None = None, trust: str = "untrusted",
+              data: tuple[str, ...] = ()) -> dict[str, Any] | None:
     """Build the policy and the env stack a run will use (both stay warm for its first
-    episode); ``None``, or what failed (``what``: policy or env), its message and traceback."""
+    episode; ``data``: the host paths granted, as its requests carry them); ``None``, or
+    what failed (``what``: policy or env), its message and traceback."""
     from .. import runner
 
     try:
@@ -170,9 +172,9 @@ def preflight(warm: Any, policy: str, options: dict[str, Any], spec: dict[str, A
         return {"what": "policy", "error": runner.describe(exc), "traceback": runner.format_traceback(exc)}
     if spec is not None and spec_id:
         try:
-            warm.env(spec_id, spec, trust)
+            warm.env(spec_id, spec, trust, data)
         except BaseException as exc:  # noqa: BLE001
-            warm.drop_env(spec_id, trust)
+            warm.drop_env(spec_id, trust, data)
             return {"what": "env", "error": runner.describe(exc), "traceback": runner.format_traceback(exc)}
     return None
 
@@ -189,7 +191,8 @@ def preflight_error(policy: str, problem: dict[str, Any], where: str) -> Excepti
 
 def _check(message: dict[str, Any], warm: Any) -> dict[str, Any]:
     problem = preflight(warm, message["policy"], dict(message.get("options") or {}), message.get("spec"),
-                        message.get("spec_id"), "trusted" if message.get("trust") == "trusted" else "untrusted")
+                        message.get("spec_id"), "trusted" if message.get("trust") == "trusted" else "untrusted",
+                        tuple(str(p) for p in message.get("data") or ()))
     return {"op": "checked", "error": None, **(problem or {})}
 
 

@@ -26,7 +26,6 @@ from typing import Any, Literal
 
 import attrs
 from envh import ActionableEnv, BuildContext, EnvHarness, LayerSpec, ResetResult, TaskRef, errors
-from envh.hostpaths import refuse_host_paths
 
 from ..coach import Coach
 from ..curriculum import Curriculum, ParamBounds, plan_params
@@ -235,7 +234,6 @@ def _open_audit(path: Path) -> Any:
 
 
 def build(spec: CurriculumSpec, inner: ActionableEnv, ctx: BuildContext) -> CurriculumLayer:
-    refuse_host_paths("curriculum", spec, ctx.trust)
     if not spec.training:
         raise errors.CurriculumEvaluationError(
             "A curriculum layer adapts the task distribution, so it must not stand between a policy and a "

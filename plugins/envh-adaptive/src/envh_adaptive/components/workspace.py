@@ -36,7 +36,6 @@ from envh import (
     errors,
 )
 from envh.harness import _VERDICT_COMPOSER
-from envh.hostpaths import refuse_host_paths
 
 from ..experience import NOTES_PER_EPISODE, Library, write_note, write_use
 
@@ -249,5 +248,4 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
 
 
 def build(spec: WorkspaceSpec, inner: ActionableEnv, ctx: BuildContext) -> Workspace:
-    refuse_host_paths("workspace", spec, ctx.trust)
     return Workspace(inner, spec, layer_id=spec.id or f"{ctx.index}:workspace")
