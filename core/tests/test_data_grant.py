@@ -107,7 +107,7 @@ def test_a_trusted_call_may_name_any_path_and_a_spec_cannot_trust_itself(registr
 @pytest.mark.parametrize("escape", [
     "{granted}/../secret.txt",  # a parent reference out of the grant
     "{granted}/link",  # a link inside the grant to a file outside it
-    "{granted}x/../secret.txt",  # a name that starts like the grant
+    "{granted}x/secret.txt",  # a sibling whose name starts like the grant
     "secret.txt",  # relative: to the working directory, which is not granted
     "",  # the working directory itself
     "{tmp}/*.txt",  # a pattern: what it matches lies under its fixed part
@@ -149,6 +149,8 @@ def test_layer_options_and_chain_legs_are_held_to_the_grant(registry: Any, secre
     assert host_paths(leg) == ["$.layers[0].legs[0].config.data"]
     with pytest.raises(errors.SpecError, match="host path"):
         envh.make(leg)
+    with pytest.raises(errors.SpecError, match=r"\$\.layers\[0\]\.legs\[0\]\.config\.data"):  # before any play
+        build_plan(leg, policy="random", tasks=[None], registry=registry)
     assert [w for w, _, _ in spec_paths(logged)] == ["$.layers[0].log"]
 
 

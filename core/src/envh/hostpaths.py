@@ -30,11 +30,27 @@ DATA_HELP = ("A host file or directory the spec may name (a bridge's data, a wor
              f"for more. An untrusted spec may name no other host path ({DATA_ENV} grants paths to every command).")
 
 
+def _paths(data: Any) -> list[str]:
+    """``data`` as paths: one path (a string or ``PathLike``) or several; an empty one, or
+    one that resolves to ``/`` (every host path), is a ``SpecError``."""
+    items = [data] if isinstance(data, str | bytes | os.PathLike) else list(data)
+    out = []
+    for item in items:
+        path = os.fsdecode(item) if isinstance(item, str | bytes | os.PathLike) else None
+        if not path or "\0" in path:
+            raise errors.SpecError(f"A data grant names a host path (a file or directory), not {item!r}.")
+        real = os.path.realpath(os.path.expanduser(path))
+        if real == os.sep:
+            raise errors.SpecError(f"Granting {path!r} would grant every host path: build the spec with "
+                                   "trust='trusted' (--trust-code) if you trust where it points.")
+        out.append(real)
+    return out
+
+
 def grant(*paths: str | os.PathLike[str]) -> None:
     """Grant ``paths`` (and everything under them) to the specs this process and the
     processes it starts build from now on (added to ``ENVH_DATA``): what ``--data`` does."""
-    named = [p for p in os.environ.get(DATA_ENV, "").split(os.pathsep) if p]
-    named += [os.path.realpath(os.fspath(p)) for p in paths]
+    named = [p for p in os.environ.get(DATA_ENV, "").split(os.pathsep) if p] + _paths(paths)
     os.environ[DATA_ENV] = os.pathsep.join(dict.fromkeys(named))
 
 
@@ -53,10 +69,11 @@ def granted(*paths: str | os.PathLike[str]) -> Iterator[None]:
             os.environ[DATA_ENV] = before
 
 
-def grants(extra: Iterable[str | os.PathLike[str]] = ()) -> tuple[str, ...]:
-    """The real paths granted: ``extra``, then ``ENVH_DATA``'s (``grant()``'s among them)."""
-    named = [os.fspath(p) for p in extra] + [p for p in os.environ.get(DATA_ENV, "").split(os.pathsep) if p]
-    return tuple(dict.fromkeys(os.path.realpath(os.path.expanduser(p)) for p in named))
+def grants(extra: Any = ()) -> tuple[str, ...]:
+    """The real paths granted: ``extra`` (one path or several), then ``ENVH_DATA``'s
+    (``grant()``'s among them; its empty entries grant nothing)."""
+    named = _paths(extra) + _paths([p for p in os.environ.get(DATA_ENV, "").split(os.pathsep) if p])
+    return tuple(dict.fromkeys(named))
 
 
 def data_option(command: click.Command | Any) -> Any:
@@ -72,9 +89,28 @@ def data_option(command: click.Command | Any) -> Any:
 
 
 def is_granted(path: str, granted: Iterable[str]) -> bool:
-    """Whether ``path`` (relative: to the working directory) resolves inside a granted path."""
-    real = os.path.realpath(path)
-    return any(real == g or real.startswith(g.rstrip(os.sep) + os.sep) for g in granted)
+    """Whether ``path`` (relative: to the working directory) resolves inside a granted path
+    (real paths, as ``grants`` gives them)."""
+    try:
+        real = os.path.realpath(path)
+    except ValueError:  # a NUL byte
+        return False
+    return any(g and (real == g or real.startswith(g.rstrip(os.sep) + os.sep)) for g in granted)
+
+
+def marked_untrusted(data: Any) -> bool:
+    """Whether any part of a spec's data is marked ``trust: untrusted`` (the spec, a layer,
+    a chain leg): that lowers the whole spec's host-path check, whoever calls."""
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Mapping):
+            if value.get("trust") == "untrusted":
+                return True
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+    return False
 
 
 def declared_keys(info: Any) -> tuple[str, ...]:
@@ -99,10 +135,12 @@ def fixed_part(path: str) -> str:
 
 
 def _values(value: Any) -> list[Any]:
-    """The paths one declared value names: a string (a pattern: its fixed part), or each
-    item of a list; anything else is returned as is and refused as not a path."""
-    items = value if isinstance(value, list | tuple) else [value]
-    return [fixed_part(item) if isinstance(item, str) else item for item in items]
+    """The paths one declared value names: a string, or each item of a list (rows given
+    inline, mappings, name no path); anything else is returned as is and refused as not a
+    path."""
+    if not isinstance(value, list | tuple):
+        return [value]
+    return [item for item in value if not isinstance(item, Mapping)]
 
 
 def spec_paths(data: Any, registry: Any = None, where: str = "$") -> list[tuple[str, Any, str]]:
@@ -154,9 +192,16 @@ def refuse_host_paths(data: Any, registry: Any, trust: str, data_grants: Iterabl
         return
     granted = grants(data_grants)
     for where, value, who in spec_paths(data, registry):
-        if not isinstance(value, str):
-            raise errors.SpecError(f"{where} must be a path (a string), got {type(value).__name__}")
-        if not is_granted(value, granted):
+        if not isinstance(value, str) or "\0" in value:
+            raise errors.SpecError(f"{where} must be a host path (a string), got {type(value).__name__}")
+        if value.startswith("~") or "$" in value:
+            raise errors.SpecError(f"{where} ({value!r}): a host path an untrusted spec names may not start with ~ "
+                                   "or hold a $variable: the bridge would expand them after this check.")
+        fixed = fixed_part(value)
+        if fixed != value and ".." in value.split(os.sep):
+            raise errors.SpecError(f"{where} ({value!r}): a host path pattern an untrusted spec names may not "
+                                   "hold '..': its matches would climb out of the directory it starts in.")
+        if not is_granted(fixed, granted):
             raise errors.SpecError(
                 f"An untrusted spec may not name a host path outside the data granted to it: {where} is "
                 f"{value!r}, a path {who} opens on this host. "

@@ -138,7 +138,8 @@ TRUST_CODE_HELP = ("Run the spec's own code (contract code and classes, a curric
 
 
 def make(spec: EnvSpec | Mapping[str, Any] | str | Path, *, registry: Registry | None = None,
-         trust: str | None = None, data: Iterable[str | os.PathLike[str]] = ()) -> ActionableEnv:
+         trust: str | None = None,
+         data: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = ()) -> ActionableEnv:
     """Build the env stack a spec describes: the bridge, then each layer around it.
 
     Code that comes with the spec (contract ``code``, a curriculum's coach) runs in the
@@ -155,7 +156,7 @@ def make(spec: EnvSpec | Mapping[str, Any] | str | Path, *, registry: Registry |
     declares in ``data_paths``) must lie inside ``data``, ``envh.hostpaths.grant()``'s or
     ``ENVH_DATA``'s paths, unless the call is trusted (``envh.hostpaths``)."""
     from .harness import record_layer
-    from .hostpaths import refuse_host_paths
+    from .hostpaths import grants, marked_untrusted, refuse_host_paths
     from .plugins.manager import get_registry
 
     if trust not in (None, *TRUST_LEVELS):
@@ -164,8 +165,10 @@ def make(spec: EnvSpec | Mapping[str, Any] | str | Path, *, registry: Registry |
     reg = registry or get_registry()
     parsed = parse_spec(spec, reg)
     level = "trusted" if trust == "trusted" and parsed.trust != "untrusted" else "untrusted"
-    granted = tuple(os.fspath(p) for p in data)
-    refuse_host_paths(spec_to_data(parsed, reg), reg, level, granted)
+    spec_data = spec_to_data(parsed, reg)
+    granted = grants(data)
+    # a layer or leg marked untrusted lowers the path check for the whole spec (its paths reach every layer)
+    refuse_host_paths(spec_data, reg, "untrusted" if marked_untrusted(spec_data) else level, granted)
     factory = reg.bridge(parsed.bridge).load()
     try:
         env: ActionableEnv = factory(**parsed.config)

@@ -66,6 +66,8 @@ def runs(tmp_path_factory):
         (resumed / "checkpoints").mkdir(parents=True)
         _link_tree(full / "checkpoints" / "step-1", resumed / "checkpoints" / "step-1")
         (resumed / "checkpoints" / "latest").write_text("step-1")
+        # as if killed after logging step 2, before its checkpoint was complete: its row is there
+        shutil.copyfile(full / "metrics.jsonl", resumed / "metrics.jsonl")
         proc = _launch(resumed, "--resume")
         yield full, resumed, proc
     finally:  # ~6 GB of checkpoints: gone with the module, not at the end of the session
@@ -94,14 +96,18 @@ def test_two_zero2_steps_train_and_log_every_reward_term(runs, smollm2):
 
 
 def test_resume_reproduces_the_next_step_exactly(runs):
+    """The step after the checkpoint, again: the same numbers and weights, and its row
+    logged once (the killed run's row for it is dropped before it is logged again)."""
     full, resumed, proc = runs
-    (continued,) = _records(resumed)
+    kept, continued = _records(resumed)
+    assert kept == _records(full)[0]
     expected = _records(full)[1]
     for key in ("step", "loss", "policy_loss", "kl", "grad_norm", "reward", "gen_tokens", "policy_tokens"):
         assert continued[key] == expected[key], key
     a, b = _weights(full / "checkpoints" / "step-2"), _weights(resumed / "checkpoints" / "step-2")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert "step 2/2" in proc.stdout and "step 1/2" not in proc.stdout
+    assert not list(resumed.glob("*.tmp"))
 
 
 def test_resume_refuses_a_different_config(runs, tmp_path):

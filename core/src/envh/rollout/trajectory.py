@@ -47,7 +47,8 @@ class EpisodeRequest:
     #: Host paths the caller granted the spec (``envh.make``'s ``data``, real paths): a
     #: path the spec names must lie inside them unless ``trust`` is ``trusted``; not part
     #: of the spec either.
-    data: tuple[str, ...] = attrs.field(default=(), converter=lambda v: tuple(str(p) for p in v))
+    data: tuple[str, ...] = attrs.field(default=(), converter=lambda v: (v,) if isinstance(v, str) else
+                                        tuple(str(p) for p in v))
 
 
 @attrs.frozen(kw_only=True)

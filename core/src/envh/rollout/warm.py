@@ -140,7 +140,13 @@ def _close_quietly(obj: Any) -> str | None:
 
 
 def _tiered(spec_id: str, trust: str, data: tuple[str, ...] = ()) -> str:
-    """The warm-cache key of a spec built in tier ``trust`` with ``data`` granted: one spec
-    in two tiers (or under two grants) is two envs."""
+    """The warm-cache key of a spec built in tier ``trust`` with ``data`` granted (and what
+    ``ENVH_DATA`` grants now): one spec in two tiers, or under two grants, is two envs."""
+    from ..hostpaths import grants
+
     key = spec_id if trust == "untrusted" else f"{spec_id}\0{trust}"
-    return key if not data else "\0".join((key, "data", *data))
+    try:
+        granted = grants(data)
+    except errors.SpecError:  # a grant that cannot be read: the build reports it; the key stays apart
+        granted = ("?", *data)
+    return key if not granted else "\0".join((key, "data", *granted))

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import attrs
 
 from ... import errors
-from ...hostpaths import fixed_part
+from ...hostpaths import fixed_part, marked_untrusted
 from ..runner import infra_failure, next_attempt
 from ..trajectory import EpisodeRequest, Trajectory
 
@@ -251,7 +251,7 @@ def _bridge_configs(spec: Any) -> list[tuple[str, dict[str, Any]]]:
 def _untrusted(request: EpisodeRequest) -> bool:
     """Whether a request's spec is untrusted: the planner did not trust it (the default), or
     part of its data is marked ``trust: untrusted``."""
-    return request.trust != "trusted" or _marked_untrusted(request.spec)
+    return request.trust != "trusted" or marked_untrusted(request.spec)
 
 
 def _carries_code(spec: Any) -> bool:
@@ -262,20 +262,6 @@ def _carries_code(spec: Any) -> bool:
         value = stack.pop()
         if isinstance(value, dict):
             if value.get("kind") == "contract" or value.get("type") == "coach":
-                return True
-            stack.extend(value.values())
-        elif isinstance(value, (list, tuple)):
-            stack.extend(value)
-    return False
-
-
-def _marked_untrusted(spec: Any) -> bool:
-    """Whether any part of a spec's data is marked ``trust: untrusted``."""
-    stack = [spec]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            if value.get("trust") == "untrusted":
                 return True
             stack.extend(value.values())
         elif isinstance(value, (list, tuple)):

@@ -188,6 +188,11 @@ def _check_browser_fields(task: dict[str, Any]) -> list[str]:
     state = task.get("storage_state")
     if state is not None and not isinstance(state, str):
         problems.append(f"storage_state: a path to a Playwright storage-state file or null, got {_show(state)}")
+    elif isinstance(state, str) and (os.path.isabs(state) or os.path.normpath(state).split(os.sep)[0] == ".."
+                                     or not state.strip() or "\0" in state):
+        # the login writes this file: it must stay inside auth_dir, which the spec's grant covers
+        problems.append(f"storage_state: a path relative to auth_dir and inside it (WebArena's "
+                        f"'./.auth/<site>_state.json'), got {_show(state)}")
     size = task.get("viewport_size")
     if size is not None and not (isinstance(size, dict) and sorted(size) == ["height", "width"]
                                  and all(isinstance(size[k], int) and not isinstance(size[k], bool)
