@@ -91,7 +91,8 @@ def plugins_cmd(as_json: bool) -> None:
 @cli.command("tasks")
 @click.argument("bridge")
 @click.option("--split", default=None, help="Only this split.")
-@click.option("--config", "config_json", default="{}", help="Bridge config as JSON.")
+@click.option("--config", "config_json", default="{}",
+              help="Bridge config as JSON, taken as yours: the paths it names are read without a --data grant.")
 @click.option("--group", default=None, help="Only tasks of this group (a task type, a repository).")
 def tasks_cmd(bridge: str, split: str | None, config_json: str, group: str | None) -> None:
     """List the tasks a bridge offers: split, instance id and, where the bridge gives one,

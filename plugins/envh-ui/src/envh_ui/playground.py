@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 from envh import errors
+from envh.hostpaths import declared_keys
 
 from . import editor
 from .compare import badge_parts
@@ -71,17 +72,6 @@ def names_a_place(value: str) -> bool:
         return False
 
 
-def _declared_keys(info: Any) -> tuple[str, ...]:
-    """The config or layer keys a contribution's ``data_paths`` name (``"{key}"``,
-    ``"rw:{key}"``): values there are paths on this machine, whatever they look like."""
-    keys = []
-    for entry in getattr(info, "data_paths", ()):
-        entry = entry.removeprefix("rw:")
-        if entry.startswith("{") and entry.endswith("}"):
-            keys.append(entry[1:-1])
-    return tuple(keys)
-
-
 def refuse_files(data: Any, path: str = "$", registry: Registry | None = None) -> None:
     """Raise a ``SpecError`` at each value of ``data`` (chain legs included) that names a
     file: every layer option and bridge config key that the kind or bridge declares as a
@@ -97,7 +87,7 @@ def refuse_files(data: Any, path: str = "$", registry: Registry | None = None) -
         if not isinstance(name, str):
             return ()
         try:
-            return _declared_keys(lookup(name))
+            return declared_keys(lookup(name))
         except errors.EnvhError:  # an unknown name: the build reports it
             return ()
 
