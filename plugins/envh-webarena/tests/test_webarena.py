@@ -23,8 +23,13 @@ def T(task_id: int) -> TaskRef:  # noqa: N802
 
 
 @pytest.fixture(scope="module")
-def auth_dir(tmp_path_factory) -> str:
-    return str(tmp_path_factory.mktemp("wa-auth"))
+def auth_dir(tmp_path_factory):
+    """Where the logins' state files go, granted to the specs the tests build (``--data``)."""
+    from envh.hostpaths import granted
+
+    path = str(tmp_path_factory.mktemp("wa-auth"))
+    with granted(path):
+        yield path
 
 
 @pytest.fixture(scope="module")
