@@ -20,6 +20,11 @@ time over the repeats counts, so machine load hits all alike; the load average i
 per bridge. Needs dockerd and the test images for swebench (``source dev/setup.d/docker.sh``),
 Chromium for the web bridges (``dev/setup.d/browser.sh``).
 
+Beside each bridge: the floor, a one-byte exchange with a plain Python child after as much
+host work as the bridge's bare step (no jail, no JSON, no hook), and the ceiling it sets:
+``bare / (bare + 2 × floor)``, the most of the bare steps/s any jail in another process
+could keep on that bridge on this machine.
+
 Last line: JSON with every figure; ``ratio`` = min over measured bridges of jailed ÷ bare
 steps/s (the requirement: >= 0.95).
 """
@@ -332,6 +337,60 @@ def round_trip_us(calls: int) -> dict[str, float]:
     return {"median_us": statistics.median(times) * 1e6, "min_us": min(times) * 1e6}
 
 
+FLOOR_CHILD = """
+import os
+while True:
+    b = os.read(0, 1)
+    if not b:
+        break
+    os.write(1, b)
+"""
+
+
+def _host_work(us: float) -> None:
+    """About ``us`` µs of host work that allocates, as a bridge's step does (it leaves the
+    caches as a step leaves them)."""
+    end = time.perf_counter() + us / 1e6
+    junk = []
+    while time.perf_counter() < end:
+        junk.append(bytearray(1024))
+
+
+def pipe_floor_us(calls: int, gap_us: float = 0.0) -> dict[str, float]:
+    """The least any process boundary costs: one byte to a plain Python child over a pipe
+    and one byte back (no bubblewrap, no limits, no JSON, no SIGSTOP, no hook), the host
+    spinning for the answer as the jail's host does, each exchange after ``gap_us`` µs of
+    host work (a bridge's step: the child has been asleep that long). Two of these a step
+    bound what any jail that runs hook code in another process can keep of a bridge's
+    steps/s: ``bare / (bare + 2 × floor)``."""
+    import select
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-S", "-c", FLOOR_CHILD], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, bufsize=0)
+    assert proc.stdin is not None and proc.stdout is not None
+    wfd, rfd = proc.stdin.fileno(), proc.stdout.fileno()
+    poller = select.poll()
+    poller.register(rfd, select.POLLIN)
+    times = []
+    try:
+        for _ in range(calls):
+            if gap_us:
+                _host_work(gap_us)
+            t0 = time.perf_counter()
+            os.write(wfd, b"x")
+            end = t0 + 0.0002  # the jail host's spin (envh.jail.process.SPIN_S)
+            while not poller.poll(0) and time.perf_counter() < end:
+                pass
+            if os.read(rfd, 1) != b"x":
+                raise AssertionError("the floor child did not echo")
+            times.append(time.perf_counter() - t0)
+    finally:
+        proc.stdin.close()
+        proc.wait(5)
+    return {"median_us": statistics.median(times) * 1e6, "min_us": min(times) * 1e6}
+
+
 def _load() -> str:
     a, b, c = os.getloadavg()
     return f"{a:.2f} {b:.2f} {c:.2f}"
@@ -365,6 +424,9 @@ def main() -> None:
             try:
                 case = BRIDGES[name](tmp, args.quick)
                 results[name] = res = measure(case, repeats, 4.0 if args.quick else 30.0)
+                bare_ms = res["ms_per_step"]["bare"]
+                res["floor"] = floor = pipe_floor_us(max(20, min(400, int(2000 / max(bare_ms, 0.1)))), bare_ms * 1e3)
+                res["ceiling"] = bare_ms / (bare_ms + ROUND_TRIPS_PER_STEP * floor["median_us"] / 1e3)
             except Skip as exc:
                 skipped[name] = str(exc)
                 print(f"{name:>16}: skipped: {exc}", flush=True)
@@ -375,6 +437,9 @@ def main() -> None:
                   f"trusted÷bare {res['ratio_trusted']:.3f}"
                   f"   per round trip {res['trip_us']:+.0f} µs   ({res['steps']} steps × best of {res['repeats']}; "
                   f"{time.perf_counter() - t0:.0f} s; load {_load()})", flush=True)
+            print(f"{'':>16}  floor: a 1-byte exchange with a plain child after a step's work "
+                  f"{res['floor']['median_us']:.0f} µs (min {res['floor']['min_us']:.0f}): no process jail keeps "
+                  f"more than {res['ceiling']:.3f} of bare steps/s", flush=True)
     finally:
         with contextlib.suppress(Exception):
             from envh_webarena.runtime import close_shared_runtimes
@@ -401,7 +466,9 @@ def main() -> None:
         return {"bare_ms_per_step": r(ms["bare"]), "jailed_ms_per_step": r(ms["jailed"]),
                 "trusted_ms_per_step": r(ms["trusted"]), "ratio_jailed": r(res["ratio_jailed"]),
                 "median_ratio_jailed": r(res["median_ratio_jailed"]), "ratio_trusted": r(res["ratio_trusted"]),
-                "round_trip_us": round(res["trip_us"], 1), "steps": res["steps"], "repeats": res["repeats"]}
+                "round_trip_us": round(res["trip_us"], 1),
+                "floor_round_trip_us": round(res["floor"]["median_us"], 1), "ceiling": r(res["ceiling"]),
+                "steps": res["steps"], "repeats": res["repeats"]}
 
     per = {name: figures(results[name]) if name in results else None for name in names}
     print(json.dumps({"bench": "jail_cost", "ratio": None if ratio is None else r(ratio), "bridges": per,
