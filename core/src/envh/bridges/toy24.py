@@ -81,7 +81,14 @@ def parse_instance(instance_id: str) -> tuple[list[int], int]:
 
 def generate(n: int, seed: int = 0, size: int = 4, max_number: int = 13) -> list[str]:
     """``n`` distinct solvable puzzles, the same for the same seed. Asking for more than
-    exist is an error (the search would never end), found once every puzzle was drawn."""
+    exist is an error (the search would never end), found once every puzzle was drawn.
+    Computed once per process for each set of arguments (the default 100 take ~0.3 s of
+    solving, and every new env's first reset lists its tasks)."""
+    return list(_generate(n, seed, size, max_number))
+
+
+@functools.lru_cache(maxsize=32)
+def _generate(n: int, seed: int, size: int, max_number: int) -> tuple[str, ...]:
     rng = random.Random(seed)
     out: list[str] = []
     seen: set[str] = set()
@@ -97,7 +104,7 @@ def generate(n: int, seed: int = 0, size: int = 4, max_number: int = 13) -> list
         seen.add(key)
         if solver.solvable(nums):
             out.append(key)
-    return out
+    return tuple(out)
 
 
 class Toy24Env(Bridge):
