@@ -24,13 +24,9 @@ def _packages() -> dict[str, str]:
 
 PACKAGES = _packages()
 
-#: Crossings allowed by name, each with its reason. The workspace kind answers its
-#: meta-actions itself (reward 0, the bridge never stepped), a step() core reviewed as it
-#: reviews its own fused steps: the key that says so (``harness._VERDICT_COMPOSER``) is
-#: private to keep third parties from claiming it. A public way for a layer to answer an
-#: action would remove this entry.
-ALLOWED = {("plugins/envh-adaptive/src/envh_adaptive/components/workspace.py",
-            "from envh.harness import _VERDICT_COMPOSER")}
+#: Crossings allowed by name, each with its reason (none: the workspace answers its
+#: meta-actions through core's public ``EnvHarness.answer_action``).
+ALLOWED: set[tuple[str, str]] = set()
 
 
 def _private(dotted: str) -> bool:

@@ -27,13 +27,23 @@ from .plugins import (
                       make_plugin_manager,
 )
 from .spec import BuildContext, EnvSpec, LayerSpec, make, parse_spec, spec_id, spec_to_data
-from .types import Action, Block, EnvResponse, EvaluationResult, Observation, ResetResult, TaskRef, ToolSpec
+from .types import (
+                      Action,
+                      Answer,
+                      Block,
+                      EnvResponse,
+                      EvaluationResult,
+                      Observation,
+                      ResetResult,
+                      TaskRef,
+                      ToolSpec,
+)
 from .validation import compile_tools  # tool-call checkers from tool schemas (designers check stage actions)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Action", "ActionableEnv", "Block", "Bridge", "BridgeInfo", "BuildContext", "ComponentKind",
+    "Action", "ActionableEnv", "Answer", "Block", "Bridge", "BridgeInfo", "BuildContext", "ComponentKind",
     "DesignerInfo", "DiagnoserInfo", "EnvHarness", "EnvResponse", "EnvSpec", "EvaluationResult",
     "ExecutorInfo", "LayerSpec", "Observation", "PolicyInfo", "Registry", "ResetResult", "TaskRef",
     "TemplateInfo", "ToolSpec", "TrainerInfo", "WeaknessInfo", "compile_tools", "errors", "get_registry", "hookimpl", "iter_layers",

@@ -1,7 +1,8 @@
 """EnvHarness: the decorator base every component kind subclasses.
 
 A harness wraps an inner ``ActionableEnv`` and reshapes it only at the interface:
-``on_reset`` (Stage: a new start state), ``filter_action`` (f_A: rewrite or block),
+``on_reset`` (Stage: a new start state), ``answer_action`` (answer an action itself, for a
+reward of 0: a workspace's meta-actions), ``filter_action`` (f_A: rewrite or block),
 ``modify_transition`` (f_T: override a transition), ``filter_observation`` (f_O: mask or
 augment). It forwards everything else, so a stack of any depth is still an
 ``ActionableEnv``. The verifier is sealed: a subclass defining ``evaluate`` is rejected
@@ -21,6 +22,7 @@ from .env import ActionableEnv
 from .stateview import LazyState
 from .types import (
     Action,
+    Answer,
     Block,
     EnvResponse,
     EvaluationResult,
@@ -37,7 +39,7 @@ _VERDICT_COMPOSER = object()  # only reviewed kinds hold it (envh.components; fi
 _COMPOSERS: set[type] = set()  # classes whose evaluate() combines base verdicts (chain)
 _CORE_STEPS: set[type] = set()  # core kinds whose step() is a fused form of the generic one
 _BUILT_ON: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-_HOOKS = ("on_reset", "filter_action", "modify_transition", "filter_observation")
+_HOOKS = ("on_reset", "answer_action", "filter_action", "modify_transition", "filter_observation")
 _STEP_HOOKS = frozenset(_HOOKS[1:])
 
 
@@ -103,6 +105,13 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
     def on_reset(self, result: ResetResult) -> ResetResult:
         """Called after the inner env reset; Stage replays actions here."""
         return result
+
+    def answer_action(self, action: Action, state: Mapping[str, Any]) -> Answer | None:
+        """Answer ``action`` in this layer (an ``Answer``: what the policy sees) instead of
+        passing it on (``None``). An answered action never reaches the inner env nor this
+        layer's other step hooks; its step earns 0, ends nothing and leaves ``observe()``
+        as it was. Layers outside this one see it as any step (a budget outside charges it)."""
+        return None
 
     def filter_action(self, action: Action, state: Mapping[str, Any]) -> Action | Block:
         """f_A: return the action (possibly rewritten) or a ``Block``."""
@@ -174,6 +183,10 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
         a_eff: str = "passed"
         t_eff = o_eff = False
         state = LazyState(self.inner)  # one view per step, emptied after the inner step
+        if "answer_action" in over:
+            answer = self.answer_action(action, state)
+            if answer is not None:
+                return self._answered(answer)
         sent: Action | Block = action
         received: Observation | None = None
         if "filter_action" in over:
@@ -211,6 +224,24 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
                 o_eff = new_obs != obs
                 obs = new_obs
         return self._finish(resp, obs, sent, received, a_eff, t_eff, o_eff)
+
+    def _answered(self, answer: Answer) -> EnvResponse:
+        """The step of an action this layer answered: reward 0, nothing ended, the inner env
+        not stepped, ``observe()`` unchanged."""
+        if type(answer) is not Answer:
+            raise errors.EnvhError(f"{type(self).__name__}.answer_action returned {type(answer).__name__}; "
+                                   "expected Answer or None")
+        if type(answer.observation) is not Observation:
+            raise errors.EnvhError(f"{type(self).__name__}.answer_action's Answer.observation is "
+                                   f"{type(answer.observation).__name__}; expected Observation")
+        if "envh" in answer.info:
+            raise errors.EnvhError(f"{type(self).__name__}.answer_action set info['envh']: that key is core's "
+                                   "record of each layer's effect")
+        effect = {**thaw(answer.effect), "layer": self.layer_id, "kind": self.kind, "action": "answered",
+                  "transition": True, "observation": True}
+        # observe() keeps the state's view: an answer changes nothing in the world (a
+        # restored stack, which never saw the answer, shows the same)
+        return _response(answer.observation, 0.0, False, False, {**thaw(answer.info), "envh": [effect]})
 
     @staticmethod
     def _blocked(block: Block) -> EnvResponse:

@@ -111,6 +111,20 @@ class Block:
 
 
 @attrs.frozen(kw_only=True)
+class Answer:
+    """Returned by a layer's ``answer_action`` to answer an action itself: the policy sees
+    ``observation`` and the inner env is not stepped. The step's reward is 0 and it ends
+    nothing, whatever the layer would like: only a base env's step earns a reward.
+    ``info`` is added to the step's info (``"error"`` marks a policy mistake, as a bridge's
+    does; ``"envh"`` is core's and refused); ``effect`` adds keys to this layer's entry in
+    ``info["envh"]`` (its ``action`` is ``"answered"``)."""
+
+    observation: Observation
+    info: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=frozen)
+    effect: Mapping[str, Any] = attrs.field(default=_EMPTY, converter=frozen)
+
+
+@attrs.frozen(kw_only=True)
 class Observation:
     """What the policy sees: ``text`` for language models, ``data`` for structure."""
 

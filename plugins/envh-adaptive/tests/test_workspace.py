@@ -221,3 +221,18 @@ def test_hostile_notes_and_decisions_are_refused_not_a_crash(tmp_path: Path) -> 
 
 def lib_cat(lib: Library) -> str:
     return next(c for c, v in lib.entries.items() if v)
+
+
+def test_the_workspace_answers_through_cores_public_hook() -> None:
+    """Meta-actions are answered through ``EnvHarness.answer_action`` (no step() override,
+    no private key): the audit has nothing to report and the answer's step earns 0."""
+    from envh.harness import audit_stack
+    from envh_adaptive.components.workspace import Workspace
+
+    assert "step" not in vars(Workspace) and "answer_action" in vars(Workspace)
+    with make({"bridge": "toy24", "layers": [{"kind": "workspace"}]}) as env:
+        env.reset(task=envh.TaskRef(suite="toy24", split="easy", instance_id="2,3,4"), seed=0)
+        resp = env.step(Action(tool="commit", args={"subgoal": "make 24", "status": "todo"}))
+        assert resp.reward == 0.0 and resp.info["envh"][-1]["action"] == "answered"
+        assert resp.info["envh"][-1]["meta"] == "commit"
+        assert audit_stack(env) == []

@@ -197,7 +197,9 @@ def meta_action(info: Any) -> str:
     if not isinstance(info, dict) or info.get("error"):
         return ""
     for effect in info.get("envh") or ():
-        if isinstance(effect, dict) and effect.get("kind") == "workspace" and effect.get("action") == "meta":
+        # "answered" (core's word for a layer's own answer); "meta" in records written before it
+        if isinstance(effect, dict) and effect.get("kind") == "workspace" and effect.get("action") in ("answered",
+                                                                                                   "meta"):
             return str(effect.get("meta", ""))
     return ""
 

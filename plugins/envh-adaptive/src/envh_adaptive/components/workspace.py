@@ -25,6 +25,7 @@ import attrs
 from envh import (
     Action,
     ActionableEnv,
+    Answer,
     BuildContext,
     EnvHarness,
     EnvResponse,
@@ -35,7 +36,6 @@ from envh import (
     compile_tools,
     errors,
 )
-from envh.harness import _VERDICT_COMPOSER
 
 from ..experience import NOTES_PER_EPISODE, Library, write_note, write_use
 
@@ -73,9 +73,7 @@ class WorkspaceSpec(LayerSpec):
     recall_k: int = attrs.field(default=3, validator=attrs.validators.ge(1))
 
 
-# its step() is reviewed as core's fused steps are (a meta-action's answer carries reward 0 and
-# never reaches the bridge), so the stack audit does not report it: it holds core's private key
-class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
+class Workspace(EnvHarness):
     """Answers the meta-actions itself; every other action goes to the inner env."""
 
     kind = "workspace"
@@ -132,15 +130,11 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
             last = [self.seen[-1]] if len(self.seen) > len(before) else []
             self.seen, self._seen_before_replay = [*before, *last][-self.spec.belief_capacity:], None
 
-    def step(self, action: Action) -> EnvResponse:
-        if not isinstance(action, Action) or action.tool not in META:
-            resp = self.inner.step(action)
-            if "error" not in resp.info:
-                self._remember(resp.observation.text)
-            resp.info.setdefault("envh", []).append({"layer": self.layer_id, "kind": self.kind,
-                                                     "action": "passed", "transition": False, "observation": False})
-            self._last_obs = resp.observation
-            return resp
+    def answer_action(self, action: Action, state: Any) -> Answer | None:
+        """A meta-action is answered here (core gives its step reward 0 and steps nothing
+        below); any other action goes on to the inner env."""
+        if action.tool not in META:
+            return None
         problem = _CHECKS[action.tool](dict(action.args), action.tool)
         if problem:
             answer, ok = f"Error: {problem}", False
@@ -149,13 +143,18 @@ class Workspace(EnvHarness, _core_step=_VERDICT_COMPOSER):
         if ok:
             self.counts[action.tool] += 1
         last = self._last_obs.text if self._last_obs is not None else ""
-        obs = Observation(text=f"{answer}\n\n{last}".strip(), data={"workspace": action.tool})
-        info: dict[str, Any] = {"envh": [{"layer": self.layer_id, "kind": self.kind, "action": "meta",
-                                          "meta": action.tool, "transition": True, "observation": True}],
-                                "workspace": {"meta": action.tool, "counts": dict(self.counts)}}
+        info: dict[str, Any] = {"workspace": {"meta": action.tool, "counts": dict(self.counts)}}
         if not ok:
             info["error"] = {"type": "invalid_arguments", "message": problem}
-        return EnvResponse(observation=obs, reward=0.0, info=info)
+        return Answer(observation=Observation(text=f"{answer}\n\n{last}".strip(), data={"workspace": action.tool}),
+                      info=info, effect={"meta": action.tool})
+
+    def modify_transition(self, action: Action, response: EnvResponse, state: Any) -> EnvResponse:
+        """Every other action's observation joins the generic belief (the transition is
+        not changed)."""
+        if "error" not in response.info:
+            self._remember(response.observation.text)
+        return response
 
     def get_env_state(self) -> dict[str, Any]:
         state = dict(self.inner.get_env_state())
