@@ -274,3 +274,36 @@ def test_a_step_outlasting_the_watchdog_on_a_stalled_browser_is_infra(site: str)
         assert env.evaluate().success
     finally:
         env.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_call_that_the_browsers_kill_does_not_end_does_not_hold_the_host(site: str) -> None:
+    """A Playwright call that outlives its watchdog's kill (a wedged connection: under two
+    parallel test workers a reset's new_page once waited 15 minutes) is given up on
+    ``abandon_s`` later: it fails as infra, and the runtime's next browser comes with a new
+    Playwright driver."""
+    import asyncio
+
+    from envh_webarena.runtime import BrowserRuntime
+
+    runtime = BrowserRuntime()
+    runtime.abandon_s = 1.0
+    try:
+        runtime.browser()
+        driver = runtime._driver
+        assert driver is not None
+        t0 = time.monotonic()
+        with pytest.raises(errors.InfraError) as info:
+            with runtime.watchdog(1.0, "a call that never ends"):
+                driver.call(asyncio.sleep, 3600)  # ends with nothing the browser does
+        assert time.monotonic() - t0 < 15, "the call was waited for past its abandonment"
+        assert "abandoned" in str(info.value.__cause__), info.value
+        assert not driver.alive()
+        runtime.browser()  # relaunched, on a new driver
+        assert runtime._driver is not driver and runtime._driver.alive()
+        context, page, _, _ = runtime.open_context()
+        page.goto(f"{site}/")
+        assert page.title() is not None
+        runtime.close_context(context)
+    finally:
+        runtime.close()

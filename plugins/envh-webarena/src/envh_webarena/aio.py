@@ -62,6 +62,7 @@ class Driver:
         self._wrappers: weakref.WeakValueDictionary[int, Sync] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
         self._ending = False
+        self._abandoned: str | None = None  # why callers stopped waiting on this driver (``abandon``)
         # connections of the runtime's own on this loop (rawcdp.py): closed when the loop ends
         self.closers: weakref.WeakSet[Any] = weakref.WeakSet()
         self.thread.start()
@@ -98,15 +99,28 @@ class Driver:
         return threading.get_ident() == self.thread.ident
 
     def alive(self) -> bool:
-        """Whether the driver's thread still runs its loop."""
+        """Whether the driver's thread still runs its loop and nobody gave up on it."""
+        return self._running() and self._abandoned is None
+
+    def _running(self) -> bool:
         return self.thread.is_alive() and not self._ending and not self.loop.is_closed()
+
+    def abandon(self, why: str) -> None:
+        """Give up on this driver from any thread: a call that waits on it raises
+        ``DriverGone`` (``why``) within half a second, and it is no longer ``alive``, so the
+        runtime starts a new one. For a call that does not return even once its browser is
+        dead (a wedged Playwright connection), which would otherwise hold its caller for
+        ever."""
+        self._abandoned = why
 
     def _schedule(self, factory: Callable[[], Awaitable[Any]]) -> concurrent.futures.Future[Any]:
         """Run ``factory()``'s coroutine as a task on the loop. The coroutine is made on the
         loop, so one scheduled on a loop that ends before it runs was never made (nothing
         is left un-awaited)."""
-        if not self.alive():
+        if not self._running():
             raise DriverGone("The browser driver's thread has ended; the next reset starts a new one.")
+        if self._abandoned is not None:
+            raise DriverGone(self._abandoned)
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
         def done(task: asyncio.Future[Any]) -> None:
@@ -140,6 +154,8 @@ class Driver:
                 if not self.thread.is_alive():
                     raise DriverGone("The browser driver's thread ended during a call; "
                                      "the next reset starts a new one.") from None
+                if self._abandoned is not None:
+                    raise DriverGone(self._abandoned) from None
 
     # -- calling -------------------------------------------------------------------------
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -204,11 +220,14 @@ class Driver:
     def stop(self) -> None:
         """Stop Playwright (its driver process) and the loop's thread. Idempotent."""
         pw, self.playwright = self.playwright, None
-        if pw is not None and self.alive():
+        if pw is not None and self._running():
+            abandoned, self._abandoned = self._abandoned, None  # its node process is still to end
             try:
-                self._schedule(unwrap(pw).stop).result(timeout=30)
+                self._schedule(unwrap(pw).stop).result(timeout=5 if abandoned else 30)
             except Exception:  # noqa: BLE001 - the driver may already be gone at exit
                 pass
+            finally:
+                self._abandoned = abandoned
         self._stop_loop()
 
     def _stop_loop(self) -> None:

@@ -70,6 +70,10 @@ class BrowserStall(errors.InfraError):
 
 
 PROBE_S = 2.0  # how long the watchdog waits for the browser to answer before calling it stalled
+#: Seconds a call may still take once its watchdog killed the browser (it fails at once when
+#: Playwright sees the browser go). Past them its Playwright driver is abandoned
+#: (``Driver.abandon``): the call fails and the next episode starts a new driver.
+ABANDON_S = 15.0
 
 
 def is_browser_gone(exc: BaseException) -> bool:
@@ -101,6 +105,7 @@ class BrowserRuntime:
         self.extra_args = tuple(extra_args)
         self._resolvable: frozenset[str] = frozenset()
         self.launches = 0
+        self.abandon_s = ABANDON_S  # see ABANDON_S
         self._driver: Driver | None = None
         self.devtools_port: int | None = None  # Chromium's DevTools endpoint (127.0.0.1)
         self._browser: Any = None
@@ -346,7 +351,8 @@ class BrowserRuntime:
         ``browser``: the browser to probe and kill (default: the current one)."""
         proc = proc or self._proc
         browser = browser if browser is not None else self._browser
-        fired, stalled = threading.Event(), threading.Event()
+        driver = self._driver
+        fired, stalled, ended = threading.Event(), threading.Event(), threading.Event()
 
         def fire() -> None:
             if proc is not None and proc.poll() is None:
@@ -357,6 +363,12 @@ class BrowserRuntime:
                     os.killpg(proc.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+            # a call that neither the kill nor a browser already gone ends (its Playwright
+            # connection wedged) is not waited for
+            if not ended.wait(self.abandon_s) and driver is not None:
+                driver.abandon(f"{what} did not end {self.abandon_s:g} s after its {seconds:g} s watchdog fired "
+                               f"(browser pid {proc.pid if proc else None} killed or already gone); its "
+                               "Playwright driver was abandoned and the next episode starts a new one")
 
         timer = threading.Timer(seconds, fire)
         timer.daemon = True
@@ -368,6 +380,7 @@ class BrowserRuntime:
                 raise self._overran(what, seconds, proc, stalled.is_set()) from exc
             raise
         finally:
+            ended.set()
             timer.cancel()
             if timer.is_alive():  # fired: let it finish its probe and kill before judging
                 timer.join()
