@@ -122,7 +122,7 @@ def test_the_cpu_limit_is_per_call_not_cumulative() -> None:
             env.step(ADD)
         assert jail.last_cpu_s < 0.2
         used = []
-        for _ in range(4):
+        for _ in range(8):  # one call's CPU varies with the machine's load (0.05-0.08 s here)
             env.step(ADD)
             used.append(jail.last_cpu_s)
         assert sum(used) > 0.2 + 0.1 and jail.restarts == 0, used

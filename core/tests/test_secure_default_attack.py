@@ -155,12 +155,16 @@ def test_gym_envs_are_jailed_whatever_the_spec_says() -> None:
     import gymnasium
     from envh import gym as envh_gym
 
-    envh_gym.register_envs()
-    env = gymnasium.make("envh/toy24", spec=TRUSTING_SPEC)
+    ids = envh_gym.register_envs()
     try:
-        assert [c.trust for c in _code_contracts(env.unwrapped.env)] == ["untrusted"]
-    finally:
-        env.close()
+        env = gymnasium.make("envh/toy24", spec=TRUSTING_SPEC)
+        try:
+            assert [c.trust for c in _code_contracts(env.unwrapped.env)] == ["untrusted"]
+        finally:
+            env.close()
+    finally:  # gymnasium's registry is process-wide: test_gym counts what it registers itself
+        for env_id in ids:
+            del gymnasium.registry[env_id]
 
 
 def test_no_plugin_raises_the_tier_of_spec_data() -> None:
