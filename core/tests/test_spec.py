@@ -74,22 +74,41 @@ def base_verdict(env: ActionableEnv) -> EvaluationResult:
     return bare.evaluate()
 
 
-PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def _settings(examples: int) -> settings:
+    return settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@PROPERTY
-@given(spec=stacks, task=st.sampled_from(TASKS), actions=script)
-def test_evaluate_of_any_stack_is_the_base_verdict(spec: dict, task: TaskRef, actions: list[dict]) -> None:
-    with envh.make(spec) as env:
+#: Both tiers play every stack: in this process (``trusted``), and with contract code in the
+#: jail (the default, ``None``).
+TIERS = [pytest.param("trusted", _settings(60), id="trusted"), pytest.param(None, _settings(60), id="jailed")]
+
+
+def _contract_tiers(env: ActionableEnv) -> set[str]:
+    """The tiers of the contract layers around ``env``'s base (chain legs not included)."""
+    tiers = set()
+    while env is not None:
+        if getattr(env, "kind", None) == "contract":
+            tiers.add(env.trust)
+        env = getattr(env, "inner", None)
+    return tiers
+
+
+def _evaluate_is_the_base_verdict(trust: str | None, spec: dict, task: TaskRef, actions: list[dict]) -> None:
+    with envh.make(spec, trust=trust) as env:
         play(env, task, actions)
         assert env.evaluate() == base_verdict(env)
 
 
-@PROPERTY
-@given(spec=stacks, task=st.sampled_from(TASKS), actions=script, more=script)
-def test_save_and_load_round_trip_under_any_stack(spec: dict, task: TaskRef, actions: list[dict],
-                                                  more: list[dict]) -> None:
-    with envh.make(spec) as a, envh.make(spec) as b:
+@pytest.mark.parametrize(("trust", "examples"), TIERS)
+def test_evaluate_of_any_stack_is_the_base_verdict(trust: str | None, examples: settings) -> None:
+    examples(given(spec=stacks, task=st.sampled_from(TASKS), actions=script)(
+        lambda spec, task, actions: _evaluate_is_the_base_verdict(trust, spec, task, actions)))()
+
+
+def _save_and_load_round_trip(trust: str | None, spec: dict, task: TaskRef, actions: list[dict],
+                              more: list[dict]) -> None:
+    with envh.make(spec, trust=trust) as a, envh.make(spec, trust=trust) as b:
+        assert _contract_tiers(a) <= {"trusted" if trust else "untrusted"}  # each tier really is that tier
         done = any(r.terminated or r.truncated for r in play(a, task, actions))
         saved = json.loads(json.dumps(a.save_state()))
         assert b.from_state(saved) == a.observe()
@@ -102,6 +121,12 @@ def test_save_and_load_round_trip_under_any_stack(spec: dict, task: TaskRef, act
             if ra.terminated or ra.truncated:
                 break
         assert b.evaluate() == a.evaluate()
+
+
+@pytest.mark.parametrize(("trust", "examples"), TIERS)
+def test_save_and_load_round_trip_under_any_stack(trust: str | None, examples: settings) -> None:
+    examples(given(spec=stacks, task=st.sampled_from(TASKS), actions=script, more=script)(
+        lambda spec, task, actions, more: _save_and_load_round_trip(trust, spec, task, actions, more)))()
 
 
 def test_restoring_into_a_different_stack_is_a_state_error() -> None:
