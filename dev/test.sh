@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: sets up what it needs (dev/setup.sh), checks lint (ruff over the
 # tree) and types (mypy on core, config in core/pyproject.toml), then runs every package's
-# tests and the cross-package tests in one pytest session. ENVH_TEST_WORKERS=3 runs them on
-# three parallel workers, each module whole on one (conftest.py): 30 min instead of 43 on
-# 2 cores, but the load (10-16) then fails timing-sensitive browser tests now and then, so
-# the default (0) runs them in this process.
+# tests and the cross-package tests in one pytest session. ENVH_TEST_WORKERS=2 runs them on
+# two parallel workers, each module whole on one (conftest.py): 23.5 min of tests on 2 cores;
+# each such run so far found a test that the load (4-6) broke (each fixed since), so the
+# default (0) runs them in this process until parallel runs stay green.
 # Extra arguments go to pytest.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
