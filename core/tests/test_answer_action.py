@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import envh
 import pytest
 from envh import Action, Answer, EnvHarness, EnvResponse, Observation, TaskRef
 from envh.bridges.toy24 import CURATED, Toy24Env
@@ -37,7 +38,7 @@ class Oracle(EnvHarness):
             return Answer(observation=Observation(text="Error: ask needs q"),
                           info={"error": {"type": "invalid_arguments", "message": "q missing"}})
         return Answer(observation=Observation(text=f"answer to {action.args['q']}"), info={"oracle": {"n": 1}},
-                      effect={"asked": action.args["q"], "action": "passed", "layer": "forged"})
+                      effect={"asked": action.args["q"]})
 
     def modify_transition(self, action: Action, response: EnvResponse, state: Any) -> EnvResponse:
         self.seen += 1
@@ -54,7 +55,7 @@ def test_an_answered_action_never_reaches_the_bridge_and_earns_nothing() -> None
     assert (resp.reward, resp.terminated, resp.truncated) == (0.0, False, False)
     assert json.dumps(base.save_state(), sort_keys=True) == before  # not stepped
     assert env.seen == 0  # nor were this layer's other hooks
-    # the layer's effect: its extra keys, core's own fields win over forged ones
+    # the layer's effect: its extra keys beside core's own
     (effect,) = resp.info["envh"]
     assert effect == {"asked": "which pair?", "layer": "oracle", "kind": "oracle", "action": "answered",
                       "transition": True, "observation": True}
@@ -85,6 +86,14 @@ def test_a_budget_outside_charges_answered_actions() -> None:
     (EnvResponse(observation=Observation(text="x"), reward=1.0), "expected Answer or None"),
     (Answer(observation="x"), "expected Observation"),  # type: ignore[arg-type]
     (Answer(observation=Observation(text="x"), info={"envh": []}), "info['envh']"),
+    (Answer(observation=Observation(text="x"), effect={"action": "passed"}), "sets action"),
+    (Answer(observation=Observation(text="x"), effect={"observation_before": {"text": "forged"}}),
+     "sets observation_before"),
+    (Answer(observation=Observation(text="x"), effect={"reason": "r", "sent": {}}), "sets reason, sent"),
+    (Answer(observation=Observation(text="x"), info={"error": "boom"}), "info['error'] must be a mapping"),
+    (Answer(observation=Observation(text="x"), info={"error": {"type": 1, "message": "m"}}), "info['error']"),
+    (Answer(observation=Observation(text="x"), info={"n": object()}), "not JSON data"),
+    (Answer(observation=Observation(text="x"), effect={"n": {1: 2}}), "not JSON data"),
 ])
 def test_an_answer_that_is_not_one_is_refused(answer: Any, words: str) -> None:
     env = Oracle(Toy24Env(), answer=answer)
@@ -97,3 +106,74 @@ def test_a_layer_that_answers_needs_no_step_override_and_the_audit_is_clean() ->
     assert "step" not in vars(Oracle)
     assert audit_stack(Oracle(Toy24Env())) == []
 
+
+
+class Sub(Answer):  # type: ignore[misc]
+    """Not core's record."""
+
+
+def test_a_subclass_of_answer_is_refused() -> None:
+    env = Oracle(Toy24Env(), answer=Sub(observation=Observation(text="x")))
+    env.reset(task=TASK, seed=0)
+    with pytest.raises(EnvhError, match="expected Answer or None"):
+        env.step(Action(tool="ask", args={"q": "x"}))
+
+
+class OnlyAnswers(EnvHarness):
+    """Overrides answer_action and nothing else."""
+
+    kind = "only-answers"
+
+    def answer_action(self, action: Action, state: Any) -> Any:
+        self.offered = [*getattr(self, "offered", []), action]
+        return Answer(observation=Observation(text="here")) if action.tool == "ask" else None
+
+
+class NotQuiteAnAction(Action):  # type: ignore[misc]
+    pass
+
+
+def test_a_layer_that_only_answers_answers_and_is_offered_only_actions() -> None:
+    base = Toy24Env()
+    env = OnlyAnswers(base)
+    env.reset(task=TASK, seed=0)
+    assert env.step(Action(tool="ask", args={})).observation.text == "here"
+    assert base.steps == 0
+    odd = NotQuiteAnAction(tool="ask", args={})
+    resp = env.step(odd)  # not core's Action: it goes on, unoffered, and the bridge refuses it
+    assert env.offered == [Action(tool="ask", args={})] and resp.info["envh"][-1]["action"] == "passed"
+
+
+def test_observe_is_unchanged_by_an_answer_in_every_layer_outside() -> None:
+    stage = {"kind": "stage", "actions": []}
+    for outer in ("budget", "stage", "contract"):
+        layers = {"budget": [{"kind": "budget", "max_steps": 9}], "stage": [stage],
+                  "contract": [{"kind": "contract", "code": "def filter_observation(observation, state, memo):\n"
+                                                            "    return observation.text + '!'\n"}]}[outer]
+        registry = envh.get_registry()
+        with envh.make({"bridge": "toy24", "layers": layers}, trust="trusted", registry=registry) as inner:
+            env = inner
+            # the answering layer sits under the spec's layers: rebuild the stack around it
+            innermost = env
+            while isinstance(getattr(innermost, "inner", None), EnvHarness):
+                innermost = innermost.inner
+            innermost.inner = Oracle(innermost.inner)
+            env.reset(task=TASK, seed=0)
+            before = env.observe()
+            resp = env.step(Action(tool="ask", args={"q": "which?"}))
+            assert "answer to which?" in resp.observation.text
+            assert env.observe() == before, outer
+            # nor is the answer saved as the stack's view (a budget's repeat count may see it:
+            # the same answer again is a repeat)
+            assert "answer to" not in str(env.save_state().get("last_observation")), outer
+
+
+def test_a_trajectory_records_an_answered_action_as_never_reaching_the_bridge() -> None:
+    from envh.rollout.runner import reached_base
+
+    env = Budget(Oracle(Toy24Env()), max_steps=5)
+    env.reset(task=TASK, seed=0)
+    ask = Action(tool="ask", args={"q": "x"})
+    executed, why = reached_base(ask, list(env.step(ask).info["envh"]))
+    assert executed is None and why == "answered by layer 'oracle'"
+    assert reached_base(COMBINE, list(env.step(COMBINE).info["envh"])) == (COMBINE, None)

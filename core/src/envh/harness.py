@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from . import errors
 from .env import ActionableEnv
-from .stateview import LazyState
+from .stateview import LazyState, check_plain
 from .types import (
     Action,
     Answer,
@@ -41,6 +41,21 @@ _CORE_STEPS: set[type] = set()  # core kinds whose step() is a fused form of the
 _BUILT_ON: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _HOOKS = ("on_reset", "answer_action", "filter_action", "modify_transition", "filter_observation")
 _STEP_HOOKS = frozenset(_HOOKS[1:])
+
+
+#: The keys core writes in a layer's effect record (``info["envh"]``): an ``Answer`` may not set them.
+EFFECT_KEYS = frozenset({"layer", "kind", "action", "transition", "observation", "observation_before",
+                         "reason", "sent"})
+
+
+def answered(info: Mapping[str, Any]) -> bool:
+    """Whether a layer answered this step itself (``answer_action``): the innermost effect
+    says so. Nothing in the world changed, so no layer's ``observe()`` moves."""
+    effects = info.get("envh")
+    if not effects or type(effects) is not list:
+        return False
+    first = effects[0]
+    return type(first) is dict and first.get("action") == "answered"
 
 
 class _Sealed:
@@ -108,9 +123,10 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
 
     def answer_action(self, action: Action, state: Mapping[str, Any]) -> Answer | None:
         """Answer ``action`` in this layer (an ``Answer``: what the policy sees) instead of
-        passing it on (``None``). An answered action never reaches the inner env nor this
-        layer's other step hooks; its step earns 0, ends nothing and leaves ``observe()``
-        as it was. Layers outside this one see it as any step (a budget outside charges it)."""
+        passing it on (``None``). Core then steps neither the inner env nor this layer's
+        other step hooks; the step earns 0, ends nothing and leaves ``observe()`` as it was,
+        in this layer and every one outside. Layers outside see it as any step (a budget
+        outside charges it). Only actions (``type(action) is Action``) are offered."""
         return None
 
     def filter_action(self, action: Action, state: Mapping[str, Any]) -> Action | Block:
@@ -176,7 +192,7 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
             info = resp.info
             info.setdefault("envh", []).append({"layer": self.layer_id, "kind": self.kind, "action": "passed",
                                                 "transition": False, "observation": False})
-            if "error" not in info:
+            if "error" not in info and not answered(info):
                 self._last_obs = resp.observation
             return resp
         over = self._overrides if type(action) is Action else self._overrides & {"filter_observation"}
@@ -227,21 +243,35 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
 
     def _answered(self, answer: Answer) -> EnvResponse:
         """The step of an action this layer answered: reward 0, nothing ended, the inner env
-        not stepped, ``observe()`` unchanged."""
+        not stepped by core, ``observe()`` unchanged (here and in every layer outside)."""
+        who = f"{type(self).__name__}.answer_action"
         if type(answer) is not Answer:
-            raise errors.EnvhError(f"{type(self).__name__}.answer_action returned {type(answer).__name__}; "
-                                   "expected Answer or None")
+            raise errors.EnvhError(f"{who} returned {type(answer).__name__}; expected Answer or None")
         if type(answer.observation) is not Observation:
-            raise errors.EnvhError(f"{type(self).__name__}.answer_action's Answer.observation is "
-                                   f"{type(answer.observation).__name__}; expected Observation")
+            raise errors.EnvhError(f"{who}'s Answer.observation is {type(answer.observation).__name__}; "
+                                   "expected Observation")
         if "envh" in answer.info:
-            raise errors.EnvhError(f"{type(self).__name__}.answer_action set info['envh']: that key is core's "
-                                   "record of each layer's effect")
-        effect = {**thaw(answer.effect), "layer": self.layer_id, "kind": self.kind, "action": "answered",
+            raise errors.EnvhError(f"{who} set info['envh']: that key is core's record of each layer's effect")
+        forged = sorted(EFFECT_KEYS & set(answer.effect))
+        if forged:
+            raise errors.EnvhError(f"{who}'s Answer.effect sets {', '.join(forged)}: core writes those keys of "
+                                   "a layer's effect")
+        error = answer.info.get("error")
+        if error is not None and not (isinstance(error, Mapping) and type(error.get("type")) is str
+                                      and type(error.get("message")) is str):
+            raise errors.EnvhError(f"{who}'s info['error'] must be a mapping with a str 'type' and 'message', "
+                                   "as a bridge's error is")
+        info, extra = thaw(answer.info), thaw(answer.effect)
+        try:
+            check_plain(info, "$.info")
+            check_plain(extra, "$.effect")
+        except errors.StateError as exc:
+            raise errors.EnvhError(f"{who}'s Answer holds something that is not JSON data: {exc}") from None
+        effect = {**extra, "layer": self.layer_id, "kind": self.kind, "action": "answered",
                   "transition": True, "observation": True}
         # observe() keeps the state's view: an answer changes nothing in the world (a
         # restored stack, which never saw the answer, shows the same)
-        return _response(answer.observation, 0.0, False, False, {**thaw(answer.info), "envh": [effect]})
+        return _response(answer.observation, 0.0, False, False, {**info, "envh": [effect]})
 
     @staticmethod
     def _blocked(block: Block) -> EnvResponse:
@@ -268,7 +298,9 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
         if received is not None and obs is not received and ((o_eff and not t_eff) or obs != received):
             effect["observation_before"] = _obs_view(received)
         info.setdefault("envh", []).append(effect)
-        if "error" not in info:  # a refused action changes nothing: observe() keeps the state's view
+        # a refused action, or one a layer inside answered, changes nothing: observe() keeps
+        # the state's view
+        if "error" not in info and not answered(info):
             self._last_obs = obs
         if obs is not resp.observation:
             resp = _response(obs, resp.reward, resp.terminated, resp.truncated, info)

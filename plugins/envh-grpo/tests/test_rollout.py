@@ -105,3 +105,13 @@ def test_a_workspace_layers_meta_action_counts_reach_diversity_and_spam(tokenize
     assert terms.raw_spam == 1 + 1  # one repeated reply + one note beyond the allowance of 3
     plain = _play(tokenizer, replies[6:])
     assert plain.facts.meta is None  # no workspace layer: the terms are the plain ones
+
+
+def test_meta_actions_are_read_from_the_answered_effect_and_from_older_records() -> None:
+    from envh_grpo.rollout import meta_action
+
+    now = {"envh": [{"layer": "workspace", "kind": "workspace", "action": "answered", "meta": "note"}]}
+    before = {"envh": [{"layer": "workspace", "kind": "workspace", "action": "meta", "meta": "track"}]}
+    assert (meta_action(now), meta_action(before)) == ("note", "track")
+    assert meta_action({**now, "error": {"type": "invalid_arguments", "message": "m"}}) == ""  # refused
+    assert meta_action({"envh": [{"kind": "other", "action": "answered", "meta": "note"}]}) == ""

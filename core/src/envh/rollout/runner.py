@@ -326,6 +326,8 @@ def reached_base(proposed: Action, effects: list[dict[str, Any]]) -> tuple[Actio
     for effect in reversed(effects):
         if effect.get("action") == "blocked":
             return None, str(effect.get("reason", ""))
+        if effect.get("action") == "answered":  # the layer answered it: it never went further in
+            return None, f"answered by layer {effect.get('layer')!r}"
         if effect.get("action") == "rewritten" and isinstance(effect.get("sent"), dict):
             sent = effect["sent"]
             current = Action(tool=sent.get("tool", ""), args=dict(sent.get("args") or {}))

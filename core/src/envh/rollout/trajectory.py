@@ -97,7 +97,7 @@ class ModelTurn:
 class StepRecord:
     """One step. ``proposed`` is the policy's action (``None``: unparseable output, see
     ``invalid``); ``executed`` is the action as it reached the base env (``None`` when a
-    layer blocked it, see ``blocked``, or when the output was invalid). ``observation`` is
+    layer blocked it or answered it itself, see ``blocked``, or when the output was invalid). ``observation`` is
     what the policy saw next; ``base_observation`` is set only when a layer changed it."""
 
     index: int
