@@ -87,7 +87,7 @@ def generate(n: int, seed: int = 0, size: int = 4, max_number: int = 13) -> list
     return list(_generate(n, seed, size, max_number))
 
 
-@functools.lru_cache(maxsize=32)
+@functools.lru_cache(maxsize=32, typed=True)  # 13 and 13.0 are not one key: the second fails
 def _generate(n: int, seed: int, size: int, max_number: int) -> tuple[str, ...]:
     rng = random.Random(seed)
     out: list[str] = []
