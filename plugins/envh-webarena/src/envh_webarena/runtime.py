@@ -30,7 +30,7 @@ from typing import Any
 
 from envh import errors
 
-from envh_webarena.aio import Driver
+from envh_webarena.aio import Driver, DriverGone
 from envh_webarena.spare import Spare, options_key
 
 CHROMIUM_ARGS = (
@@ -352,7 +352,7 @@ class BrowserRuntime:
         proc = proc or self._proc
         browser = browser if browser is not None else self._browser
         driver = self._driver
-        fired, stalled, ended = threading.Event(), threading.Event(), threading.Event()
+        fired, stalled, ended, abandoned = threading.Event(), threading.Event(), threading.Event(), threading.Event()
 
         def fire() -> None:
             if proc is not None and proc.poll() is None:
@@ -366,6 +366,7 @@ class BrowserRuntime:
             # a call that neither the kill nor a browser already gone ends (its Playwright
             # connection wedged) is not waited for
             if not ended.wait(self.abandon_s) and driver is not None:
+                abandoned.set()
                 driver.abandon(f"{what} did not end {self.abandon_s:g} s after its {seconds:g} s watchdog fired "
                                f"(browser pid {proc.pid if proc else None} killed or already gone); its "
                                "Playwright driver was abandoned and the next episode starts a new one")
@@ -376,6 +377,8 @@ class BrowserRuntime:
         try:
             yield
         except Exception as exc:
+            if abandoned.is_set() and isinstance(exc, DriverGone):
+                raise  # infra whatever the page did: the call outlived its browser's kill, not a page hang
             if fired.is_set():
                 raise self._overran(what, seconds, proc, stalled.is_set()) from exc
             raise
