@@ -20,10 +20,13 @@ time over the repeats counts, so machine load hits all alike; the load average i
 per bridge. Needs dockerd and the test images for swebench (``source dev/setup.d/docker.sh``),
 Chromium for the web bridges (``dev/setup.d/browser.sh``).
 
-Beside each bridge: the floor, a one-byte exchange with a plain Python child after as much
-host work as the bridge's bare step (no jail, no JSON, no hook), and the ceiling it sets:
-``bare / (bare + 2 × floor)``, the most of the bare steps/s any jail in another process
-could keep on that bridge on this machine.
+Beside each bridge: the floor, a one-byte exchange with a plain Python child blocked on its
+pipe, after as much host work as the bridge's bare step (no jail, no JSON, no hook), and
+the ceiling it puts near: ``bare / (bare + 2 × median floor)``, about the most of the bare
+steps/s a jail that sleeps between calls could keep on that bridge on this machine. (This
+jail must sleep: it is stopped between calls, so nothing it left behind runs. A child
+spinning on shared memory answers faster, but burns a CPU while the policy thinks.) An
+estimate, not a bound: the median exchange against bare's best of repeats.
 
 Last line: JSON with every figure; ``ratio`` = min over measured bridges of jailed ÷ bare
 steps/s (the requirement: >= 0.95).
@@ -357,14 +360,16 @@ def _host_work(us: float) -> None:
 
 
 def pipe_floor_us(calls: int, gap_us: float = 0.0) -> dict[str, float]:
-    """The least any process boundary costs: one byte to a plain Python child over a pipe
-    and one byte back (no bubblewrap, no limits, no JSON, no SIGSTOP, no hook), the host
-    spinning for the answer as the jail's host does, each exchange after ``gap_us`` µs of
-    host work (a bridge's step: the child has been asleep that long). Two of these a step
-    bound what any jail that runs hook code in another process can keep of a bridge's
-    steps/s: ``bare / (bare + 2 × floor)``."""
+    """What a process boundary with a sleeping child costs at least: one byte to a plain
+    Python child blocked on its pipe and one byte back (no bubblewrap, no limits, no JSON,
+    no SIGSTOP, no hook), the host spinning for the answer as the jail's host does
+    (``SPIN_S``), each exchange after ``gap_us`` µs of host work (a bridge's step: the
+    child has slept that long). Two of these a step put near what a jail that sleeps between
+    calls can keep of a bridge's steps/s: ``bare / (bare + 2 × floor)``."""
     import select
     import subprocess
+
+    from envh.jail.process import SPIN_S
 
     proc = subprocess.Popen([sys.executable, "-S", "-c", FLOOR_CHILD], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, bufsize=0)
@@ -379,7 +384,7 @@ def pipe_floor_us(calls: int, gap_us: float = 0.0) -> dict[str, float]:
                 _host_work(gap_us)
             t0 = time.perf_counter()
             os.write(wfd, b"x")
-            end = t0 + 0.0002  # the jail host's spin (envh.jail.process.SPIN_S)
+            end = t0 + SPIN_S
             while not poller.poll(0) and time.perf_counter() < end:
                 pass
             if os.read(rfd, 1) != b"x":
@@ -437,9 +442,9 @@ def main() -> None:
                   f"trusted÷bare {res['ratio_trusted']:.3f}"
                   f"   per round trip {res['trip_us']:+.0f} µs   ({res['steps']} steps × best of {res['repeats']}; "
                   f"{time.perf_counter() - t0:.0f} s; load {_load()})", flush=True)
-            print(f"{'':>16}  floor: a 1-byte exchange with a plain child after a step's work "
-                  f"{res['floor']['median_us']:.0f} µs (min {res['floor']['min_us']:.0f}): no process jail keeps "
-                  f"more than {res['ceiling']:.3f} of bare steps/s", flush=True)
+            print(f"{'':>16}  floor: a 1-byte exchange with a sleeping child after a step's work "
+                  f"{res['floor']['median_us']:.0f} µs (min {res['floor']['min_us']:.0f}): a jail that sleeps "
+                  f"between calls keeps about {res['ceiling']:.3f} of bare steps/s at most", flush=True)
     finally:
         with contextlib.suppress(Exception):
             from envh_webarena.runtime import close_shared_runtimes
