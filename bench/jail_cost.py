@@ -366,17 +366,15 @@ def pipe_floor_us(calls: int, gap_us: float = 0.0) -> dict[str, float]:
     (``SPIN_S``), each exchange after ``gap_us`` µs of host work (a bridge's step: the
     child has slept that long). Two of these a step put near what a jail that sleeps between
     calls can keep of a bridge's steps/s: ``bare / (bare + 2 × floor)``."""
-    import select
     import subprocess
 
     from envh.jail.process import SPIN_S
+    from envh.jail.wire import _spin  # the jail host's own wait for an answer
 
     proc = subprocess.Popen([sys.executable, "-S", "-c", FLOOR_CHILD], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, bufsize=0)
     assert proc.stdin is not None and proc.stdout is not None
     wfd, rfd = proc.stdin.fileno(), proc.stdout.fileno()
-    poller = select.poll()
-    poller.register(rfd, select.POLLIN)
     times = []
     try:
         for _ in range(calls):
@@ -384,9 +382,7 @@ def pipe_floor_us(calls: int, gap_us: float = 0.0) -> dict[str, float]:
                 _host_work(gap_us)
             t0 = time.perf_counter()
             os.write(wfd, b"x")
-            end = t0 + SPIN_S
-            while not poller.poll(0) and time.perf_counter() < end:
-                pass
+            _spin(rfd, SPIN_S)
             if os.read(rfd, 1) != b"x":
                 raise AssertionError("the floor child did not echo")
             times.append(time.perf_counter() - t0)

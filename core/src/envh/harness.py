@@ -192,8 +192,7 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
             info = resp.info
             info.setdefault("envh", []).append({"layer": self.layer_id, "kind": self.kind, "action": "passed",
                                                 "transition": False, "observation": False})
-            if "error" not in info and not answered(info):
-                self._last_obs = resp.observation
+            self._see(info, resp.observation)
             return resp
         over = self._overrides if type(action) is Action else self._overrides & {"filter_observation"}
         a_eff: str = "passed"
@@ -273,6 +272,12 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
         # restored stack, which never saw the answer, shows the same)
         return _response(answer.observation, 0.0, False, False, {**info, "envh": [effect]})
 
+    def _see(self, info: Mapping[str, Any], obs: Observation) -> None:
+        """``observe()`` follows a step's observation, unless the step was refused or a layer
+        inside answered it: neither changes anything, so the state's view stays."""
+        if "error" not in info and not answered(info):
+            self._last_obs = obs
+
     @staticmethod
     def _blocked(block: Block) -> EnvResponse:
         """The answer to a blocked action: the inner env is not stepped."""
@@ -298,10 +303,7 @@ class EnvHarness(ActionableEnv, metaclass=_SealedMeta):
         if received is not None and obs is not received and ((o_eff and not t_eff) or obs != received):
             effect["observation_before"] = _obs_view(received)
         info.setdefault("envh", []).append(effect)
-        # a refused action, or one a layer inside answered, changes nothing: observe() keeps
-        # the state's view
-        if "error" not in info and not answered(info):
-            self._last_obs = obs
+        self._see(info, obs)
         if obs is not resp.observation:
             resp = _response(obs, resp.reward, resp.terminated, resp.truncated, info)
         return resp

@@ -30,14 +30,14 @@ def rss() -> int:
         return int(fh.read().split()[1]) * resource.getpagesize()
 
 
-def reset_peak() -> bool:
-    """Reset the kernel's high-water mark of resident memory (``VmHWM``); False where it cannot."""
+def reset_peak() -> None:
+    """Reset the kernel's high-water mark of resident memory (``VmHWM``) where it can (else
+    the peak stays the process's whole life's, as ``ru_maxrss``)."""
     try:
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")
-        return True
     except OSError:
-        return False
+        pass
 
 
 def peak() -> int:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 import attrs
 
 from ..env import ActionableEnv
-from ..harness import _VERDICT_COMPOSER, EnvHarness, answered
+from ..harness import _VERDICT_COMPOSER, EnvHarness
 from ..spec import BuildContext, LayerSpec
 from ..types import Action, EnvResponse, ResetResult
 
@@ -71,8 +71,7 @@ class Budget(EnvHarness, _core_step=_VERDICT_COMPOSER):
                 truncated = True
         info.setdefault("envh", []).append({"layer": self.layer_id, "kind": self.kind, "action": "passed",
                                             "transition": truncated, "observation": False})
-        if "error" not in info and not answered(info):
-            self._last_obs = resp.observation
+        self._see(info, resp.observation)
         return resp
 
     def layer_state(self) -> Any:

@@ -113,13 +113,14 @@ class Driver:
         ever."""
         self._abandoned = why
 
-    def _schedule(self, factory: Callable[[], Awaitable[Any]]) -> concurrent.futures.Future[Any]:
+    def _schedule(self, factory: Callable[[], Awaitable[Any]], *,
+                  abandoned_too: bool = False) -> concurrent.futures.Future[Any]:
         """Run ``factory()``'s coroutine as a task on the loop. The coroutine is made on the
         loop, so one scheduled on a loop that ends before it runs was never made (nothing
-        is left un-awaited)."""
+        is left un-awaited). On an abandoned driver only with ``abandoned_too`` (``stop``)."""
         if not self._running():
             raise DriverGone("The browser driver's thread has ended; the next reset starts a new one.")
-        if self._abandoned is not None:
+        if self._abandoned is not None and not abandoned_too:
             raise DriverGone(self._abandoned)
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
@@ -220,14 +221,11 @@ class Driver:
     def stop(self) -> None:
         """Stop Playwright (its driver process) and the loop's thread. Idempotent."""
         pw, self.playwright = self.playwright, None
-        if pw is not None and self._running():
-            abandoned, self._abandoned = self._abandoned, None  # its node process is still to end
+        if pw is not None and self._running():  # an abandoned one's node process is still to end
             try:
-                self._schedule(unwrap(pw).stop).result(timeout=5 if abandoned else 30)
+                self._schedule(unwrap(pw).stop, abandoned_too=True).result(timeout=30 if self.alive() else 5)
             except Exception:  # noqa: BLE001 - the driver may already be gone at exit
                 pass
-            finally:
-                self._abandoned = abandoned
         self._stop_loop()
 
     def _stop_loop(self) -> None:
