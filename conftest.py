@@ -14,6 +14,15 @@ import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Parallel workers share the machine's cores: a torch (OpenMP/MKL) process that starts
+    # one thread per core beside another busy worker waits on its slowest thread at every
+    # matmul. Measured on 2 cores beside one busy process: GRPO training 101 s with two
+    # threads, 62 s with one (idle: 43 and 61). Set before any test imports torch, and
+    # inherited by the processes tests start (a trainer, DeepSpeed ranks, a vLLM server).
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_name, "1")
+
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
@@ -52,7 +61,7 @@ FIRST = (
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent without xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """Under pytest-xdist (dev/test.sh runs ``-n 3``): each test module is one unit of work,
+    """Under pytest-xdist (``ENVH_TEST_WORKERS`` in dev/test.sh): each test module is one unit of work,
     run whole by one worker, except ``SPLIT_MODULES``, whose tests are spread one by one.
     (xdist's own ``loadgroup`` marks have no effect under pytest 9: the group rides on a
     node id attribute pytest no longer reads.)"""
