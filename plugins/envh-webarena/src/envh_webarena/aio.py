@@ -28,7 +28,10 @@ import collections
 import concurrent.futures
 import functools
 import inspect
+import os
+import signal
 import threading
+import time
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -39,6 +42,45 @@ from envh import errors
 class DriverGone(errors.InfraError):
     """The driver's thread ended (its loop stopped): nothing more can reach the browser
     through it; the runtime starts a new driver with the next browser."""
+
+
+#: Driver starts one at a time, so that the child process a start adds is its own.
+_STARTING = threading.Lock()
+
+
+def _children() -> dict[int, str]:
+    """This process's child processes: pid -> start time (``/proc``'s clock ticks)."""
+    me, out = os.getpid(), {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    fields = f.read().rpartition(")")[2].split()
+            except OSError:
+                continue
+            if int(fields[1]) == me:
+                out[int(name)] = fields[19]
+    return out
+
+
+def _is_driver(pid: int) -> bool:
+    """Whether ``pid`` runs Playwright's driver (``node .../cli.js run-driver``)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"run-driver" in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _same_process(pid: int, started: str, *, zombie: bool = False) -> bool:
+    """Whether ``pid`` is still the process that started at ``started`` (not a reused pid),
+    running (or, with ``zombie``, also ended but not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return False
+    return fields[19] == started and (zombie or fields[0] != "Z")
 
 
 @functools.cache
@@ -67,8 +109,16 @@ class Driver:
         self.closers: weakref.WeakSet[Any] = weakref.WeakSet()
         self.thread.start()
         self.playwright: Any = None
+        #: Playwright's node process (pid, start time): killed by ``stop`` if asking it to
+        #: stop did not end it (a wedged connection on an abandoned driver).
+        self.node: tuple[int, str] | None = None
         try:
-            self.playwright = self.call(async_playwright().start)
+            with _STARTING:
+                before = _children()
+                self.playwright = self.call(async_playwright().start)
+                added = {pid: t for pid, t in _children().items() if before.get(pid) != t and _is_driver(pid)}
+            if len(added) == 1:
+                self.node = next(iter(added.items()))
         except BaseException:
             self._stop_loop()
             raise
@@ -112,6 +162,11 @@ class Driver:
         dead (a wedged Playwright connection), which would otherwise hold its caller for
         ever."""
         self._abandoned = why
+
+    @property
+    def abandoned(self) -> str | None:
+        """Why callers gave up on this driver (``abandon``), or None."""
+        return self._abandoned
 
     def _schedule(self, factory: Callable[[], Awaitable[Any]], *,
                   abandoned_too: bool = False) -> concurrent.futures.Future[Any]:
@@ -226,7 +281,26 @@ class Driver:
                 self._schedule(unwrap(pw).stop, abandoned_too=True).result(timeout=30 if self.alive() else 5)
             except Exception:  # noqa: BLE001 - the driver may already be gone at exit
                 pass
+        node, self.node = self.node, None
+        if node is not None and _same_process(*node):  # asked, it did not end: wedged
+            self._kill(*node)
         self._stop_loop()
+
+    def _kill(self, pid: int, started: str) -> None:
+        """Kill the driver's node process, then let the loop see it end (asyncio reaps it
+        and closes its pipes on the loop: a loop stopped first leaves them open)."""
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and _same_process(pid, started, zombie=True):
+            time.sleep(0.05)
+        if self._running():
+            try:
+                self._schedule(lambda: asyncio.sleep(0.2), abandoned_too=True).result(timeout=5)
+            except Exception:  # noqa: BLE001 - the loop may end meanwhile
+                pass
 
     def _stop_loop(self) -> None:
         if self.thread.is_alive() and not self._ending and not self.loop.is_closed():
