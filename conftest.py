@@ -20,8 +20,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # matmul. Measured on 2 cores beside one busy process: GRPO training 101 s with two
     # threads, 62 s with one (idle: 43 and 61). Set before any test imports torch, and
     # inherited by the processes tests start (a trainer, DeepSpeed ranks, a vLLM server).
-    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ.setdefault(_name, "1")
+    # A count the caller set for any of them is theirs: MKL's would override OMP's.
+    _THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+    if not any(name in os.environ for name in _THREADS):
+        os.environ.update(dict.fromkeys(_THREADS, "1"))
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -72,15 +72,17 @@ def _is_driver(pid: int) -> bool:
         return False
 
 
-def _same_process(pid: int, started: str, *, zombie: bool = False) -> bool:
+def _same_process(pid: int, started: str, *, zombie: bool = False, parent: int | None = None) -> bool:
     """Whether ``pid`` is still the process that started at ``started`` (not a reused pid),
-    running (or, with ``zombie``, also ended but not yet reaped)."""
+    a child of ``parent`` if given, running (or, with ``zombie``, also ended but not yet
+    reaped)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rpartition(")")[2].split()
     except OSError:
         return False
-    return fields[19] == started and (zombie or fields[0] != "Z")
+    return (fields[19] == started and (zombie or fields[0] != "Z")
+            and (parent is None or int(fields[1]) == parent))
 
 
 @functools.cache
@@ -112,13 +114,21 @@ class Driver:
         #: Playwright's node process (pid, start time): killed by ``stop`` if asking it to
         #: stop did not end it (a wedged connection on an abandoned driver).
         self.node: tuple[int, str] | None = None
+        self._owner = os.getpid()  # a forked child's stop must not kill its parent's node
         try:
-            with _STARTING:
-                before = _children()
+            # a start that hangs holds the lock: the next driver waits 10 s, then starts
+            # without knowing its node (it can then not be killed, only asked to stop)
+            if _STARTING.acquire(timeout=10):
+                try:
+                    before = _children()
+                    self.playwright = self.call(async_playwright().start)
+                    added = {pid: t for pid, t in _children().items() if before.get(pid) != t and _is_driver(pid)}
+                finally:
+                    _STARTING.release()
+                if len(added) == 1:
+                    self.node = next(iter(added.items()))
+            else:
                 self.playwright = self.call(async_playwright().start)
-                added = {pid: t for pid, t in _children().items() if before.get(pid) != t and _is_driver(pid)}
-            if len(added) == 1:
-                self.node = next(iter(added.items()))
         except BaseException:
             self._stop_loop()
             raise
@@ -282,17 +292,26 @@ class Driver:
             except Exception:  # noqa: BLE001 - the driver may already be gone at exit
                 pass
         node, self.node = self.node, None
-        if node is not None and _same_process(*node):  # asked, it did not end: wedged
+        if node is not None and os.getpid() == self._owner:  # asked, it did not end: wedged
             self._kill(*node)
         self._stop_loop()
 
     def _kill(self, pid: int, started: str) -> None:
-        """Kill the driver's node process, then let the loop see it end (asyncio reaps it
-        and closes its pipes on the loop: a loop stopped first leaves them open)."""
+        """Kill the driver's node process if it is still the one this driver started (its
+        start time, and a child of this process), then let the loop see it end (asyncio
+        reaps it and closes its pipes on the loop: a loop stopped first leaves them open)."""
         try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
+            handle = os.pidfd_open(pid)  # the signal reaches this process, even if the pid is reused
+        except OSError:
             return
+        try:
+            if not _same_process(pid, started, parent=self._owner):
+                return
+            signal.pidfd_send_signal(handle, signal.SIGKILL)
+        except OSError:
+            return
+        finally:
+            os.close(handle)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and _same_process(pid, started, zombie=True):
             time.sleep(0.05)
