@@ -26,12 +26,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import functools
 import inspect
 import os
 import signal
 import threading
-import time
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -284,42 +284,44 @@ class Driver:
 
     # -- end -----------------------------------------------------------------------------
     def stop(self) -> None:
-        """Stop Playwright (its driver process) and the loop's thread. Idempotent."""
+        """Stop Playwright (its driver process) and the loop's thread. Idempotent. A node
+        process that asking does not end (a wedged connection) is killed, and Playwright's
+        stop then waited for again: it ends once the loop has seen the process end (a loop
+        stopped before that leaves the process's pipes and transport open)."""
         pw, self.playwright = self.playwright, None
+        node, self.node = self.node, None
+        mine = node is not None and os.getpid() == self._owner
+        stopping: concurrent.futures.Future[Any] | None = None
         if pw is not None and self._running():  # an abandoned one's node process is still to end
             try:
-                self._schedule(unwrap(pw).stop, abandoned_too=True).result(timeout=30 if self.alive() else 5)
+                stopping = self._schedule(unwrap(pw).stop, abandoned_too=True)
+                stopping.result(timeout=30 if self.alive() else 5)
             except Exception:  # noqa: BLE001 - the driver may already be gone at exit
                 pass
-        node, self.node = self.node, None
-        if node is not None and os.getpid() == self._owner:  # asked, it did not end: wedged
-            self._kill(*node)
+        if mine and node is not None and self._kill(*node):
+            with contextlib.suppress(Exception):  # the loop sees the process end
+                if stopping is not None and not stopping.done():
+                    stopping.result(timeout=10)
+                elif self._running():
+                    self._schedule(lambda: asyncio.sleep(0.5), abandoned_too=True).result(timeout=10)
         self._stop_loop()
 
-    def _kill(self, pid: int, started: str) -> None:
+    def _kill(self, pid: int, started: str) -> bool:
         """Kill the driver's node process if it is still the one this driver started (its
-        start time, and a child of this process), then let the loop see it end (asyncio
-        reaps it and closes its pipes on the loop: a loop stopped first leaves them open)."""
+        start time, and a child of this process); whether it was killed."""
         try:
             handle = os.pidfd_open(pid)  # the signal reaches this process, even if the pid is reused
         except OSError:
-            return
+            return False
         try:
             if not _same_process(pid, started, parent=self._owner):
-                return
+                return False
             signal.pidfd_send_signal(handle, signal.SIGKILL)
         except OSError:
-            return
+            return False
         finally:
             os.close(handle)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and _same_process(pid, started, zombie=True):
-            time.sleep(0.05)
-        if self._running():
-            try:
-                self._schedule(lambda: asyncio.sleep(0.2), abandoned_too=True).result(timeout=5)
-            except Exception:  # noqa: BLE001 - the loop may end meanwhile
-                pass
+        return True
 
     def _stop_loop(self) -> None:
         if self.thread.is_alive() and not self._ending and not self.loop.is_closed():
