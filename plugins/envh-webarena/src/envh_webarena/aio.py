@@ -26,11 +26,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
-import contextlib
 import functools
 import inspect
-import os
-import signal
 import threading
 import weakref
 from collections.abc import Awaitable, Callable
@@ -42,47 +39,6 @@ from envh import errors
 class DriverGone(errors.InfraError):
     """The driver's thread ended (its loop stopped): nothing more can reach the browser
     through it; the runtime starts a new driver with the next browser."""
-
-
-#: Driver starts one at a time, so that the child process a start adds is its own.
-_STARTING = threading.Lock()
-
-
-def _children() -> dict[int, str]:
-    """This process's child processes: pid -> start time (``/proc``'s clock ticks)."""
-    me, out = os.getpid(), {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as f:
-                    fields = f.read().rpartition(")")[2].split()
-            except OSError:
-                continue
-            if int(fields[1]) == me:
-                out[int(name)] = fields[19]
-    return out
-
-
-def _is_driver(pid: int) -> bool:
-    """Whether ``pid`` runs Playwright's driver (``node .../cli.js run-driver``)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"run-driver" in f.read().split(b"\0")
-    except OSError:
-        return False
-
-
-def _same_process(pid: int, started: str, *, zombie: bool = False, parent: int | None = None) -> bool:
-    """Whether ``pid`` is still the process that started at ``started`` (not a reused pid),
-    a child of ``parent`` if given, running (or, with ``zombie``, also ended but not yet
-    reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rpartition(")")[2].split()
-    except OSError:
-        return False
-    return (fields[19] == started and (zombie or fields[0] != "Z")
-            and (parent is None or int(fields[1]) == parent))
 
 
 @functools.cache
@@ -111,24 +67,8 @@ class Driver:
         self.closers: weakref.WeakSet[Any] = weakref.WeakSet()
         self.thread.start()
         self.playwright: Any = None
-        #: Playwright's node process (pid, start time): killed by ``stop`` if asking it to
-        #: stop did not end it (a wedged connection on an abandoned driver).
-        self.node: tuple[int, str] | None = None
-        self._owner = os.getpid()  # a forked child's stop must not kill its parent's node
         try:
-            # a start that hangs holds the lock: the next driver waits 10 s, then starts
-            # without knowing its node (it can then not be killed, only asked to stop)
-            if _STARTING.acquire(timeout=10):
-                try:
-                    before = _children()
-                    self.playwright = self.call(async_playwright().start)
-                    added = {pid: t for pid, t in _children().items() if before.get(pid) != t and _is_driver(pid)}
-                finally:
-                    _STARTING.release()
-                if len(added) == 1:
-                    self.node = next(iter(added.items()))
-            else:
-                self.playwright = self.call(async_playwright().start)
+            self.playwright = self.call(async_playwright().start)
         except BaseException:
             self._stop_loop()
             raise
@@ -172,11 +112,6 @@ class Driver:
         dead (a wedged Playwright connection), which would otherwise hold its caller for
         ever."""
         self._abandoned = why
-
-    @property
-    def abandoned(self) -> str | None:
-        """Why callers gave up on this driver (``abandon``), or None."""
-        return self._abandoned
 
     def _schedule(self, factory: Callable[[], Awaitable[Any]], *,
                   abandoned_too: bool = False) -> concurrent.futures.Future[Any]:
@@ -284,44 +219,14 @@ class Driver:
 
     # -- end -----------------------------------------------------------------------------
     def stop(self) -> None:
-        """Stop Playwright (its driver process) and the loop's thread. Idempotent. A node
-        process that asking does not end (a wedged connection) is killed, and Playwright's
-        stop then waited for again: it ends once the loop has seen the process end (a loop
-        stopped before that leaves the process's pipes and transport open)."""
+        """Stop Playwright (its driver process) and the loop's thread. Idempotent."""
         pw, self.playwright = self.playwright, None
-        node, self.node = self.node, None
-        mine = node is not None and os.getpid() == self._owner
-        stopping: concurrent.futures.Future[Any] | None = None
         if pw is not None and self._running():  # an abandoned one's node process is still to end
             try:
-                stopping = self._schedule(unwrap(pw).stop, abandoned_too=True)
-                stopping.result(timeout=30 if self.alive() else 5)
+                self._schedule(unwrap(pw).stop, abandoned_too=True).result(timeout=30 if self.alive() else 5)
             except Exception:  # noqa: BLE001 - the driver may already be gone at exit
                 pass
-        if mine and node is not None and self._kill(*node):
-            with contextlib.suppress(Exception):  # the loop sees the process end
-                if stopping is not None and not stopping.done():
-                    stopping.result(timeout=10)
-                elif self._running():
-                    self._schedule(lambda: asyncio.sleep(0.5), abandoned_too=True).result(timeout=10)
         self._stop_loop()
-
-    def _kill(self, pid: int, started: str) -> bool:
-        """Kill the driver's node process if it is still the one this driver started (its
-        start time, and a child of this process); whether it was killed."""
-        try:
-            handle = os.pidfd_open(pid)  # the signal reaches this process, even if the pid is reused
-        except OSError:
-            return False
-        try:
-            if not _same_process(pid, started, parent=self._owner):
-                return False
-            signal.pidfd_send_signal(handle, signal.SIGKILL)
-        except OSError:
-            return False
-        finally:
-            os.close(handle)
-        return True
 
     def _stop_loop(self) -> None:
         if self.thread.is_alive() and not self._ending and not self.loop.is_closed():

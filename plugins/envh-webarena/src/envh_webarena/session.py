@@ -122,9 +122,6 @@ class BrowserSession:
         crash event came)."""
         if not self.browser_alive():
             driver = self.runtime._driver
-            if driver is not None and driver.abandoned is not None:
-                raise errors.InfraError(f"The browser driver was abandoned mid-episode ({driver.abandoned}); "
-                                        "the next reset starts a new one with a new browser.")
             if driver is not None and not driver.alive():
                 raise errors.InfraError("The browser driver's thread ended mid-episode; the next reset "
                                         "starts a new one with a new browser.")
