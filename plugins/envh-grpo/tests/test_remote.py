@@ -145,20 +145,25 @@ def test_an_episode_whose_prompt_outgrows_the_context_ends_there(tokenizer, pool
 
 
 def _train_step(out, **rollout):
-    """One GRPO step of SmolLM2 (one process, no DeepSpeed) and a held-out evaluation."""
+    """One GRPO step of SmolLM2 (one process, no DeepSpeed) and a held-out evaluation. The
+    step is the run's last and ``save_final`` is off, so no checkpoint is written although
+    ``save_every`` is 1 (``envh experiment``'s setting; test_cli checks the default)."""
     from envh_grpo.config import from_data
     from envh_grpo.trainer import GRPOTrainer
 
     config = from_data({
         "group_size": 2, "groups_per_step": 2, "max_turns": 2, "max_response_tokens": 6, "steps": 1,
         "micro_batch": 4, "optim": {"lr": 1e-4}, "deepspeed": {"enabled": "false"}, "threads": 1, "seed": 0,
+        "save_every": 1,
         "envs": [{"spec": "toy24", "split": "easy"}], "rollout": rollout, "output_dir": str(out),
         "log": {"tensorboard": "false", "wandb": "false", "progress": False}})
-    trainer = GRPOTrainer(config)
+    trainer = GRPOTrainer(config, save_final=False)
     try:
-        return trainer.train_step() | trainer.evaluate()  # held-out evaluation through the same workers
+        record = trainer.train_step() | trainer.evaluate()  # held-out evaluation through the same workers
     finally:
         trainer.close()
+    assert not (out / "checkpoints").exists()
+    return record
 
 
 @pytest.fixture(scope="module")

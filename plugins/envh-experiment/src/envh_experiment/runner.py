@@ -449,7 +449,8 @@ class Runner:
         chooser = self._chooser(arm, seed, folder / "curriculum.jsonl") if arm.kind == "curriculum" else None
         tag = f"[{arm.name} seed {seed}]"
         t0, before = time.perf_counter(), float((_read(folder / "elapsed.json") or {}).get("wall_s", 0.0))
-        trainer = GRPOTrainer(config, resume=resume, chooser=chooser)
+        # the last step's checkpoint would be deleted with the others when the arm is done
+        trainer = GRPOTrainer(config, resume=resume, chooser=chooser, save_final=self.exp.keep_checkpoints)
         try:
             if chooser is not None:
                 chooser.rewind(trainer.position)
