@@ -23,6 +23,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
     gcc g++ cmake make libc6-dev python3-venv >/dev/null
 fi
 
+# The system parts (Debian packages, dockerd, the test images: dev/system.sh) never touch the
+# venv: they install in the background beside the pip work, and the snippets wait for them.
+system_log="$(mktemp /tmp/envh-setup-system.XXXXXX)"
+bash dev/system.sh >"$system_log" 2>&1 &
+system_pid=$!
+
 if [ ! -x .venv/bin/python ]; then
   echo "envh setup: creating .venv"
   python3 -m venv .venv
@@ -55,7 +61,16 @@ else
 fi
 phase_done packages
 
-# System parts and per-plugin extras. Each snippet is idempotent and cheap when done.
+if ! wait "$system_pid"; then
+  echo "envh setup: system parts (dev/system.sh) failed; its log:" >&2
+  tail -30 "$system_log" >&2
+  exit 1
+fi
+sed 's/^/envh setup: /' "$system_log"
+rm -f "$system_log"
+phase_done "waiting for the system parts"
+
+# Per-plugin parts. Each snippet is idempotent and cheap when done.
 for snippet in dev/setup.d/*.sh; do
   [ -f "$snippet" ] || continue
   echo "envh setup: $(basename "$snippet")"
