@@ -44,9 +44,6 @@ SPLIT_MODULES = frozenset({
     "plugins/envh-experiment/tests/test_experiment.py",
     "plugins/envh-grpo/tests/test_gpu_paths.py",
 })
-#: Folders whose modules run as one unit, on one worker: they share a session-wide resource
-#: that costs a minute to start (core/tests/vllm: one vLLM server, see its conftest.py).
-SHARED_FOLDERS = ("core/tests/vllm/",)
 #: Modules that take minutes (a DeepSpeed or vLLM start, GRPO training on CPU), started
 #: first so that none of them is left to run alone at the end. Every other module follows
 #: in xdist's order (most tests first).
@@ -54,7 +51,8 @@ FIRST = (
     "plugins/envh-grpo/tests/test_deepspeed.py",
     "plugins/envh-experiment/tests/test_experiment.py",
     "plugins/envh-grpo/tests/test_gpu_paths.py",
-    "core/tests/vllm/",
+    "core/tests/vllm/test_vllm_policy.py",
+    "core/tests/vllm/test_vllm_outage.py",
     "plugins/envh-grpo/tests/test_vllm.py",
     "plugins/envh-webarena/tests/test_runtime.py",
     "plugins/envh-webarena/tests/test_miniwob.py",
@@ -66,8 +64,7 @@ FIRST = (
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent without xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """Under pytest-xdist (``ENVH_TEST_WORKERS`` in dev/test.sh): each test module is one unit of work,
-    run whole by one worker, except ``SPLIT_MODULES``, whose tests are spread one by one,
-    and the modules of each of ``SHARED_FOLDERS``, which run together as one unit.
+    run whole by one worker, except ``SPLIT_MODULES``, whose tests are spread one by one.
     (xdist's own ``loadgroup`` marks have no effect under pytest 9: the group rides on a
     node id attribute pytest no longer reads.)"""
     from xdist.scheduler import LoadScopeScheduling
@@ -77,9 +74,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            if module in SPLIT_MODULES:
-                return nodeid
-            return next((folder for folder in SHARED_FOLDERS if module.startswith(folder)), module)
+            return nodeid if module in SPLIT_MODULES else module
 
         def _assign_work_unit(self, node: Any) -> None:
             if not self.ordered:  # the queue is complete at the first assignment

