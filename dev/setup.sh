@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything envh's tests and main job need on a fresh Debian machine:
-# a virtualenv in .venv, core and every plugin installed editable, and the system parts
-# each plugin needs (dev/setup.d/*.sh: Docker, ALFWorld's build tools, the local models).
+# a virtualenv in .venv, core and every plugin installed editable, the system parts
+# (dev/system.sh: Docker and the test images, Chromium, LibreOffice, bubblewrap; beside the
+# pip work) and each plugin's own parts (dev/setup.d/*.sh: its extras, the local models).
 # Idempotent: a stamp of the inputs skips the pip work when nothing changed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,16 +19,39 @@ missing=()
 for tool in gcc g++ cmake make; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "envh setup: apt-get install ${missing[*]}"
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
     gcc g++ cmake make libc6-dev python3-venv >/dev/null
 fi
 
 # The system parts (Debian packages, dockerd, the test images: dev/system.sh) never touch the
 # venv: they install in the background beside the pip work, and the snippets wait for them.
+# A set-up that stops early (a pip failure, Ctrl-C) still waits for them, so that no apt or
+# image build goes on unseen. Where the venv's Python is Debian's own (/usr), its packages
+# could be upgraded under pip (python3-uno pins libpython3.x): there they run first.
 system_log="$(mktemp /tmp/envh-setup-system.XXXXXX)"
 bash dev/system.sh >"$system_log" 2>&1 &
 system_pid=$!
+envh_system_wait() {
+  [ -n "${system_pid:-}" ] || return 0
+  local pid=$system_pid
+  system_pid=
+  trap - EXIT
+  if ! wait "$pid"; then
+    echo "envh setup: the system parts (dev/system.sh) failed; the end of its log ($system_log):" >&2
+    tail -30 "$system_log" >&2
+    return 1
+  fi
+  sed 's/^/envh setup: /' "$system_log"
+  rm -f "$system_log"
+}
+trap 'echo "envh setup: stopped; waiting for the system parts (dev/system.sh, log $system_log)" >&2
+      envh_system_wait || true' EXIT
+base_python="$(readlink -f "$(command -v python3)")"
+[ -f .venv/pyvenv.cfg ] && base_python="$(sed -n 's/^home = //p' .venv/pyvenv.cfg)"
+case "$base_python" in
+  /usr/*) envh_system_wait || exit 1 ;;
+esac
 
 if [ ! -x .venv/bin/python ]; then
   echo "envh setup: creating .venv"
@@ -61,13 +85,7 @@ else
 fi
 phase_done packages
 
-if ! wait "$system_pid"; then
-  echo "envh setup: system parts (dev/system.sh) failed; its log:" >&2
-  tail -30 "$system_log" >&2
-  exit 1
-fi
-sed 's/^/envh setup: /' "$system_log"
-rm -f "$system_log"
+envh_system_wait || exit 1
 phase_done "waiting for the system parts"
 
 # Per-plugin parts. Each snippet is idempotent and cheap when done.

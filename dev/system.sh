@@ -10,6 +10,9 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+# one at a time: a second set-up started while the first still installs waits here
+exec 9>/tmp/envh-system.lock
+flock 9
 start=$SECONDS
 
 need=()

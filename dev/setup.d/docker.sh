@@ -1,6 +1,6 @@
 # Docker for envh-swebench: sourced by the test script with $PY (the venv's python) set
 # and the repository root as the working directory. Idempotent and quick on a machine
-# that already ran it:
+# that already ran it (dev/system.sh, run before this, has done 1, 2 and 4):
 #   1. apt-get install docker.io and debootstrap when missing (Debian, run as root);
 #   2. start dockerd in the background when no daemon answers (no systemd here) and
 #      wait for its socket;

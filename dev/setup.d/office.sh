@@ -1,6 +1,6 @@
 # LibreOffice and the workbook sandbox image for envh-office: sourced by dev/setup.sh with
 # $PY (the venv's python) set and the repository root as the working directory.
-# Idempotent and quick once done:
+# Idempotent and quick once done (dev/system.sh, run before this, has done 1 and 3):
 #   1. apt-get install libreoffice-calc-nogui (headless Calc: recalculation) and python3-uno
 #      (the system python drives one warm soffice per process) and bubblewrap (it runs
 #      jailed: no network, no host files) when missing;

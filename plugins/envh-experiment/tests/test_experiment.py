@@ -194,7 +194,8 @@ def test_every_arm_trains_and_the_report_comes_from_the_run(tmp_path):
 
 
 def test_a_killed_experiment_resumes_where_it_stopped(tmp_path):
-    data = tiny(arms=[{"name": "static", "kind": "static"}])  # two steps: killed in the second
+    # two steps: killed in the second; the checkpoints kept (the last one is then written too)
+    data = tiny(arms=[{"name": "static", "kind": "static"}], keep_checkpoints=True)
     path = _write(tmp_path, data)
     out = tmp_path / "run"
     run = out / "arms" / "static" / "seed-0"
@@ -227,3 +228,4 @@ def test_a_killed_experiment_resumes_where_it_stopped(tmp_path):
     steps = [r["step"] for r in _rows(run / "metrics.jsonl") if "reward" in r]
     assert steps == [1, 2]  # no row twice, none lost
     assert (run / "done.json").exists() and (out / "report.md").exists()
+    assert (run / "checkpoints" / "latest").read_text() == "step-2"

@@ -405,8 +405,9 @@ class Runner:
         merged = {**self.exp.train, **{k: ({**self.exp.train.get(k, {}), **v} if isinstance(v, dict) else v)
                                        for k, v in arm.train.items()}}  # an arm's reward terms add to the shared
         data = {**merged, "seed": seed, "output_dir": str(output_dir),
-                # a checkpoint at least every other step (and at every evaluation): a killed arm
-                # loses at most one step; older checkpoints are pruned as new ones land
+                # a checkpoint at least every other step (and at every evaluation), but none of
+                # the last step (see train): a killed arm redoes at most two steps; older
+                # checkpoints are pruned as new ones land
                 "envs": self.sources(arm, plain=plain),
                 "save_every": self.exp.eval_every if self.exp.eval_every <= 2 else 2 - self.exp.eval_every % 2,
                 "eval": {"every": self.exp.eval_every, "episodes": len(ids), "temperature": 0.0,
