@@ -179,21 +179,24 @@ def test_an_answer_that_arrives_in_pieces_is_read_whole(broken: Jail) -> None:
 
 def test_the_host_waits_for_a_slow_hook_asleep() -> None:
     """The host polls for an answer awake only briefly (``process.SPIN_S``), then sleeps:
-    a hook that takes 0.3 s costs the host almost no CPU."""
+    a hook that takes a quarter of a second costs the host almost no CPU."""
     import time
 
     from envh.jail import process
 
     jail = Jail()
     try:
+        # 1.5 M additions: about 0.23 s on an idle machine here (150 k took 0.02 s, too short
+        # for the host's CPU to tell polling from sleeping); the limits leave room for a loaded one
         program = jail.load("def filter_action(action, state, memo):\n    n = 0\n"
-                            "    for i in range(150_000):\n        n += i\n",
-                            ("filter_action",), time_limit=1.0, max_ops=10**6)
+                            "    for i in range(1_500_000):\n        n += i\n    memo['n'] = n\n",
+                            ("filter_action",), time_limit=5.0, max_ops=10**7)
         t0, c0 = time.perf_counter(), time.process_time()
-        jail.call(program, "filter_action", [wire.encode(ADD)], None, {}, 1.0)
+        _, memo = jail.call(program, "filter_action", [wire.encode(ADD)], None, {}, 5.0)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     finally:
         jail.close()
+    assert memo == {"n": sum(range(1_500_000))}  # the hook ran whole
     assert process.SPIN_S <= 0.001
-    assert wall > 0.02, "the hook was meant to take a while"
+    assert wall > 0.1, "the hook was meant to take a while"
     assert cpu < 0.01 + wall / 10, f"the host used {cpu * 1000:.0f} ms of CPU waiting {wall * 1000:.0f} ms"
