@@ -30,20 +30,9 @@ if [ "${#need[@]}" -gt 0 ]; then
   echo "system: packages took $((SECONDS - start)) s"
 fi
 
-if ! docker info >/dev/null 2>&1; then
-  echo "system: starting dockerd"
-  # setsid: the daemon outlives this shell and ignores its job control.
-  setsid dockerd >/tmp/envh-dockerd.log 2>&1 < /dev/null &
-  for _ in $(seq 1 60); do
-    docker info >/dev/null 2>&1 && break
-    sleep 1
-  done
-  if ! docker info >/dev/null 2>&1; then
-    echo "system: dockerd did not come up within 60 s; last log lines:" >&2
-    tail -20 /tmp/envh-dockerd.log >&2
-    exit 1
-  fi
-fi
+# 9>&-: the daemon must not inherit the lock, or it would hold it for its whole life and
+# every later set-up would wait here forever
+bash dev/dockerd.sh 9>&-
 
 bash plugins/envh-swebench/tests/images/build.sh
 bash plugins/envh-office/images/build.sh

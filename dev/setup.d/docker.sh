@@ -19,21 +19,7 @@ envh_docker_setup() {
       "${need[@]}" ca-certificates iptables debian-archive-keyring xz-utils >/dev/null || return 1
   fi
 
-  if ! docker info >/dev/null 2>&1; then
-    echo "docker.sh: starting dockerd"
-    # setsid: the daemon outlives this shell and ignores its job control.
-    setsid dockerd >/tmp/envh-dockerd.log 2>&1 < /dev/null &
-    local i
-    for i in $(seq 1 60); do
-      docker info >/dev/null 2>&1 && break
-      sleep 1
-    done
-    if ! docker info >/dev/null 2>&1; then
-      echo "docker.sh: dockerd did not come up within 60 s; last log lines:" >&2
-      tail -20 /tmp/envh-dockerd.log >&2
-      return 1
-    fi
-  fi
+  bash dev/dockerd.sh || return 1
 
   # envh itself must come from this checkout, never from an index; dev/setup.sh has
   # usually installed both already, and then this costs one import.
