@@ -169,7 +169,8 @@ def test_a_download_is_refused_with_an_error(site: str) -> None:
 def test_a_page_that_runs_out_of_memory_is_the_policys_failure(site: str) -> None:
     """Its renderer crashes while the browser lives on: ``page_crashed``, not a replay. (The
     hang limit is raised: filling memory up to the renderer's limit took over 4 s on a loaded
-    2-core machine, which the default limit reads as a hang.)"""
+    2-core machine, which the default limit reads as a hang; before the runtime capped a
+    page's heap at ``PAGE_HEAP_MB``, filling Chromium's 3.5 GiB took over 30 s in CI.)"""
     from envh_webarena.runtime import shared_runtime
 
     env = _env(site, hang_timeout_s=30)
@@ -189,6 +190,40 @@ def test_a_page_that_runs_out_of_memory_is_the_policys_failure(site: str) -> Non
         env.close()
 
 
+def _heap_limit_mb(runtime: Any) -> float:
+    context = runtime.new_context()
+    try:
+        return float(context.new_page().evaluate("performance.memory.jsHeapSizeLimit")) / 2**20
+    finally:
+        context.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_pages_javascript_heap_is_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The renderer's heap limit is the runtime's ``page_heap_mb`` (V8 adds its young
+    generation on top), not Chromium's 3.5 GiB: a page filling memory crashes in about a
+    second instead of keeping its renderer, and every read of its title, busy for tens."""
+    from envh_webarena.runtime import PAGE_HEAP_MB, BrowserRuntime
+
+    monkeypatch.delenv("ENVH_PAGE_HEAP_MB", raising=False)
+    limits = {}
+    for asked in (None, 128):
+        runtime = BrowserRuntime(page_heap_mb=asked)
+        try:
+            limits[asked] = _heap_limit_mb(runtime)
+        finally:
+            runtime.close()
+    assert PAGE_HEAP_MB <= limits[None] < PAGE_HEAP_MB + 200 and 128 <= limits[128] < 128 + 200
+    monkeypatch.setenv("ENVH_PAGE_HEAP_MB", "1024")
+    assert BrowserRuntime().page_heap_mb == 1024 and BrowserRuntime(page_heap_mb=64).page_heap_mb == 64
+    for bad in ("lots", "8"):
+        monkeypatch.setenv("ENVH_PAGE_HEAP_MB", bad)
+        with pytest.raises(errors.SpecError, match="ENVH_PAGE_HEAP_MB|16 MiB"):
+            BrowserRuntime()
+    with pytest.raises(errors.SpecError, match="16 MiB"):
+        BrowserRuntime(page_heap_mb=True)
+
+
 @pytest.mark.timeout(60)
 def test_a_crashed_tab_is_that_tabs_fault_only(site: str) -> None:
     """A background tab's crash does not end the episode; focusing the crashed tab does."""
@@ -198,7 +233,9 @@ def test_a_crashed_tab_is_that_tabs_fault_only(site: str) -> None:
         env.step(Action(tool="goto", args={"url": f"{site}/oom-later"}))
         env.step(Action(tool="new_tab", args={}))
         # tab 0 runs out of memory meanwhile: 3 s after it loaded (at 0.5 s, a loaded machine's
-        # goto and new_tab outlasted the delay, and the focused tab crashed, ending the episode)
+        # goto and new_tab outlasted the delay, and the focused tab crashed, ending the episode).
+        # While it fills its heap its renderer answers nothing, the read of its title included:
+        # with Chromium's 3.5 GiB heap that outlasted the 10 s limit in CI (page_hang)
         for _ in range(2):  # a noop waits at most 5 s
             resp = env.step(Action(tool="noop", args={"wait_ms": 5000}))
             assert not resp.terminated and resp.observation.data["url"] == "about:blank"

@@ -74,6 +74,26 @@ PROBE_S = 2.0  # how long the watchdog waits for the browser to answer before ca
 #: Playwright sees the browser go). Past them its Playwright driver is abandoned
 #: (``Driver.abandon``): the call fails and the next episode starts a new driver.
 ABANDON_S = 15.0
+#: MiB of JavaScript heap a page's renderer may hold (V8's ``--max-old-space-size``); past it
+#: that renderer runs out of memory and crashes (``page_crashed``, the policy's failure) while
+#: the browser lives on. Chromium's own limit is about 3.5 GiB a renderer: a page filling that
+#: much kept a 2-core machine's renderer busy in allocation and garbage collection for 15 s
+#: idle and over 30 s under load, read as a hang (and every observation that reads another
+#: tab's title waits on that renderer). 512 MiB crashed it in about 1 s. Pages of the served
+#: benchmarks hold far less; raise it with ``page_heap_mb`` or ``$ENVH_PAGE_HEAP_MB``.
+PAGE_HEAP_MB = 512
+
+
+def _page_heap_mb(value: int | None) -> int:
+    if value is None:
+        raw = os.environ.get("ENVH_PAGE_HEAP_MB", "")
+        try:
+            value = int(raw) if raw.strip() else PAGE_HEAP_MB
+        except ValueError:
+            raise errors.SpecError(f"ENVH_PAGE_HEAP_MB={raw!r} is not a whole number of MiB.") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 16:
+        raise errors.SpecError(f"page_heap_mb={value!r}: a page's JavaScript heap needs at least 16 MiB.")
+    return value
 
 
 def is_browser_gone(exc: BaseException) -> bool:
@@ -91,14 +111,18 @@ class BrowserRuntime:
     :param block_external: route everything else to a dead proxy and resolve no other
         host name (default on).
     :param extra_args: more Chromium switches (``--log-net-log=...`` to see its traffic).
+    :param page_heap_mb: JavaScript heap a page's renderer may hold (default ``PAGE_HEAP_MB``,
+        or ``$ENVH_PAGE_HEAP_MB``); a page past it crashes, as a page out of memory does.
     :param devtools_tcp: also open a DevTools port on 127.0.0.1, so observations read the
         page over a connection of their own (``rawcdp.py``, about twice as fast). Off by
         default: any local user or process can drive a browser through that port.
     """
 
     def __init__(self, executable: str | None = None, *, extra_hosts: tuple[str, ...] = (),
-                 block_external: bool = True, extra_args: tuple[str, ...] = (), devtools_tcp: bool = False) -> None:
+                 block_external: bool = True, extra_args: tuple[str, ...] = (), devtools_tcp: bool = False,
+                 page_heap_mb: int | None = None) -> None:
         self.executable = executable
+        self.page_heap_mb = _page_heap_mb(page_heap_mb)
         self.devtools_tcp = devtools_tcp
         self.extra_hosts = tuple(extra_hosts)
         self.block_external = block_external
@@ -180,7 +204,9 @@ class BrowserRuntime:
 
         exe = self.executable or chromium_path()
         marker = f"--envh-runtime={secrets.token_hex(8)}"
-        args = [*CHROMIUM_ARGS, *self._network_args(), *self.extra_args, marker]
+        # before extra_args: a --js-flags of the caller's comes later and wins
+        args = [*CHROMIUM_ARGS, f"--js-flags=--max-old-space-size={self.page_heap_mb}", *self._network_args(),
+                *self.extra_args, marker]
         if self.devtools_tcp:  # opt-in: a DevTools port on 127.0.0.1 for the observation's reads
             args += ["--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0"]
         try:
