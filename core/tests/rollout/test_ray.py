@@ -151,7 +151,12 @@ def test_kill_9_of_the_driver_leaves_no_ray_process_behind(tmp_path):
         driver.kill()
         driver.wait()
         driver.stdout.close()
-    deadline = time.monotonic() + 60
+    # Ray's agents (DashboardAgent, RuntimeEnvAgent) see their raylet gone after 5 checks 0.4 s
+    # apart, then report the death to the GCS, which is dead too, with a 60 s timeout
+    # (ray 2.60: _private/process_watcher.py report_raylet_error_logs -> utils.py
+    # publish_error_to_driver(..., 60)) before they exit: about 62 s idle, so the wait allows
+    # that and 30 s of a loaded machine (a 60 s wait failed in CI with both agents alive)
+    deadline = time.monotonic() + 60 + 5 * 0.4 + 30
     while time.monotonic() < deadline and any(alive(p) for p in spawned):
         time.sleep(0.5)
     left = [p for p in spawned if alive(p)]

@@ -300,8 +300,10 @@ def test_a_step_outlasting_the_watchdog_on_a_stalled_browser_is_infra(site: str)
     env = _env(site, hang_timeout_s=2)
     try:
         env.reset(task=REF)
-        pid = shared_runtime().pid
-        assert pid is not None
+        # the browser this episode runs on, which the watchdog probes (the runtime's current
+        # one may be a later launch: the episode stays on the browser it opened on)
+        assert env.session.proc is not None and shared_runtime().pid is not None
+        pid = env.session.proc.pid
         os.kill(pid, signal.SIGSTOP)  # the browser process freezes, as on a stalled host
         try:
             with pytest.raises(BrowserStall) as info:
