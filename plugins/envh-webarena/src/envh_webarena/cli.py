@@ -68,7 +68,10 @@ def _browser_check() -> dict[str, object]:
 
     from envh_webarena.runtime import BrowserRuntime
 
-    runtime = BrowserRuntime()
+    try:
+        runtime = BrowserRuntime()
+    except errors.EnvhError as exc:  # a bad $ENVH_PAGE_HEAP_MB
+        return {"ok": False, "detail": str(exc)[:300]}
     start = time.monotonic()
     try:
         context = runtime.new_context()

@@ -76,12 +76,14 @@ PROBE_S = 2.0  # how long the watchdog waits for the browser to answer before ca
 ABANDON_S = 15.0
 #: MiB of JavaScript heap a page's renderer may hold (V8's ``--max-old-space-size``); past it
 #: that renderer runs out of memory and crashes (``page_crashed``, the policy's failure) while
-#: the browser lives on. Chromium's own limit is about 3.5 GiB a renderer: a page filling that
-#: much kept a 2-core machine's renderer busy in allocation and garbage collection for 15 s
-#: idle and over 30 s under load, read as a hang (and every observation that reads another
-#: tab's title waits on that renderer). 512 MiB crashed it in about 1 s. Pages of the served
-#: benchmarks hold far less; raise it with ``page_heap_mb`` or ``$ENVH_PAGE_HEAP_MB``.
-PAGE_HEAP_MB = 512
+#: the browser lives on. Chromium's own limit is about 3.5 GiB a renderer: a page filling it
+#: with JavaScript arrays kept a 2-core machine's renderer busy for 15 s idle and over 30 s
+#: under load, read as a hang. At 1 GiB it crashed in about 4 s (at 512 MiB in about 1 s).
+#: 1 GiB is the heap of a browser on a small device, which sites are built to run in; the
+#: served benchmarks' sites were not measured against it (raise it with ``page_heap_mb`` or
+#: ``$ENVH_PAGE_HEAP_MB``). Memory outside V8's heap is not capped by it: ArrayBuffers,
+#: WebAssembly memory and the DOM can still grow until the machine runs short.
+PAGE_HEAP_MB = 1024
 
 
 def _page_heap_mb(value: int | None) -> int:
@@ -94,6 +96,22 @@ def _page_heap_mb(value: int | None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 16:
         raise errors.SpecError(f"page_heap_mb={value!r}: a page's JavaScript heap needs at least 16 MiB.")
     return value
+
+
+def _with_heap_cap(extra_args: tuple[str, ...], heap_mb: int) -> list[str]:
+    """``extra_args`` with the page heap cap in its V8 flags. Chromium keeps only the last
+    ``--js-flags`` switch, so a caller's (``--js-flags=--expose-gc``) would drop a cap of
+    ours given apart: the cap joins the caller's flags, unless they set the size themselves."""
+    cap = f"--max-old-space-size={heap_mb}"
+    args = list(extra_args)
+    given = [i for i, a in enumerate(args) if a.startswith("--js-flags=")]
+    if not given:
+        return [f"--js-flags={cap}", *args]
+    last = given[-1]
+    flags = args[last].split("=", 1)[1]
+    if "max-old-space-size" not in flags:
+        args[last] = f"--js-flags={cap} {flags}".rstrip()
+    return args
 
 
 def is_browser_gone(exc: BaseException) -> bool:
@@ -204,9 +222,7 @@ class BrowserRuntime:
 
         exe = self.executable or chromium_path()
         marker = f"--envh-runtime={secrets.token_hex(8)}"
-        # before extra_args: a --js-flags of the caller's comes later and wins
-        args = [*CHROMIUM_ARGS, f"--js-flags=--max-old-space-size={self.page_heap_mb}", *self._network_args(),
-                *self.extra_args, marker]
+        args = [*CHROMIUM_ARGS, *self._network_args(), *_with_heap_cap(self.extra_args, self.page_heap_mb), marker]
         if self.devtools_tcp:  # opt-in: a DevTools port on 127.0.0.1 for the observation's reads
             args += ["--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0"]
         try:
@@ -615,19 +631,22 @@ def shared_runtime(*, extra_hosts: tuple[str, ...] = ()) -> BrowserRuntime:
     """
     me = threading.current_thread()
     key = (os.getpid(), threading.get_ident())
-    with _LOCK:
-        ended = [k for k, (ref, _) in _RUNTIMES.items()
-                 if k[0] == key[0] and (ref() is None or not ref().is_alive() or (k == key and ref() is not me))]
-        stale = [_RUNTIMES.pop(k)[1] for k in ended]
-        entry = _RUNTIMES.get(key)
-        if entry is None:
-            entry = _RUNTIMES[key] = (weakref.ref(me), BrowserRuntime())
-        rt = entry[1]
-        missing = tuple(h for h in extra_hosts if h not in rt.extra_hosts)
-        if missing:
-            rt.extra_hosts += missing
-    for old in stale:
-        old.close()
+    stale: list[BrowserRuntime] = []
+    try:
+        with _LOCK:
+            ended = [k for k, (ref, _) in _RUNTIMES.items()
+                     if k[0] == key[0] and (ref() is None or not ref().is_alive() or (k == key and ref() is not me))]
+            stale = [_RUNTIMES.pop(k)[1] for k in ended]
+            entry = _RUNTIMES.get(key)
+            if entry is None:  # may raise (a bad $ENVH_PAGE_HEAP_MB): the stale ones still close
+                entry = _RUNTIMES[key] = (weakref.ref(me), BrowserRuntime())
+            rt = entry[1]
+            missing = tuple(h for h in extra_hosts if h not in rt.extra_hosts)
+            if missing:
+                rt.extra_hosts += missing
+    finally:
+        for old in stale:
+            old.close()
     return rt
 
 

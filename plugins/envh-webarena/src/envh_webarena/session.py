@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from envh import errors
 
 from envh_webarena import axtree
+from envh_webarena.aio import Sync, unwrap
 from envh_webarena.runtime import BrowserRuntime, is_browser_gone
+
+#: Seconds a tab's title may take in an observation (``BrowserSession._titles``).
+TITLE_WAIT_S = 2.0
+#: The title shown for a tab whose renderer did not answer within ``TITLE_WAIT_S``.
+BUSY_TITLE = "(not answering)"
 
 
 class PageCrashed(errors.InfraError):
@@ -178,11 +185,37 @@ class BrowserSession:
                 # doing, not the infrastructure's, so the policy sees it and may act on it
                 tree, bids = (f"(the page could not be read yet: {str(again).splitlines()[0][:300]}; "
                               "act on another tab, wait with noop, or go back)"), []
-        tabs = [{"index": i, "url": p.url, "title": _title(p), "active": i == self.active}
+        titles = self._titles(self.pages)
+        tabs = [{"index": i, "url": p.url, "title": titles[i], "active": i == self.active}
                 for i, p in enumerate(self.pages)]
         active = next((t for t in tabs if t["active"]), None)
         title = active["title"] if active else _title(page)
         return {"url": page.url, "title": title, "tabs": tabs, "axtree": tree, "bids": bids}
+
+    def _titles(self, pages: list[Any]) -> list[str]:
+        """Each tab's title, read from its renderer. The active tab was just read, so it
+        answers; the others are read all at once, each given ``TITLE_WAIT_S``: a background
+        tab busy in JavaScript (spinning, or filling memory until it crashes) answers nothing,
+        and its title reads ``BUSY_TITLE`` instead of holding up the observation of the tab
+        the policy is on."""
+        driver = self.runtime._driver
+        others = [p for i, p in enumerate(pages) if i != self.active]
+        if not others or driver is None or not all(isinstance(p, Sync) for p in others):
+            return [_title(p) for p in pages]
+
+        async def one(page: Any) -> str:
+            try:
+                return str(await asyncio.wait_for(page.title(), TITLE_WAIT_S))[:300]
+            except TimeoutError:
+                return BUSY_TITLE
+            except Exception:  # noqa: BLE001 - crashed, closed or mid-navigation: no title
+                return ""
+
+        async def every() -> list[str]:
+            return list(await asyncio.gather(*(one(unwrap(p)) for p in others)))
+
+        read = iter(driver.call(every))
+        return [_title(p) if i == self.active else next(read) for i, p in enumerate(pages)]
 
     def _close_raw(self, raw: Any) -> None:
         if raw is not None and self.runtime._driver is not None:
