@@ -1,4 +1,5 @@
-"""``envh experiment`` end to end: every arm really trained (GRPO steps on SmolLM2-135M),
+"""``envh experiment`` end to end: every arm really trained (GRPO steps on a small random
+model of SmolLM2's shape, ``conftest.random_model``; the resume on SmolLM2-135M),
 the rig really run, resume after a kill, the held-out/training separation enforced, and
 the report built from the run's own files."""
 
@@ -127,9 +128,10 @@ def test_reuse_needs_an_experiment_and_a_new_folder(tmp_path):
     assert not (tmp_path / "new").exists()
 
 
-def test_every_arm_trains_and_the_report_comes_from_the_run(tmp_path):
+def test_every_arm_trains_and_the_report_comes_from_the_run(tmp_path, random_model):
     out = tmp_path / "run"
-    proc = subprocess.run([*ENVH, "experiment", str(_write(tmp_path, tiny())), "--out", str(out)],
+    model = {"model": str(random_model)}
+    proc = subprocess.run([*ENVH, "experiment", str(_write(tmp_path, tiny(**model))), "--out", str(out)],
                           capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
@@ -176,7 +178,7 @@ def test_every_arm_trains_and_the_report_comes_from_the_run(tmp_path):
                            capture_output=True, text=True, timeout=300)
     assert again.returncode != 0 and "--resume" in again.stderr + again.stdout
     # a changed rig design runs again only what it changed: the rig and the rigged arm
-    data = tiny()
+    data = tiny(**model)
     data["arms"][1]["rig"]["target"] = "sr:0.1-0.4"
     second = tmp_path / "run2"
     redo = subprocess.run([*ENVH, "experiment", str(_write(tmp_path, data)), "--out", str(second), "--reuse", str(out)],

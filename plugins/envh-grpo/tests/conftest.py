@@ -32,3 +32,10 @@ def tokenizer():
 
     return AutoTokenizer.from_pretrained(str(resolve_model("smollm2")))
 
+
+@pytest.fixture(scope="session")
+def random_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small random model of SmolLM2's shape (``envh_grpo.testing.write_random_model``)."""
+    from envh_grpo.testing import write_random_model
+
+    return write_random_model(tmp_path_factory.mktemp("random-model"))
