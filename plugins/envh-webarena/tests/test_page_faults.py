@@ -30,6 +30,7 @@ PAGES = {
     "/oom-later": (b"<title>oom later</title><script>setTimeout(() => { const a = []; "
                    b"for (;;) a.push(new Array(1e7).fill(Math.random())); }, 3000)</script>"),
     "/late": b"<title>late</title><p>x</p><script>setTimeout(() => { while (true) {} }, 1200)</script>",
+    "/popups": b"<title>popups</title><script>setInterval(() => window.open('/'), 700)</script>",
     "/blocked": (b"<title>blocked</title><iframe src='view-source:http://127.0.0.1/'></iframe>"
                  b"<iframe src='chrome-extension://abc/x.html'></iframe>"
                  b"<iframe src='devtools://devtools/bundled/inspector.html'></iframe>"),
@@ -232,6 +233,45 @@ def test_a_pages_javascript_heap_is_capped(monkeypatch: pytest.MonkeyPatch) -> N
         assert not check["ok"] and "MiB" in str(check["detail"])
     with pytest.raises(errors.SpecError, match="16 MiB"):
         BrowserRuntime(page_heap_mb=True)
+
+
+def test_the_heap_cap_goes_first_in_a_callers_v8_flags() -> None:
+    """Chromium keeps the last ``--js-flags`` (or ``-js-flags``) switch and V8 a flag's last
+    value: the cap goes first into the caller's last switch, so their own size still wins."""
+    from envh_webarena.runtime import _with_heap_cap
+
+    assert _with_heap_cap((), 300) == ["--js-flags=--max-old-space-size=300"]
+    assert _with_heap_cap(("--mute-audio",), 300) == ["--js-flags=--max-old-space-size=300", "--mute-audio"]
+    assert _with_heap_cap(("--js-flags=--expose-gc",), 300) == ["--js-flags=--max-old-space-size=300 --expose-gc"]
+    assert _with_heap_cap(("--js-flags=",), 300) == ["--js-flags=--max-old-space-size=300"]
+    assert _with_heap_cap(("--js-flags=--a", "-js-flags=--max_old_space_size=64 --b"), 300) == \
+        ["--js-flags=--a", "--js-flags=--max-old-space-size=300 --max_old_space_size=64 --b"]
+    assert _with_heap_cap(("--js-flags=--max-old-space-size-foo",), 300) == \
+        ["--js-flags=--max-old-space-size=300 --max-old-space-size-foo"]
+
+
+@pytest.mark.timeout(90)
+def test_windows_opening_while_a_busy_tabs_title_is_read_are_listed_next_time(site: str) -> None:
+    """A page that opens windows while the observation waits on a busy tab's title: each
+    observation lists the tabs as they were when it began, and the step goes on."""
+    env = _env(site, hang_timeout_s=10)
+    try:
+        env.reset(task=REF)
+        env.step(Action(tool="goto", args={"url": f"{site}/late"}))  # spins 1.2 s after it loads
+        env.step(Action(tool="new_tab", args={}))
+        env.step(Action(tool="goto", args={"url": f"{site}/popups"}))
+        counts = []
+        for _ in range(4):
+            resp = env.step(Action(tool="noop", args={"wait_ms": 300}))
+            assert not resp.terminated, resp.info
+            tabs = resp.observation.data["tabs"]
+            assert [t["index"] for t in tabs] == list(range(len(tabs))) and sum(t["active"] for t in tabs) == 1
+            active = next(t for t in tabs if t["active"])
+            assert active["url"] == resp.observation.data["url"] and active["title"] == resp.observation.data["title"]
+            counts.append(len(tabs))
+        assert counts[-1] > 2  # the windows were opened and listed
+    finally:
+        env.close()
 
 
 @pytest.mark.timeout(60)

@@ -39,7 +39,8 @@ STATE_PROPERTIES: dict[str, Any] = {
     "goal": {"type": "string", "description": "the task's instruction, as the policy sees it"},
     "url": {"type": "string", "description": "URL of the active tab"},
     "title": {"type": "string", "description": "title of the active tab"},
-    "tabs": {"type": "array", "description": "open tabs: index, url, title, active"},
+    "tabs": {"type": "array", "description": "open tabs: index, url, title, active (a background tab whose page "
+             "did not answer within 2 s, busy in JavaScript, has the title '(not answering)'; a crashed one '')"},
     "steps": {"type": "integer", "description": "actions taken since reset (or since a stage replay ended)"},
     "max_steps": {"type": ["integer", "null"], "description": "step budget; null: none"},
     "last_action": {"type": ["object", "null"], "description": "the last action (tool, args)"},

@@ -99,18 +99,17 @@ def _page_heap_mb(value: int | None) -> int:
 
 
 def _with_heap_cap(extra_args: tuple[str, ...], heap_mb: int) -> list[str]:
-    """``extra_args`` with the page heap cap in its V8 flags. Chromium keeps only the last
-    ``--js-flags`` switch, so a caller's (``--js-flags=--expose-gc``) would drop a cap of
-    ours given apart: the cap joins the caller's flags, unless they set the size themselves."""
+    """``extra_args`` with the page heap cap first in their V8 flags. Chromium keeps only the
+    last ``--js-flags`` switch (``-js-flags`` too), so a caller's (``--js-flags=--expose-gc``)
+    would drop a cap given apart; within one switch V8 takes a flag's last value, so a size
+    of the caller's own still wins."""
     cap = f"--max-old-space-size={heap_mb}"
     args = list(extra_args)
-    given = [i for i, a in enumerate(args) if a.startswith("--js-flags=")]
+    given = [i for i, a in enumerate(args) if a.startswith(("--js-flags=", "-js-flags="))]
     if not given:
         return [f"--js-flags={cap}", *args]
     last = given[-1]
-    flags = args[last].split("=", 1)[1]
-    if "max-old-space-size" not in flags:
-        args[last] = f"--js-flags={cap} {flags}".rstrip()
+    args[last] = f"--js-flags={cap} {args[last].split('=', 1)[1]}".rstrip()
     return args
 
 

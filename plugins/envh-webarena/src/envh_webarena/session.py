@@ -185,21 +185,25 @@ class BrowserSession:
                 # doing, not the infrastructure's, so the policy sees it and may act on it
                 tree, bids = (f"(the page could not be read yet: {str(again).splitlines()[0][:300]}; "
                               "act on another tab, wait with noop, or go back)"), []
-        titles = self._titles(self.pages)
-        tabs = [{"index": i, "url": p.url, "title": titles[i], "active": i == self.active}
-                for i, p in enumerate(self.pages)]
+        # the tabs as they are now: a page that opens a window while the titles are read adds
+        # a tab (its handler runs after the read), which the next observation lists
+        pages = list(self.pages)
+        current = pages.index(page) if page in pages else self.active
+        titles = self._titles(pages, current)
+        tabs = [{"index": i, "url": p.url, "title": titles[i], "active": i == current}
+                for i, p in enumerate(pages)]
         active = next((t for t in tabs if t["active"]), None)
         title = active["title"] if active else _title(page)
         return {"url": page.url, "title": title, "tabs": tabs, "axtree": tree, "bids": bids}
 
-    def _titles(self, pages: list[Any]) -> list[str]:
+    def _titles(self, pages: list[Any], active: int) -> list[str]:
         """Each tab's title, read from its renderer. The active tab was just read, so it
         answers; the others are read all at once, each given ``TITLE_WAIT_S``: a background
         tab busy in JavaScript (spinning, or filling memory until it crashes) answers nothing,
         and its title reads ``BUSY_TITLE`` instead of holding up the observation of the tab
         the policy is on."""
         driver = self.runtime._driver
-        others = [p for i, p in enumerate(pages) if i != self.active]
+        others = [p for i, p in enumerate(pages) if i != active]
         if not others or driver is None or not all(isinstance(p, Sync) for p in others):
             return [_title(p) for p in pages]
 
@@ -215,7 +219,7 @@ class BrowserSession:
             return list(await asyncio.gather(*(one(unwrap(p)) for p in others)))
 
         read = iter(driver.call(every))
-        return [_title(p) if i == self.active else next(read) for i, p in enumerate(pages)]
+        return [_title(p) if i == active else next(read) for i, p in enumerate(pages)]
 
     def _close_raw(self, raw: Any) -> None:
         if raw is not None and self.runtime._driver is not None:
