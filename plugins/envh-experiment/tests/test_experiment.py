@@ -130,8 +130,7 @@ def test_reuse_needs_an_experiment_and_a_new_folder(tmp_path):
 
 def test_every_arm_trains_and_the_report_comes_from_the_run(tmp_path, random_model):
     out = tmp_path / "run"
-    model = {"model": str(random_model)}
-    proc = subprocess.run([*ENVH, "experiment", str(_write(tmp_path, tiny(**model))), "--out", str(out)],
+    proc = subprocess.run([*ENVH, "experiment", str(_write(tmp_path, tiny(model=str(random_model)))), "--out", str(out)],
                           capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
@@ -178,7 +177,7 @@ def test_every_arm_trains_and_the_report_comes_from_the_run(tmp_path, random_mod
                            capture_output=True, text=True, timeout=300)
     assert again.returncode != 0 and "--resume" in again.stderr + again.stdout
     # a changed rig design runs again only what it changed: the rig and the rigged arm
-    data = tiny(**model)
+    data = tiny(model=str(random_model))
     data["arms"][1]["rig"]["target"] = "sr:0.1-0.4"
     second = tmp_path / "run2"
     redo = subprocess.run([*ENVH, "experiment", str(_write(tmp_path, data)), "--out", str(second), "--reuse", str(out)],

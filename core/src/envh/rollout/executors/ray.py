@@ -14,7 +14,8 @@ operator's). Under a root driver, actors give up every capability (``isolation``
 episode code cannot read the driver's ``/proc/<pid>/environ``. The local cluster's
 processes share the driver's fate (Ray's own parent-death signal): ``kill -9`` of the
 driver leaves none behind, though Ray's two agents take about a minute to go (they first
-report their raylet's death to the GCS, gone too, with a 60 s timeout). Ray is imported only when this executor is built.
+report their raylet's death to the GCS, gone too, with a 60 s timeout). Ray is imported
+only when this executor is built.
 """
 
 from __future__ import annotations
