@@ -1,5 +1,5 @@
 """``envh experiment`` end to end: every arm really trained (GRPO steps on a small random
-model of SmolLM2's shape, ``conftest.random_model``; the resume on SmolLM2-135M),
+model of SmolLM2's shape, ``conftest.random_model``),
 the rig really run, resume after a kill, the held-out/training separation enforced, and
 the report built from the run's own files."""
 
@@ -194,9 +194,12 @@ def test_every_arm_trains_and_the_report_comes_from_the_run(tmp_path, random_mod
     assert "## Reused results" in (second / "report.md").read_text()
 
 
-def test_a_killed_experiment_resumes_where_it_stopped(tmp_path):
-    # two steps: killed in the second; the checkpoints kept (the last one is then written too)
-    data = tiny(arms=[{"name": "static", "kind": "static"}], keep_checkpoints=True)
+def test_a_killed_experiment_resumes_where_it_stopped(tmp_path, random_model):
+    # three steps: killed after the first's checkpoint, in the second or the third (a step of
+    # the small model takes seconds: two of them are the margin against the poll below); the
+    # checkpoints kept (the last one is then written too)
+    data = tiny(arms=[{"name": "static", "kind": "static"}], keep_checkpoints=True, model=str(random_model))
+    data["train"]["steps"] = 3
     path = _write(tmp_path, data)
     out = tmp_path / "run"
     run = out / "arms" / "static" / "seed-0"
@@ -224,9 +227,9 @@ def test_a_killed_experiment_resumes_where_it_stopped(tmp_path):
                              capture_output=True, text=True, timeout=900)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "[static seed 0] resuming at step" in resumed.stdout
-    assert "[static seed 0] step 1/2" not in resumed.stdout  # step 1 was not trained again
-    assert "[static seed 0] step 2/2" in resumed.stdout
+    assert "[static seed 0] step 1/3" not in resumed.stdout  # step 1 was not trained again
+    assert "[static seed 0] step 3/3" in resumed.stdout
     steps = [r["step"] for r in _rows(run / "metrics.jsonl") if "reward" in r]
-    assert steps == [1, 2]  # no row twice, none lost
+    assert steps == [1, 2, 3]  # no row twice, none lost
     assert (run / "done.json").exists() and (out / "report.md").exists()
-    assert (run / "checkpoints" / "latest").read_text() == "step-2"
+    assert (run / "checkpoints" / "latest").read_text() == "step-3"

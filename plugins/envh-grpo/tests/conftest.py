@@ -39,3 +39,12 @@ def random_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from envh_grpo.testing import write_random_model
 
     return write_random_model(tmp_path_factory.mktemp("random-model"))
+
+
+@pytest.fixture(scope="session")
+def repeating_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The small random model whose replies sometimes repeat, so rewards differ within a
+    group (``write_random_model(repeats=True)``)."""
+    from envh_grpo.testing import write_random_model
+
+    return write_random_model(tmp_path_factory.mktemp("repeating-model"), repeats=True)

@@ -1,6 +1,10 @@
-"""Two GRPO steps of SmolLM2-135M under DeepSpeed ZeRO-2, two processes on gloo, and an
-exact resume: the step after a checkpoint is the same whether or not the run stopped.
-Episodes run on one pool for the job (rank 0's), as ``rollout.executor: pool`` does."""
+"""Two GRPO steps under DeepSpeed ZeRO-2, two processes on gloo, and an exact resume: the
+step after a checkpoint is the same whether or not the run stopped. Episodes run on one
+pool for the job (rank 0's), as ``rollout.executor: pool`` does.
+
+The model is a small random one of SmolLM2's shape whose replies repeat now and then
+(``write_random_model(repeats=True)``): rewards differ within a group, so the update is
+real, at a quarter of SmolLM2-135M's time."""
 
 from __future__ import annotations
 
@@ -27,13 +31,13 @@ SETTINGS = ["steps=2", "save_every=1", "group_size=2", "groups_per_step=2", "max
             "rollout.executor=pool", "rollout.workers=2", "rollout.options={isolation: none, memory_mb: 4096}"]
 
 
-def _launch(out: Path, *extra: str, nproc: int = 2, env_extra: dict[str, str] | None = None,
+def _launch(out: Path, model: Path, *extra: str, nproc: int = 2, env_extra: dict[str, str] | None = None,
             expect: int = 0) -> subprocess.CompletedProcess[str]:
     """torchrun --standalone (its store binds a free port itself: no port picked here that
     another test could take first); every process of the job is reaped whatever happens."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
            "-m", "envh_grpo.launch", *extra]
-    for s in [*SETTINGS, f"output_dir={out}"]:
+    for s in [*SETTINGS, f"model={model}", f"output_dir={out}"]:
         cmd += ["--set", s]
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore", GLOO_SOCKET_IFNAME="lo",
                OMP_NUM_THREADS="1", **(env_extra or {}))
@@ -51,30 +55,30 @@ def _weights(folder: Path) -> dict[str, torch.Tensor]:
 
 
 def _link_tree(source: Path, target: Path) -> None:
-    """A checkpoint's copy as hard links: a ZeRO checkpoint of SmolLM2-135M is ~2 GB
-    (optimizer partitions in fp32), and real copies filled small CI disks."""
+    """A checkpoint's copy as hard links: a ZeRO checkpoint of a real model is large
+    (SmolLM2-135M's ~2 GB, optimizer partitions in fp32); real copies filled small CI disks."""
     shutil.copytree(source, target, copy_function=os.link)
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, repeating_model):
     root = tmp_path_factory.mktemp("envh-grpo-ds")
     try:
         full = root / "full"
-        _launch(full)
+        _launch(full, repeating_model)
         resumed = root / "resumed"
         (resumed / "checkpoints").mkdir(parents=True)
         _link_tree(full / "checkpoints" / "step-1", resumed / "checkpoints" / "step-1")
         (resumed / "checkpoints" / "latest").write_text("step-1")
         # as if killed after logging step 2, before its checkpoint was complete: its row is there
         shutil.copyfile(full / "metrics.jsonl", resumed / "metrics.jsonl")
-        proc = _launch(resumed, "--resume")
+        proc = _launch(resumed, repeating_model, "--resume")
         yield full, resumed, proc
-    finally:  # ~6 GB of checkpoints: gone with the module, not at the end of the session
+    finally:  # checkpoints: gone with the module, not at the end of the session
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_two_zero2_steps_train_and_log_every_reward_term(runs, smollm2):
+def test_two_zero2_steps_train_and_log_every_reward_term(runs, repeating_model):
     full, _, _ = runs
     first, second = _records(full)
     assert (first["step"], second["step"]) == (1, 2) and first["episodes"] == 4
@@ -86,8 +90,9 @@ def test_two_zero2_steps_train_and_log_every_reward_term(runs, smollm2):
     assert first["grad_norm"] > 0, "no reward spread in step 1: the test needs a seed whose groups differ"
     assert first["rollout/workers"] == 2  # one executor for the job, not one per process
     assert second["kl"] > 0  # the policy moved away from the frozen reference
-    folder, _, model = smollm2
-    original = model.state_dict()
+    from transformers import AutoModelForCausalLM
+
+    original = AutoModelForCausalLM.from_pretrained(str(repeating_model), dtype=torch.float32).state_dict()
     after = _weights(full / "checkpoints" / "step-1")
     changed = [k for k, v in after.items() if k in original and not torch.equal(v.float(), original[k].float())]
     assert changed, "step 1 did not change any weight"
@@ -110,13 +115,12 @@ def test_resume_reproduces_the_next_step_exactly(runs):
     assert not list(resumed.glob("*.tmp"))
 
 
-def test_resume_refuses_a_different_config(runs, tmp_path):
+def test_resume_refuses_a_different_config(runs, repeating_model, tmp_path):
     full, _, _ = runs
     target = tmp_path / "other"
     _link_tree(full / "checkpoints", target / "checkpoints")
-    cmd = [sys.executable, "-m", "envh_grpo.launch", "--resume", *[a for s in [*SETTINGS, f"output_dir={target}",
-                                                                            "loss.kl_coef=0.2"]
-                                                                    for a in ("--set", s)]]
+    settings = [*SETTINGS, f"model={repeating_model}", f"output_dir={target}", "loss.kl_coef=0.2"]
+    cmd = [sys.executable, "-m", "envh_grpo.launch", "--resume", *[a for s in settings for a in ("--set", s)]]
     env = dict(os.environ, WORLD_SIZE="1", RANK="0", HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
     env.pop("LOCAL_RANK", None)
     proc = procs.run_job(cmd, env=env, timeout=600, capture=True)

@@ -14,22 +14,24 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
-def _trainer(out: Path, *, resume: bool = False):  # type: ignore[no-untyped-def]
+def _trainer(out: Path, model: Path, *, resume: bool = False):  # type: ignore[no-untyped-def]
+    """Two steps of the small model whose rewards differ within a group: seed 1 gives both
+    steps a group whose rewards differ, so the redone step is a real update."""
     from envh_grpo.config import from_data
     from envh_grpo.trainer import GRPOTrainer
 
     config = from_data({
-        "group_size": 2, "groups_per_step": 1, "max_turns": 1, "max_response_tokens": 4, "steps": 2,
-        "micro_batch": 4, "optim": {"lr": 1e-4}, "deepspeed": {"enabled": "false"}, "threads": 1, "seed": 0,
-        "save_every": 1, "eval": {"every": 1, "episodes": 1},
+        "group_size": 2, "groups_per_step": 2, "max_turns": 2, "max_response_tokens": 6, "steps": 2,
+        "micro_batch": 4, "optim": {"lr": 1e-4}, "deepspeed": {"enabled": "false"}, "threads": 1, "seed": 1,
+        "save_every": 1, "eval": {"every": 1, "episodes": 1}, "model": str(model),
         "envs": [{"spec": "toy24", "split": "easy"}], "output_dir": str(out),
         "log": {"tensorboard": "false", "wandb": "false", "progress": False}})
     return GRPOTrainer(config, resume=resume, save_final=False)
 
 
-def test_a_run_without_its_last_checkpoint_redoes_the_last_step_once(tmp_path):
+def test_a_run_without_its_last_checkpoint_redoes_the_last_step_once(tmp_path, repeating_model):
     out = tmp_path / "run"
-    first = _trainer(out)
+    first = _trainer(out, repeating_model)
     try:
         done = first.train()
     finally:
@@ -37,7 +39,7 @@ def test_a_run_without_its_last_checkpoint_redoes_the_last_step_once(tmp_path):
     assert (out / "checkpoints" / "latest").read_text() == "step-1"  # step 1 saved, step 2 not
     assert not (out / "checkpoints" / "step-2").exists()
     held_out = (out / "eval" / "step-2.jsonl").read_text()
-    again = _trainer(out, resume=True)
+    again = _trainer(out, repeating_model, resume=True)
     try:
         assert again.step_no == 1
         redone = again.train()
@@ -46,7 +48,7 @@ def test_a_run_without_its_last_checkpoint_redoes_the_last_step_once(tmp_path):
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "reward" in r] == [1, 2]
     assert [r["step"] for r in rows if "eval/success" in r] == [1, 2]
-    assert len(redone) == 1
+    assert len(redone) == 1 and done[-1]["grad_norm"] > 0
     for key in ("loss", "policy_loss", "reward", "gen_tokens", "policy_tokens", "grad_norm"):
         assert redone[0][key] == done[-1][key], key
     assert (out / "eval" / "step-2.jsonl").read_text() == held_out

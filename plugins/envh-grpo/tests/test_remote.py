@@ -87,8 +87,14 @@ def test_scripted_executor_rollouts_equal_the_in_process_ones_term_for_term(toke
     assert max(counting.batches) == 2  # the two workers' turns went to the engine together
 
 
-def test_model_executor_rollouts_equal_the_in_process_ones(smollm2, executor):
-    _, tok, model = smollm2
+def test_model_executor_rollouts_equal_the_in_process_ones(random_model, executor):
+    """A real model's sampled turns (a small random one: its replies are noise, so episodes
+    differ) are the same token for token whether the episodes run in process or remotely."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(random_model))
+    model = AutoModelForCausalLM.from_pretrained(str(random_model), dtype=torch.float32).eval()
     tasks = envh.make("toy24").list_tasks("easy")
     jobs = [(SPECS[g], tasks[g], 10 * g + i, g) for g in range(2) for i in range(2)]
     sampling = SamplingConfig(max_new_tokens=8, temperature=1.0)
@@ -144,8 +150,8 @@ def test_an_episode_whose_prompt_outgrows_the_context_ends_there(tokenizer, pool
     assert pooled[0].stop == "context" and 0 < len(pooled[0].turns) < 9
 
 
-def _train_step(out, **rollout):
-    """One GRPO step of SmolLM2 (one process, no DeepSpeed) and a held-out evaluation. The
+def _train_step(out, model, **rollout):
+    """One GRPO step of ``model`` (one process, no DeepSpeed) and a held-out evaluation. The
     step is the run's last and ``save_final`` is off, so no checkpoint is written although
     ``save_every`` is 1 (``envh experiment``'s setting; test_cli checks the default)."""
     from envh_grpo.config import from_data
@@ -153,8 +159,8 @@ def _train_step(out, **rollout):
 
     config = from_data({
         "group_size": 2, "groups_per_step": 2, "max_turns": 2, "max_response_tokens": 6, "steps": 1,
-        "micro_batch": 4, "optim": {"lr": 1e-4}, "deepspeed": {"enabled": "false"}, "threads": 1, "seed": 0,
-        "save_every": 1,
+        "micro_batch": 4, "optim": {"lr": 1e-4}, "deepspeed": {"enabled": "false"}, "threads": 1,
+        "seed": 1, "save_every": 1, "model": str(model),  # seed 1: a group whose rewards differ
         "envs": [{"spec": "toy24", "split": "easy"}], "rollout": rollout, "output_dir": str(out),
         "log": {"tensorboard": "false", "wandb": "false", "progress": False}})
     trainer = GRPOTrainer(config, save_final=False)
@@ -167,21 +173,24 @@ def _train_step(out, **rollout):
 
 
 @pytest.fixture(scope="module")
-def local_step(tmp_path_factory):
-    """The in-process step every executor's step is compared with (computed once)."""
-    return _train_step(tmp_path_factory.mktemp("grpo-local"))
+def local_step(tmp_path_factory, repeating_model):
+    """The in-process step every executor's step is compared with (computed once), of the
+    small model whose rewards differ within a group (an update that moves the weights)."""
+    return _train_step(tmp_path_factory.mktemp("grpo-local"), repeating_model)
 
 
 @pytest.mark.parametrize("name", ["pool", "ray"])
 def test_a_training_step_is_the_same_whether_episodes_run_in_process_or_in_an_executor(name, local_step, tmp_path,
-                                                                                        request):
+                                                                                        request, repeating_model):
     options = {"isolation": "none"}
     if name == "ray":
         request.getfixturevalue("ray_pool")  # the module's Ray cluster (shut down with it)
         options = dict(RAY_OPTIONS)
-    remote = _train_step(tmp_path / "out", executor=name, workers=2, options=options)
-    for key in ("loss", "policy_loss", "reward", "reward/solved", "reward/invalid", "gen_tokens", "policy_tokens",
-                "success", "turns", "episodes", "eval/success", "eval/score", "eval/steps", "eval/episodes"):
+    remote = _train_step(tmp_path / "out", repeating_model, executor=name, workers=2, options=options)
+    assert local_step["grad_norm"] > 0  # rewards differed within a group: the compared step is a real update
+    for key in ("loss", "policy_loss", "grad_norm", "reward", "reward/solved", "reward/invalid", "reward/spam",
+                "gen_tokens", "policy_tokens", "success", "turns", "episodes", "eval/success", "eval/score",
+                "eval/steps", "eval/episodes"):
         assert remote[key] == pytest.approx(local_step[key], abs=1e-5), key
     assert local_step["eval/episodes"] == 4
     assert (local_step["rollout/workers"], remote["rollout/workers"]) == (0, 2)

@@ -1,5 +1,6 @@
-"""Run by test_gpu_paths.py under ``torchrun --nproc_per_node 2`` on gloo: SmolLM2-135M under
-DeepSpeed ZeRO-3 with ``engine: hf``.
+"""Run by test_gpu_paths.py under ``torchrun --nproc_per_node 2`` on gloo: the model in the
+second argument (a small random one of SmolLM2's shape whose replies sometimes repeat)
+under DeepSpeed ZeRO-3 with ``engine: hf``.
 
 Each rank checks that its reference model holds only its partition of the weights, that
 the sharded reference gives the same log-probs (and so the same k3 KL) as a full local
@@ -49,8 +50,8 @@ def samples_of(tok: object, rank: int) -> list[Sample]:
 
 
 def main() -> None:
-    out = Path(sys.argv[1])
-    config = load(None, {**SETTINGS, "output_dir": str(out / "run")})
+    out, model = Path(sys.argv[1]), sys.argv[2]
+    config = load(None, {**SETTINGS, "model": model, "output_dir": str(out / "run")})
     trainer = GRPOTrainer(config)
     rank = trainer.rank
     # first, as in a run: the rollout is the policy's first forward (ZeRO-3 gathers its
