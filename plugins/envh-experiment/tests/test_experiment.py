@@ -1,7 +1,7 @@
-"""``envh experiment`` end to end: every arm really trained (GRPO steps on a small random
-model of SmolLM2's shape, ``conftest.random_model``),
-the rig really run, resume after a kill, the held-out/training separation enforced, and
-the report built from the run's own files."""
+"""``envh experiment`` end to end: every arm runs its GRPO steps (on a small random model of
+SmolLM2's shape, ``conftest.random_model``: the machinery, not learning; its replies all
+score alike, so its updates are zero), the rig really run, resume after a kill, the
+held-out/training separation enforced, and the report built from the run's own files."""
 
 from __future__ import annotations
 
@@ -195,11 +195,12 @@ def test_every_arm_trains_and_the_report_comes_from_the_run(tmp_path, random_mod
 
 
 def test_a_killed_experiment_resumes_where_it_stopped(tmp_path, random_model):
-    # three steps: killed after the first's checkpoint, in the second or the third (a step of
-    # the small model takes seconds: two of them are the margin against the poll below); the
-    # checkpoints kept (the last one is then written too)
+    # five steps: killed after the first's checkpoint, in one of the next four (a step of the
+    # small model, its held-out episodes and checkpoint take about a second idle: four of them
+    # are the margin against the poll below); the checkpoints kept (the last one is then
+    # written too)
     data = tiny(arms=[{"name": "static", "kind": "static"}], keep_checkpoints=True, model=str(random_model))
-    data["train"]["steps"] = 3
+    data["train"]["steps"] = 5
     path = _write(tmp_path, data)
     out = tmp_path / "run"
     run = out / "arms" / "static" / "seed-0"
@@ -211,12 +212,13 @@ def test_a_killed_experiment_resumes_where_it_stopped(tmp_path, random_model):
             assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
             assert time.monotonic() < deadline
             time.sleep(0.2)
-        os.killpg(proc.pid, signal.SIGKILL)  # mid-run: step 1 saved, step 2 under way
+        os.killpg(proc.pid, signal.SIGKILL)  # mid-run: step 1 saved, a later step under way
+        killed_at = (run / "checkpoints" / "latest").read_text()
     finally:
         proc.wait(timeout=60)
         if proc.stdout is not None:
             proc.stdout.close()
-    assert not (run / "done.json").exists()
+    assert not (run / "done.json").exists(), f"the run ended before the kill (latest: {killed_at})"
     # the changed file is refused; the same file resumes
     changed = _write(tmp_path, {**data, "eval_seed": 99})
     refused = subprocess.run([*ENVH, "experiment", str(changed), "--out", str(out), "--resume"],
@@ -227,9 +229,9 @@ def test_a_killed_experiment_resumes_where_it_stopped(tmp_path, random_model):
                              capture_output=True, text=True, timeout=900)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "[static seed 0] resuming at step" in resumed.stdout
-    assert "[static seed 0] step 1/3" not in resumed.stdout  # step 1 was not trained again
-    assert "[static seed 0] step 3/3" in resumed.stdout
+    assert "[static seed 0] step 1/5" not in resumed.stdout  # step 1 was not trained again
+    assert "[static seed 0] step 5/5" in resumed.stdout, f"latest at the kill: {killed_at}"
     steps = [r["step"] for r in _rows(run / "metrics.jsonl") if "reward" in r]
-    assert steps == [1, 2, 3]  # no row twice, none lost
+    assert steps == [1, 2, 3, 4, 5]  # no row twice, none lost
     assert (run / "done.json").exists() and (out / "report.md").exists()
-    assert (run / "checkpoints" / "latest").read_text() == "step-3"
+    assert (run / "checkpoints" / "latest").read_text() == "step-5"

@@ -22,10 +22,10 @@ from envh_grpo import procs
 
 pytestmark = pytest.mark.slow
 
-SETTINGS = ["steps=2", "save_every=1", "group_size=2", "groups_per_step=2", "max_turns=2",
+SETTINGS = ["steps=2", "save_every=1", "group_size=4", "groups_per_step=2", "max_turns=2",
             "max_response_tokens=6", "micro_batch=2", "loss.kl_coef=0.05", "optim.lr=1e-4", "threads=1",
             "log.progress=false", "log.tensorboard=false", "log.wandb=false",
-            "envs=[{spec: toy24, split: easy}]", "seed=1",  # seed 1: step 1 has a group whose rewards differ
+            "envs=[{spec: toy24, split: easy}]", "seed=1",  # seed 1: both steps have a group whose rewards differ
             # one executor for the job (rank 0's pool of 2) plays both ranks' episodes; they equal
             # the in-process ones (test_remote), so the rewards and the resume are the same
             "rollout.executor=pool", "rollout.workers=2", "rollout.options={isolation: none, memory_mb: 4096}"]
@@ -81,13 +81,15 @@ def runs(tmp_path_factory, repeating_model):
 def test_two_zero2_steps_train_and_log_every_reward_term(runs, repeating_model):
     full, _, _ = runs
     first, second = _records(full)
-    assert (first["step"], second["step"]) == (1, 2) and first["episodes"] == 4
+    assert (first["step"], second["step"]) == (1, 2) and first["episodes"] == 8
     for record in (first, second):
         assert all(isinstance(v, (int, float)) and v == v for v in record.values())  # finite, no NaN
         for term in ("solved", "efficiency", "diversity", "spam", "invalid"):
             assert f"reward/{term}" in record
         assert record["policy_tokens"] > 0 and record["gen_tokens"] == record["policy_tokens"]
-    assert first["grad_norm"] > 0, "no reward spread in step 1: the test needs a seed whose groups differ"
+    for record in (first, second):  # four episodes a group: no spread in either group has probability 0.02
+        assert record["groups/nonzero_adv"] > 0, f"no reward spread in step {record['step']}: try another seed"
+    assert first["grad_norm"] > 0
     assert first["rollout/workers"] == 2  # one executor for the job, not one per process
     assert second["kl"] > 0  # the policy moved away from the frozen reference
     from transformers import AutoModelForCausalLM

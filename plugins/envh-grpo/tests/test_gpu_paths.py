@@ -129,10 +129,10 @@ def test_plain_envh_train_runs_deepspeed_as_one_process(tmp_path, random_model):
 
 # -- ZeRO-3 with engine hf on two processes ---------------------------------------------------
 @pytest.mark.slow
-def test_zero3_with_hf_generation_shards_the_reference_and_takes_an_update_step(tmp_path, repeating_model):
+def test_zero3_with_hf_generation_shards_the_reference_and_takes_an_update_step(tmp_path, random_model):
     child = Path(__file__).parent / "zero3_child.py"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(child),
-           str(tmp_path), str(repeating_model)]
+           str(tmp_path), str(random_model)]
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
                PYTHONWARNINGS="ignore")
     proc = procs.run_job(cmd, env=env, timeout=900, capture=True)

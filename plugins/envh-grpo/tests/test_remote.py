@@ -151,25 +151,37 @@ def test_an_episode_whose_prompt_outgrows_the_context_ends_there(tokenizer, pool
 
 
 def _train_step(out, model, **rollout):
-    """One GRPO step of ``model`` (one process, no DeepSpeed) and a held-out evaluation. The
-    step is the run's last and ``save_final`` is off, so no checkpoint is written although
-    ``save_every`` is 1 (``envh experiment``'s setting; test_cli checks the default)."""
+    """One GRPO step of ``model`` (one process, no DeepSpeed) and a held-out evaluation: the
+    step's metrics, its episodes (each drawn task's prompts and replies, token for token) and
+    the held-out rows. The step is the run's last and ``save_final`` is off, so no checkpoint
+    is written although ``save_every`` is 1 (``envh experiment``'s setting; test_cli checks
+    the default). Four episodes a group: with this model's replies, a group's rewards differ
+    with probability 0.86, so the step is an update whatever the draws (seed 1: both groups)."""
     from envh_grpo.config import from_data
     from envh_grpo.trainer import GRPOTrainer
 
     config = from_data({
-        "group_size": 2, "groups_per_step": 2, "max_turns": 2, "max_response_tokens": 6, "steps": 1,
+        "group_size": 4, "groups_per_step": 2, "max_turns": 2, "max_response_tokens": 6, "steps": 1,
         "micro_batch": 4, "optim": {"lr": 1e-4}, "deepspeed": {"enabled": "false"}, "threads": 1,
-        "seed": 1, "save_every": 1, "model": str(model),  # seed 1: a group whose rewards differ
+        "seed": 1, "save_every": 1, "model": str(model),
         "envs": [{"spec": "toy24", "split": "easy"}], "rollout": rollout, "output_dir": str(out),
         "log": {"tensorboard": "false", "wandb": "false", "progress": False}})
     trainer = GRPOTrainer(config, save_final=False)
+    played = []
+    rollouts = trainer.rollouts
+
+    def recording(step):  # the step's own episodes, as the trainer scores them
+        result = rollouts(step)
+        played.extend(result[0])
+        return result
+
+    trainer.rollouts = recording
     try:
         record = trainer.train_step() | trainer.evaluate()  # held-out evaluation through the same workers
     finally:
         trainer.close()
     assert not (out / "checkpoints").exists()
-    return record
+    return record, played, (out / "eval" / "step-1.jsonl").read_text()
 
 
 @pytest.fixture(scope="module")
@@ -182,18 +194,27 @@ def local_step(tmp_path_factory, repeating_model):
 @pytest.mark.parametrize("name", ["pool", "ray"])
 def test_a_training_step_is_the_same_whether_episodes_run_in_process_or_in_an_executor(name, local_step, tmp_path,
                                                                                         request, repeating_model):
+    """The same step, term for term, from the same episodes: the tasks drawn, their prompts
+    and replies token for token (the metrics alone barely depend on the prompt with this
+    model), and the same held-out episodes."""
     options = {"isolation": "none"}
     if name == "ray":
         request.getfixturevalue("ray_pool")  # the module's Ray cluster (shut down with it)
         options = dict(RAY_OPTIONS)
-    remote = _train_step(tmp_path / "out", repeating_model, executor=name, workers=2, options=options)
-    assert local_step["grad_norm"] > 0  # rewards differed within a group: the compared step is a real update
+    remote, remote_episodes, remote_eval = _train_step(tmp_path / "out", repeating_model, executor=name, workers=2,
+                                                       options=options)
+    local, local_episodes, local_eval = local_step
+    assert local["groups/nonzero_adv"] == 1.0  # both groups' rewards differed: the compared step is an update
+    assert len({e.task for e in local_episodes}) == 2
+    assert_equal(local_episodes, remote_episodes, atol=1e-5)
+    assert [e.task for e in local_episodes] == [e.task for e in remote_episodes]
     for key in ("loss", "policy_loss", "grad_norm", "reward", "reward/solved", "reward/invalid", "reward/spam",
                 "gen_tokens", "policy_tokens", "success", "turns", "episodes", "eval/success", "eval/score",
-                "eval/steps", "eval/episodes"):
-        assert remote[key] == pytest.approx(local_step[key], abs=1e-5), key
-    assert local_step["eval/episodes"] == 4
-    assert (local_step["rollout/workers"], remote["rollout/workers"]) == (0, 2)
+                "eval/steps", "eval/episodes", "groups/nonzero_adv"):
+        assert remote[key] == pytest.approx(local[key], abs=1e-5), key
+    assert remote_eval == local_eval  # the same held-out tasks, outcomes and lengths
+    assert local["eval/episodes"] == 4
+    assert (local["rollout/workers"], remote["rollout/workers"]) == (0, 2)
 
 
 def test_a_failing_engine_stops_the_rollout_with_its_cause(tokenizer, pool):

@@ -1,6 +1,7 @@
 """Run by test_gpu_paths.py under ``torchrun --nproc_per_node 2`` on gloo: the model in the
-second argument (a small random one of SmolLM2's shape whose replies sometimes repeat)
-under DeepSpeed ZeRO-3 with ``engine: hf``.
+second argument (a small random one of SmolLM2's shape: tied embeddings, as SmolLM2's, and
+layers whose every weight moves the log-probs, so a wrongly gathered shard shows) under
+DeepSpeed ZeRO-3 with ``engine: hf``.
 
 Each rank checks that its reference model holds only its partition of the weights, that
 the sharded reference gives the same log-probs (and so the same k3 KL) as a full local

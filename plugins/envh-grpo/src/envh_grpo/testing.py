@@ -23,11 +23,14 @@ def write_random_model(folder: Path, like: str = "smollm2", *, seed: int = 0, re
 
     Its replies are noise, so they all score alike (every one invalid) and GRPO's update is
     zero. With ``repeats=True`` its replies are one token over and over, with now and then a
-    second token or any other (``REPEATS_SHARES``, whatever the prompt): a turn sometimes
-    repeats the previous turn's reply token for token, which the spam term penalizes, and
-    sometimes not. Rewards then differ within a group and an update moves the weights, as
-    tests of DeepSpeed's update and exact resume need. (Its output layer is then its own,
-    not the embeddings: 6.3 M parameters.)"""
+    second token or any other (``REPEATS_SHARES``, nearly whatever the prompt): a turn
+    sometimes repeats the previous turn's reply token for token, which the spam term
+    penalizes, and sometimes not. Rewards then differ within a group and an update moves the
+    weights, as tests of DeepSpeed's update and exact resume need. How often a reply repeats
+    depends on its length n: 0.867**n (0.43 at 6 tokens, 0.03 at 24), so use short replies.
+    Its output barely depends on the prompt, so a test that must see what the model was
+    shown compares the episodes' tokens, not only the metrics. (Its output layer is then its
+    own, not the embeddings: 6.4 M parameters.)"""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -61,6 +64,8 @@ def _make_repetitive(model, tok) -> None:  # type: ignore[no-untyped-def]
     import torch
 
     main, second = (tok.convert_tokens_to_ids(t) for t in ("1", "+"))
+    if not (isinstance(main, int) and isinstance(second, int)) or main == second or tok.unk_token_id in (main, second):
+        raise ValueError(f"{type(tok).__name__} has no distinct tokens '1' and '+' ({main}, {second})")
     share_main, share_second, share_rest = REPEATS_SHARES
     embeddings = model.get_input_embeddings().weight
     vocab, hidden = embeddings.shape
