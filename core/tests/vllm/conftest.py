@@ -54,11 +54,19 @@ def model_dir() -> Path:
     return cache_root() / "smollm2-135m"
 
 
+#: vLLM compiles a few sampler kernels with torch.compile whatever ``--optimization-level``
+#: says (the log-prob ranks, ``v1/sample/ops/logprobs.py``): each server's first requests
+#: with log-probs build them with a C++ compiler, again at every new batch shape, minutes
+#: of CPU in a suite on a machine whose compile cache is empty. Eager PyTorch computes the
+#: same values (a ``>=`` and a sum); the rest of the server is unchanged.
+NO_COMPILE = {"TORCHDYNAMO_DISABLE": "1"}
+
+
 def start(port: int, log: Path, *, max_model_len: int = 1024, timeout_s: float = 420) -> subprocess.Popen[bytes]:
     """vLLM's server for SmolLM2 (served as ``smollm2``) on 127.0.0.1:``port``, once it
     answers ``/v1/models``; its output is appended to ``log``."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "HF_HUB_OFFLINE": "1",
-           "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+           "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", **NO_COMPILE}
     with open(log, "a") as fh:
         proc = subprocess.Popen(
             [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir()),
