@@ -59,7 +59,7 @@ def model_dir() -> Path:
 #: with log-probs build them with a C++ compiler, again at every new batch shape, minutes
 #: of CPU in a suite on a machine whose compile cache is empty. Eager PyTorch computes the
 #: same values (a ``>=`` and a sum); the rest of the server is unchanged.
-NO_COMPILE = {"TORCHDYNAMO_DISABLE": "1"}
+NO_COMPILE = {"TORCH_COMPILE_DISABLE": "1"}
 
 
 def start(port: int, log: Path, *, max_model_len: int = 1024, timeout_s: float = 420) -> subprocess.Popen[bytes]:

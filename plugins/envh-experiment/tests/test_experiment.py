@@ -213,11 +213,11 @@ def test_a_killed_experiment_resumes_where_it_stopped(tmp_path, random_model):
             assert time.monotonic() < deadline
             time.sleep(0.2)
         os.killpg(proc.pid, signal.SIGKILL)  # mid-run: step 1 saved, a later step under way
-        killed_at = (run / "checkpoints" / "latest").read_text()
     finally:
         proc.wait(timeout=60)
         if proc.stdout is not None:
             proc.stdout.close()
+    killed_at = (run / "checkpoints" / "latest").read_text()
     assert not (run / "done.json").exists(), f"the run ended before the kill (latest: {killed_at})"
     # the changed file is refused; the same file resumes
     changed = _write(tmp_path, {**data, "eval_seed": 99})

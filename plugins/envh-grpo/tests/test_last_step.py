@@ -48,7 +48,8 @@ def test_a_run_without_its_last_checkpoint_redoes_the_last_step_once(tmp_path, r
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "reward" in r] == [1, 2]
     assert [r["step"] for r in rows if "eval/success" in r] == [1, 2]
-    assert len(redone) == 1 and all(r["groups/nonzero_adv"] > 0 for r in done), "no reward spread: another seed"
+    assert len(redone) == 1
+    assert all(r["groups/nonzero_adv"] > 0 for r in done), "no reward spread in a step: try another seed"
     for key in ("loss", "policy_loss", "reward", "gen_tokens", "policy_tokens", "grad_norm"):
         assert redone[0][key] == done[-1][key], key
     assert (out / "eval" / "step-2.jsonl").read_text() == held_out

@@ -167,21 +167,25 @@ def _train_step(out, model, **rollout):
         "envs": [{"spec": "toy24", "split": "easy"}], "rollout": rollout, "output_dir": str(out),
         "log": {"tensorboard": "false", "wandb": "false", "progress": False}})
     trainer = GRPOTrainer(config, save_final=False)
-    played = []
-    rollouts = trainer.rollouts
+    played, held_out = [], []
+    rollouts, write_eval = trainer.rollouts, trainer._write_eval
 
     def recording(step):  # the step's own episodes, as the trainer scores them
         result = rollouts(step)
         played.extend(result[0])
         return result
 
-    trainer.rollouts = recording
+    def recording_eval(episodes):  # the held-out episodes, as the trainer writes them
+        held_out.extend(episodes)
+        write_eval(episodes)
+
+    trainer.rollouts, trainer._write_eval = recording, recording_eval
     try:
         record = trainer.train_step() | trainer.evaluate()  # held-out evaluation through the same workers
     finally:
         trainer.close()
     assert not (out / "checkpoints").exists()
-    return record, played, (out / "eval" / "step-1.jsonl").read_text()
+    return record, played, held_out
 
 
 @pytest.fixture(scope="module")
@@ -196,14 +200,15 @@ def test_a_training_step_is_the_same_whether_episodes_run_in_process_or_in_an_ex
                                                                                         request, repeating_model):
     """The same step, term for term, from the same episodes: the tasks drawn, their prompts
     and replies token for token (the metrics alone barely depend on the prompt with this
-    model), and the same held-out episodes."""
+    model), and the same held-out episodes, prompts included (greedy, this model answers
+    every held-out prompt alike: only the prompts tell the tasks apart)."""
     options = {"isolation": "none"}
     if name == "ray":
         request.getfixturevalue("ray_pool")  # the module's Ray cluster (shut down with it)
         options = dict(RAY_OPTIONS)
-    remote, remote_episodes, remote_eval = _train_step(tmp_path / "out", repeating_model, executor=name, workers=2,
+    remote, remote_episodes, remote_held_out = _train_step(tmp_path / "out", repeating_model, executor=name, workers=2,
                                                        options=options)
-    local, local_episodes, local_eval = local_step
+    local, local_episodes, local_held_out = local_step
     assert local["groups/nonzero_adv"] == 1.0  # both groups' rewards differed: the compared step is an update
     assert len({e.task for e in local_episodes}) == 2
     assert_equal(local_episodes, remote_episodes, atol=1e-5)
@@ -212,7 +217,8 @@ def test_a_training_step_is_the_same_whether_episodes_run_in_process_or_in_an_ex
                 "gen_tokens", "policy_tokens", "success", "turns", "episodes", "eval/success", "eval/score",
                 "eval/steps", "eval/episodes", "groups/nonzero_adv"):
         assert remote[key] == pytest.approx(local[key], abs=1e-5), key
-    assert remote_eval == local_eval  # the same held-out tasks, outcomes and lengths
+    assert len(local_held_out) == 4 and len({e.task for e in local_held_out}) == 4
+    assert_equal(local_held_out, remote_held_out, atol=1e-5)
     assert local["eval/episodes"] == 4
     assert (local["rollout/workers"], remote["rollout/workers"]) == (0, 2)
 

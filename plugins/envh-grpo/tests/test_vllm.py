@@ -24,10 +24,10 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     out = tmp_path_factory.mktemp("envh-grpo-vllm") / "served.json"
-    # TORCHDYNAMO_DISABLE: vLLM's sampler kernels in eager PyTorch, not compiled with a C++
+    # TORCH_COMPILE_DISABLE: vLLM's sampler kernels in eager PyTorch, not compiled with a C++
     # compiler at every new batch shape (core/tests/vllm/conftest.py, NO_COMPILE)
     env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_ENABLE_V1_MULTIPROCESSING="0", OMP_NUM_THREADS="1",
-               GLOO_SOCKET_IFNAME="lo", PYTHONWARNINGS="ignore", TORCHDYNAMO_DISABLE="1")
+               GLOO_SOCKET_IFNAME="lo", PYTHONWARNINGS="ignore", TORCH_COMPILE_DISABLE="1")
     env.pop("VLLM_CPU_KVCACHE_SPACE", None)  # it would override the child's explicit 64 MiB (in whole GiB)
     try:
         proc = procs.run_job([sys.executable, str(Path(__file__).with_name("vllm_child.py")), str(out)],
