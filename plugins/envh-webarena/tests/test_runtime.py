@@ -3,6 +3,7 @@ next episode works; a reset costs a context, not a launch; memory stays flat."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -82,8 +83,12 @@ def test_crashed_page_ends_the_episode_and_browser_survives(env) -> None:
     session = env.session
     renderers = [p for p in group_pids(pid) if b"--type=renderer" in _cmdline(p)]  # type: ignore[arg-type]
     assert renderers
+    killed = 0
     for p in renderers:  # as the OOM killer would
-        os.kill(p, 9)
+        with contextlib.suppress(ProcessLookupError):  # a spare renderer may exit on its own meanwhile
+            os.kill(p, 9)
+            killed += 1
+    assert killed
     deadline = time.monotonic() + 10
     while not session.crashed and time.monotonic() < deadline:
         try:  # any Playwright call lets it deliver the crash event
@@ -148,7 +153,13 @@ def test_memory_does_not_grow_with_resets(env) -> None:
     print(f"browser {samples[0][1]:.0f} -> {samples[-1][1]:.0f} MB, {samples[0][2]} -> {samples[-1][2]} processes; "
           f"python {samples[0][3]:.0f} -> {samples[-1][3]:.0f} MB")
     assert shared_runtime().pid == pgid
-    assert max(s[2] for s in samples) <= samples[0][2] + 2, "renderer processes leak"
+    # a closed context's renderer can outlive it a moment on a loaded machine (one sample saw
+    # 9 -> 12 mid-run, 10 at the end): the count at the end, once settled, is what a leak
+    # (a renderer per reset: 30 more) cannot pass
+    deadline = time.monotonic() + 10
+    while group_rss_mb(pgid)[1] > samples[0][2] + 2 and time.monotonic() < deadline:  # type: ignore[arg-type]
+        time.sleep(0.5)
+    assert group_rss_mb(pgid)[1] <= samples[0][2] + 2, f"renderer processes leak: {samples}"  # type: ignore[arg-type]
     assert samples[-1][1] - samples[0][1] < 150, "browser memory after 30 resets"
     assert samples[-1][3] - samples[0][3] < 30, "python memory after 30 resets"
 
