@@ -262,13 +262,43 @@ class Forker:
         pass
 
 
+class _InterruptingRaw:
+    """A raw output whose recording meets a person's Ctrl-C: the process gets SIGINT while
+    the runner turns it into data (where it drops whatever the object raises)."""
+
+    def __repr__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)  # the handler runs here, on the main thread
+        return "never reached"
+
+    __str__ = __repr__
+
+
+class CtrlCInRecording:
+    """Stops at once; its raw output meets a Ctrl-C while it is recorded."""
+
+    policy_id = "test-ctrl-c-in-recording"
+
+    def __init__(self, arg=None, **options):
+        pass
+
+    def start(self, *, task, tools, observation, seed=None):
+        pass
+
+    def act(self, observation, tools):
+        return PolicyStep(action=Action(tool="stop"), raw=_InterruptingRaw())
+
+    def close(self):
+        pass
+
+
 @envh.hookimpl
 def envh_policies():
     # the files the parent and the test share with a policy: isolated workers see them only so
     paths = {"sleepy": ("rw:{pid_file}",), "flaky": ("rw:{arg}",), "forker": ("rw:{pid_file}",)}
     return [envh.PolicyInfo(name=name, factory=cls, data_paths=paths.get(name, ())) for name, cls in
             (("solver", Solver), ("fuzz", Fuzz), ("sleepy", Sleepy), ("envprobe", Env), ("flaky", Flaky),
-             ("snoop", Snoop), ("gcsnoop", GcSnoop), ("forker", Forker))]
+             ("snoop", Snoop), ("gcsnoop", GcSnoop), ("forker", Forker), ("ctrl-c-in-recording", CtrlCInRecording))]
 
 
 class Reader(toy24.Toy24Env):

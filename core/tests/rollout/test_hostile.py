@@ -195,6 +195,44 @@ def test_a_real_ctrl_c_still_stops_an_inline_run(registry):
         signal.signal(signal.SIGINT, left)
 
 
+def test_a_ctrl_c_under_a_hosts_own_handler_still_stops_an_inline_run(registry):
+    """An app or launcher that installed its own SIGINT handler (clean up, then Python's
+    default): the Ctrl-C is still a person's, not plugin code's to be contained."""
+    import signal
+    import threading
+
+    seen = []
+
+    def hosts(signum, frame):
+        seen.append(signum)
+        signal.default_int_handler(signum, frame)
+
+    left = signal.signal(signal.SIGINT, hosts)
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt), InlineExecutor(registry=registry) as inline:
+            list(inline.run([req(registry, "sleep", "sleepy:5")]))
+    finally:
+        timer.cancel()
+        timer.join()
+        signal.signal(signal.SIGINT, left)
+    assert seen == [signal.SIGINT]  # the host's handler ran too
+
+
+def test_a_ctrl_c_that_code_in_the_episode_swallowed_still_stops_the_run(registry):
+    """The Ctrl-C lands while the runner records a raw output whose repr it cannot trust
+    (it drops whatever that raises): the episode ends, and then the run stops."""
+    import signal
+
+    left = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt), InlineExecutor(registry=registry) as inline:
+            list(inline.run([req(registry, "ctrl-c", "ctrl-c-in-recording")]))
+    finally:
+        signal.signal(signal.SIGINT, left)
+
+
 def test_garbage_on_the_protocol_pipe_costs_the_worker_not_the_parent(registry, worker_env):
     """Code that took over a worker writes a frame nested past any recursion limit, or a
     result the parent cannot read: the parent drops that worker, records the attempt and

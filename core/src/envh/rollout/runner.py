@@ -204,12 +204,13 @@ def _alarm(timeout_s: float | None, on_stuck: Callable[[], None] | None = None,
     previous_int = signal.getsignal(signal.SIGINT)
 
     def interrupted(signum: int, frame: Any) -> None:
-        _interrupts[0] += 1  # a KeyboardInterrupt from a person, not from plugin code
-        if callable(previous_int):
-            previous_int(signum, frame)
-        raise KeyboardInterrupt
+        """Count a real SIGINT, then hand it to the handler that was there: Python's own
+        raises KeyboardInterrupt (a person's, not plugin code's); a host's (an app, a
+        launcher) does what it does, often clean up and then raise."""
+        _interrupts[0] += 1
+        previous_int(signum, frame)  # type: ignore[operator,misc]
 
-    track = previous_int is signal.default_int_handler
+    track = callable(previous_int)  # SIG_IGN / SIG_DFL: nothing of Python's runs, nothing to count
     if track:
         signal.signal(signal.SIGINT, interrupted)
     usable = bool(timeout_s) and hasattr(signal, "setitimer")
@@ -737,6 +738,10 @@ def run_episode(request: EpisodeRequest, warm: Warm | None = None, *, registry: 
                 problems = warm.close()
             except BaseException as exc:  # noqa: BLE001
                 problems = [describe(exc)]
+    if _interrupts[0] != episode.interrupts:
+        # a person's Ctrl-C whose KeyboardInterrupt code in the episode swallowed (a close
+        # that drops every exception, a hostile object's repr, a finalizer): it still stops the run
+        raise KeyboardInterrupt
     if problems and episode.fields.get("error_class") is None:
         episode.fail("env_error", "; ".join(problems))
     return recordable(episode.trajectory(t_start))
