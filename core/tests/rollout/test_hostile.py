@@ -8,6 +8,7 @@ verdict is read past (the base bridge's are recorded, the forgery beside them)."
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 import envh
 import hostile
@@ -167,6 +168,27 @@ def test_forged_verdicts_inside_a_chain_are_read_past(registry):
     assert t.success is False and [s.outer_reward for s in t.steps] == [None, 100.0]
 
 
+@contextmanager
+def _sigint(handler, after_s=None):
+    """``handler`` as the SIGINT handler while the block runs (the one an earlier test left
+    is yielded, then put back); with ``after_s``, a SIGINT to this process that long after
+    the block starts, as a person's Ctrl-C (cancelled if the block ends first)."""
+    import signal
+    import threading
+
+    left = signal.signal(signal.SIGINT, handler)
+    timer = threading.Timer(after_s or 0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    try:
+        if after_s is not None:
+            timer.start()
+        yield left
+    finally:
+        timer.cancel()
+        if after_s is not None:
+            timer.join()
+        signal.signal(signal.SIGINT, left)
+
+
 def test_a_real_ctrl_c_still_stops_an_inline_run(registry):
     """A SIGINT to the process while an inline episode runs stops the run (a KeyboardInterrupt
     out of it), under Python's own SIGINT handler, which this test installs: the worker
@@ -174,13 +196,9 @@ def test_a_real_ctrl_c_still_stops_an_inline_run(registry):
     the interrupt (not reproduced; the message now says what the run recorded and which
     handler was there)."""
     import signal
-    import threading
 
-    left = signal.signal(signal.SIGINT, signal.default_int_handler)
-    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
     played = []
-    try:
-        timer.start()
+    with _sigint(signal.default_int_handler, after_s=0.3) as left:
         try:
             with InlineExecutor(registry=registry) as inline:
                 played += inline.run([req(registry, "sleep", "sleepy:5")])
@@ -189,17 +207,12 @@ def test_a_real_ctrl_c_still_stops_an_inline_run(registry):
         else:
             pytest.fail(f"the run ended without the Ctrl-C: {[(t.error_class, t.error) for t in played]} "
                         f"(SIGINT handler left by earlier tests: {left!r})")
-    finally:
-        timer.cancel()
-        timer.join()
-        signal.signal(signal.SIGINT, left)
 
 
 def test_a_ctrl_c_under_a_hosts_own_handler_still_stops_an_inline_run(registry):
     """An app or launcher that installed its own SIGINT handler (clean up, then Python's
     default): the Ctrl-C is still a person's, not plugin code's to be contained."""
     import signal
-    import threading
 
     seen = []
 
@@ -207,16 +220,9 @@ def test_a_ctrl_c_under_a_hosts_own_handler_still_stops_an_inline_run(registry):
         seen.append(signum)
         signal.default_int_handler(signum, frame)
 
-    left = signal.signal(signal.SIGINT, hosts)
-    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
-    try:
-        timer.start()
-        with pytest.raises(KeyboardInterrupt), InlineExecutor(registry=registry) as inline:
-            list(inline.run([req(registry, "sleep", "sleepy:5")]))
-    finally:
-        timer.cancel()
-        timer.join()
-        signal.signal(signal.SIGINT, left)
+    with _sigint(hosts, after_s=0.3), pytest.raises(KeyboardInterrupt), \
+            InlineExecutor(registry=registry) as inline:
+        list(inline.run([req(registry, "sleep", "sleepy:5")]))
     assert seen == [signal.SIGINT]  # the host's handler ran too
 
 
@@ -225,12 +231,9 @@ def test_a_ctrl_c_that_code_in_the_episode_swallowed_still_stops_the_run(registr
     (it drops whatever that raises): the episode ends, and then the run stops."""
     import signal
 
-    left = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        with pytest.raises(KeyboardInterrupt), InlineExecutor(registry=registry) as inline:
-            list(inline.run([req(registry, "ctrl-c", "ctrl-c-in-recording")]))
-    finally:
-        signal.signal(signal.SIGINT, left)
+    with _sigint(signal.default_int_handler), pytest.raises(KeyboardInterrupt), \
+            InlineExecutor(registry=registry) as inline:
+        list(inline.run([req(registry, "ctrl-c", "ctrl-c-in-recording")]))
 
 
 def test_garbage_on_the_protocol_pipe_costs_the_worker_not_the_parent(registry, worker_env):

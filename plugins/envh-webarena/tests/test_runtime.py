@@ -156,10 +156,10 @@ def test_memory_does_not_grow_with_resets(env) -> None:
     # a closed context's renderer can outlive it a moment on a loaded machine (one sample saw
     # 9 -> 12 mid-run, 10 at the end): the count at the end, once settled, is what a leak
     # (a renderer per reset: 30 more) cannot pass
-    deadline = time.monotonic() + 10
-    while group_rss_mb(pgid)[1] > samples[0][2] + 2 and time.monotonic() < deadline:  # type: ignore[arg-type]
+    bound, deadline = samples[0][2] + 2, time.monotonic() + 10
+    while (count := group_rss_mb(pgid)[1]) > bound and time.monotonic() < deadline:  # type: ignore[arg-type]
         time.sleep(0.5)
-    assert group_rss_mb(pgid)[1] <= samples[0][2] + 2, f"renderer processes leak: {samples}"  # type: ignore[arg-type]
+    assert count <= bound, f"renderer processes leak: {count} at the end; {samples}"
     assert samples[-1][1] - samples[0][1] < 150, "browser memory after 30 resets"
     assert samples[-1][3] - samples[0][3] < 30, "python memory after 30 resets"
 
